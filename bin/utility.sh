@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# utility.sh: the admin CLI (see 'utility.sh --help'). A thin wrapper over
+# `python -m dataflow.cli.utility`; it may be symlinked anywhere or put on PATH.
+here=$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")
+python=${DATAFLOW_PYTHON:-$here/../.venv/bin/python}
+[ -x "$python" ] || python=python3
+exec "$python" -m dataflow.cli.utility "$@"

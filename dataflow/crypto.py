@@ -1,0 +1,90 @@
+"""Dataset passwords: encrypted with a passkey that is never stored.
+
+Two formats decrypt:
+
+* the seed's: base64(12-byte IV ‖ AES-256-GCM ciphertext+tag), key = first 32
+  bytes of SHA-512(passkey). Written only on request (``seed_format=True``).
+* ours, ``df1$`` + base64(16-byte salt ‖ 12-byte nonce ‖ AES-256-GCM
+  ciphertext+tag), key = scrypt(passkey, salt). ``$`` is not a base64 character,
+  so the two never look alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+
+from .errors import UsageError, WrongPasskey
+
+PREFIX = "df1$"
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "maxmem": 64 * 1024 * 1024, "dklen": 32}
+
+
+def read_passkey(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The passkey from ``PASSKEY``, else from the file named by ``PASSKEY_FILE``."""
+    if environ.get("PASSKEY"):
+        return environ["PASSKEY"]
+    path = environ.get("PASSKEY_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            passkey = handle.read().rstrip("\r\n")
+    except OSError as exc:
+        raise UsageError(f"cannot read PASSKEY_FILE {path}: {exc.strerror}") from None
+    if not passkey:
+        raise UsageError(f"PASSKEY_FILE {path} is empty")
+    return passkey
+
+
+def _aesgcm(key: bytes):
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # loaded only when needed
+
+    return AESGCM(key)
+
+
+def _seed_key(passkey: str) -> bytes:
+    return hashlib.sha512(passkey.encode("utf-8")).digest()[:32]
+
+
+@lru_cache(maxsize=64)
+def _derived_key(passkey: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(passkey.encode("utf-8"), salt=salt, **_SCRYPT)
+
+
+def encrypt(text: str, passkey: str, seed_format: bool = False) -> str:
+    """Encrypt ``text``; the versioned scrypt format unless ``seed_format``."""
+    nonce = os.urandom(12)
+    if seed_format:
+        sealed = _aesgcm(_seed_key(passkey)).encrypt(nonce, text.encode("utf-8"), None)
+        return base64.b64encode(nonce + sealed).decode("ascii")
+    salt = os.urandom(16)
+    sealed = _aesgcm(_derived_key(passkey, salt)).encrypt(nonce, text.encode("utf-8"), None)
+    return PREFIX + base64.b64encode(salt + nonce + sealed).decode("ascii")
+
+
+def decrypt(token: str, passkey: str, what: str = "the text") -> str:
+    """Decrypt either format; :class:`WrongPasskey` if the passkey does not fit."""
+    from cryptography.exceptions import InvalidTag
+
+    versioned = token.startswith(PREFIX)
+    try:
+        raw = base64.b64decode(token[len(PREFIX) :] if versioned else token, validate=True)
+    except (binascii.Error, ValueError):
+        raise WrongPasskey(what) from None
+    if versioned:
+        salt, nonce, sealed = raw[:16], raw[16:28], raw[28:]
+        key = _derived_key(passkey, salt)
+    else:
+        nonce, sealed = raw[:12], raw[12:]
+        key = _seed_key(passkey)
+    if len(nonce) != 12 or len(sealed) < 16:
+        raise WrongPasskey(what)
+    try:
+        return _aesgcm(key).decrypt(nonce, sealed, None).decode("utf-8")
+    except (InvalidTag, UnicodeDecodeError):
+        raise WrongPasskey(what) from None

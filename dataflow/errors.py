@@ -1,0 +1,87 @@
+"""The exceptions a user can cause. The CLIs print ``error: <message>`` and exit non-zero.
+
+Messages never contain a passkey or a password.
+"""
+
+from __future__ import annotations
+
+
+class DataflowError(Exception):
+    """Base class: a problem the user can fix, reported as one line."""
+
+    exit_code = 2
+
+
+class StoreMissing(DataflowError):
+    def __init__(self, path: str):
+        super().__init__(
+            f"no dataflow store at {path}: run 'utility createtables' to create one "
+            "(or point --db / DATAFLOW_DB at an existing store)"
+        )
+
+
+class StoreVersion(DataflowError):
+    def __init__(self, path: str, found: int, wanted: int):
+        if found < wanted:
+            hint = "run 'utility createtables' to upgrade it"
+        else:
+            hint = "it was written by a newer OpenDataFlow; upgrade this installation"
+        super().__init__(f"store {path} has schema version {found}, expected {wanted}: {hint}")
+
+
+class NotAStore(DataflowError):
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path} is not a usable dataflow store: {reason}")
+
+
+class BadSQL(DataflowError):
+    def __init__(self, reason: str):
+        super().__init__(f"SQL failed: {reason}")
+
+
+class ReadOnlySQL(DataflowError):
+    def __init__(self) -> None:
+        super().__init__("'sql' is read-only; use 'utility dml' to change data")
+
+
+class UnknownJob(DataflowError):
+    def __init__(self, jobid: str):
+        super().__init__(f"unknown job '{jobid}': it has no rows in table job (see 'utility jobs')")
+
+
+class JobConfigError(DataflowError):
+    """A job's registration cannot work (no OUT dataset, bad variable name, ...)."""
+
+    def __init__(self, jobid: str, reason: str):
+        super().__init__(f"job '{jobid}' is misconfigured: {reason}")
+
+
+class UnknownChunk(DataflowError):
+    def __init__(self, jobid: str, dataid: str):
+        super().__init__(f"job '{jobid}' has no chunk with dataid '{dataid}' (see 'utility runs')")
+
+
+class BadStatus(DataflowError):
+    def __init__(self, status: str, allowed: tuple[str, ...]):
+        super().__init__(f"status must be one of {', '.join(allowed)}, not '{status}'")
+
+
+class ScriptError(DataflowError):
+    def __init__(self, script: str, reason: str):
+        super().__init__(f"cannot run {script}: {reason}")
+
+
+class PasskeyMissing(DataflowError):
+    def __init__(self, what: str):
+        super().__init__(
+            f"{what} needs the passkey: set PASSKEY, or PASSKEY_FILE to a file holding it"
+        )
+
+
+class WrongPasskey(DataflowError):
+    def __init__(self, what: str = "the text"):
+        super().__init__(f"cannot decrypt {what}: wrong passkey or damaged ciphertext")
+
+
+class UsageError(DataflowError):
+    """Bad command-line usage that argparse could not catch."""

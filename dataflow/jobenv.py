@@ -1,0 +1,82 @@
+"""The environment a job receives: its chunk, its datasets' metadata and passwords.
+
+Values go straight into the child's environment (no shell ever sees them), so
+``$(...)``, quotes or newlines in metadata arrive byte for byte and run nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from . import crypto
+from .errors import JobConfigError, PasskeyMissing
+from .lifecycle import Job
+from .store import Row
+
+FIELDS = ("datasetid", "hostname", "database", "schemaname", "tablename", "username")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# variables RunJob sets itself; the environment the job inherits must not shadow them
+RESERVED = ("dataid", "jobid")
+
+
+@dataclass
+class JobEnv:
+    """Variables for the child, and the secrets among them (to mask in logs)."""
+
+    variables: dict[str, str] = field(default_factory=dict)
+    secrets: list[str] = field(default_factory=list)
+
+    def for_chunk(self, dataid: str) -> dict[str, str]:
+        return {**self.variables, "dataid": dataid}
+
+
+def _set(env: dict[str, str], name: str, value: str | None) -> None:
+    """Both spellings: ``bobin_hostname`` (PostgreSQL examples) and ``bobin_HOSTNAME`` (H2)."""
+    prefix, _, suffix = name.rpartition("_")
+    env[name] = env[f"{prefix}_{suffix.upper()}"] = value or ""
+
+
+def build(job: Job, datasets: dict[str, Row], passkey: str | None) -> JobEnv:
+    """Everything but ``dataid``: built before the claim, so a bad passkey or a bad
+    name is reported while the store is still untouched."""
+    result = JobEnv({"jobid": job.jobid})
+    env = result.variables
+    for itemtype, names in (("IN", job.inputs), ("OUT", job.outputs)):
+        for datasetid in names:
+            if not _NAME.match(datasetid):
+                raise JobConfigError(
+                    job.jobid,
+                    f"dataset name '{datasetid}' cannot be an environment variable "
+                    "(use letters, digits and _, not starting with a digit)",
+                )
+            row = datasets.get(datasetid)
+            if row is None:
+                raise JobConfigError(job.jobid, f"dataset '{datasetid}' is not in table dataset")
+            for column in FIELDS:
+                _set(env, f"{datasetid}_{column}", _text(row[column]))
+            _set(env, f"{datasetid}_encryptedpass", _text(row["encryptedpass"]))
+            _set(env, f"{datasetid}_itemtype", itemtype)
+            if row["encryptedpass"]:
+                password = _password(job.jobid, datasetid, str(row["encryptedpass"]), passkey)
+                _set(env, f"{datasetid}_password", password)
+                if password:
+                    result.secrets.append(password)
+    for name, value in job.extras:
+        if not _NAME.match(name) or name in RESERVED:
+            raise JobConfigError(
+                job.jobid, f"item '{name}' cannot be an environment variable of the job"
+            )
+        env[name] = value
+    return result
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _password(jobid: str, datasetid: str, token: str, passkey: str | None) -> str:
+    what = f"the password of dataset '{datasetid}'"
+    if passkey is None:
+        raise PasskeyMissing(f"job '{jobid}' uses {what}, so it")
+    return crypto.decrypt(token, passkey, what)

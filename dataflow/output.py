@@ -1,0 +1,36 @@
+"""Tables and JSON for the CLIs. The only module that imports ``tabulate``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """The seed's look: upper-case header, a dashed line, aligned columns."""
+    from tabulate import tabulate  # costly to import; only listings need it
+
+    return tabulate(
+        [["" if v is None else str(v) for v in row] for row in rows],
+        headers=[c.upper() for c in columns],
+        tablefmt="simple",
+        disable_numparse=True,  # keep dataids such as 1.0 exactly as stored
+    )
+
+
+def as_json(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=2, default=str)
+
+
+def listing(columns: Sequence[str], rows: Sequence[Sequence[object]], json_output: bool) -> str:
+    if json_output:
+        return as_json(columns, rows)
+    if not rows:
+        return "no rows returned by the query"
+    return table(columns, rows)
+
+
+def records(rows: Sequence[dict], json_output: bool) -> str:
+    """A listing of dict rows that all share the same keys."""
+    columns = list(rows[0]) if rows else []
+    return listing(columns, [list(row.values()) for row in rows], json_output)

@@ -1,0 +1,123 @@
+"""The store's schema, as ordered migrations. ``PRAGMA user_version`` = migrations applied.
+
+The three seed tables keep the seed's columns in the seed's order, so the
+quickstart's positional and named inserts run unchanged.
+
+``candidate`` is our index of work: (job, dataid) pairs whose inputs were all
+READY when last touched and that the job has not produced. Triggers keep it
+current for every write, including a user's ``utility dml``, so a claim reads
+the smallest candidate instead of stepping over every chunk already done. It
+may hold stale pairs (an input was later resubmitted, say); the claim checks
+each pair exactly and drops the stale ones.
+"""
+
+from __future__ import annotations
+
+_NOW = "(strftime('%Y-%m-%d %H:%M:%f', 'now', 'localtime'))"
+
+
+def _offer(jobs: str, dataid: str) -> str:
+    """SQL that adds (job, dataid) to ``candidate`` for every job selected by ``jobs``
+    (a condition on ``job c``) whose IN datasets are all READY at ``dataid`` and whose
+    own OUT rows there are absent, RESUBMIT or FAILED. Daily (``today``) jobs are
+    never candidates: the claim computes their one dataid itself."""
+    return f"""
+    INSERT OR IGNORE INTO candidate(jobid, sortkey, dataid)
+    SELECT DISTINCT c.jobid, dataflow_natkey({dataid}), {dataid} FROM job c
+    WHERE {jobs}
+      AND NOT EXISTS (SELECT 1 FROM job t WHERE t.jobid = c.jobid
+                      AND t.itemtype = 'IN' AND t.datasetid = 'today')
+      AND NOT EXISTS (SELECT 1 FROM job i WHERE i.jobid = c.jobid AND i.itemtype = 'IN'
+                      AND NOT EXISTS (SELECT 1 FROM datastatus r
+                                      WHERE r.datasetid = i.datasetid AND r.dataid = {dataid}
+                                        AND r.locktype = 'OUT' AND r.status = 'READY'))
+      AND NOT EXISTS (SELECT 1 FROM datastatus o WHERE o.jobid = c.jobid
+                      AND o.dataid = {dataid} AND o.locktype = 'OUT'
+                      AND o.status NOT IN ('RESUBMIT', 'FAILED'));"""
+
+
+def _refresh(jobid: str) -> str:
+    """SQL that offers every dataid at which ``jobid``'s first IN dataset is READY."""
+    first_input = (
+        f"(SELECT datasetid FROM job WHERE jobid = {jobid} AND itemtype = 'IN' "
+        "ORDER BY datasetid LIMIT 1)"
+    )
+    return f"""
+    INSERT OR IGNORE INTO candidate(jobid, sortkey, dataid)
+    SELECT {jobid}, dataflow_natkey(s.dataid), s.dataid FROM datastatus s
+    WHERE s.datasetid = {first_input} AND s.locktype = 'OUT' AND s.status = 'READY'
+      AND NOT EXISTS (SELECT 1 FROM job t WHERE t.jobid = {jobid}
+                      AND t.itemtype = 'IN' AND t.datasetid = 'today')
+      AND NOT EXISTS (SELECT 1 FROM job i WHERE i.jobid = {jobid} AND i.itemtype = 'IN'
+                      AND NOT EXISTS (SELECT 1 FROM datastatus r
+                                      WHERE r.datasetid = i.datasetid AND r.dataid = s.dataid
+                                        AND r.locktype = 'OUT' AND r.status = 'READY'))
+      AND NOT EXISTS (SELECT 1 FROM datastatus o WHERE o.jobid = {jobid}
+                      AND o.dataid = s.dataid AND o.locktype = 'OUT'
+                      AND o.status NOT IN ('RESUBMIT', 'FAILED'));"""
+
+
+def _on_status(new: str) -> str:
+    """Offers made when a datastatus row ``new`` (NEW or OLD) appears or changes:
+    its consumers when it is a READY output, its own job when it can be rerun."""
+    consumers = _offer(f"c.itemtype = 'IN' AND c.datasetid = {new}.datasetid", f"{new}.dataid")
+    itself = _offer(f"c.jobid = {new}.jobid", f"{new}.dataid")
+    return consumers + itself
+
+
+_V1 = f"""
+CREATE TABLE IF NOT EXISTS dataset(
+    datasetid     TEXT NOT NULL PRIMARY KEY,
+    hostname      TEXT,
+    database      TEXT,
+    schemaname    TEXT,
+    tablename     TEXT,
+    username      TEXT,
+    encryptedpass TEXT
+);
+CREATE TABLE IF NOT EXISTS job(
+    jobid     TEXT NOT NULL,
+    itemtype  TEXT NOT NULL,
+    datasetid TEXT,
+    itemvalue TEXT,
+    modified  TEXT DEFAULT {_NOW}
+);
+CREATE INDEX IF NOT EXISTS job_by_jobid ON job(jobid, itemtype);
+CREATE INDEX IF NOT EXISTS job_by_dataset ON job(datasetid, itemtype);
+-- a dataset is listed once per job, as IN or as OUT, never both
+CREATE UNIQUE INDEX IF NOT EXISTS job_dataset_once ON job(jobid, datasetid)
+    WHERE itemtype IN ('IN', 'OUT');
+CREATE TABLE IF NOT EXISTS datastatus(
+    datasetid TEXT NOT NULL,
+    jobid     TEXT NOT NULL,
+    dataid    TEXT NOT NULL,
+    locktype  TEXT,
+    status    TEXT,
+    modified  TEXT DEFAULT {_NOW},
+    PRIMARY KEY (datasetid, jobid, dataid)
+);
+CREATE INDEX IF NOT EXISTS datastatus_by_chunk ON datastatus(datasetid, dataid);
+CREATE INDEX IF NOT EXISTS datastatus_by_job ON datastatus(jobid, dataid);
+CREATE INDEX IF NOT EXISTS datastatus_by_modified ON datastatus(modified);
+CREATE TABLE IF NOT EXISTS candidate(
+    jobid   TEXT NOT NULL,
+    sortkey TEXT NOT NULL,
+    dataid  TEXT NOT NULL,
+    PRIMARY KEY (jobid, sortkey, dataid)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS candidate_on_insert AFTER INSERT ON datastatus
+WHEN NEW.locktype = 'OUT' BEGIN {_on_status("NEW")} END;
+CREATE TRIGGER IF NOT EXISTS candidate_on_update AFTER UPDATE ON datastatus
+WHEN NEW.locktype = 'OUT' BEGIN {_on_status("NEW")} END;
+CREATE TRIGGER IF NOT EXISTS candidate_on_delete AFTER DELETE ON datastatus
+BEGIN {_offer("c.jobid = OLD.jobid", "OLD.dataid")} END;
+CREATE TRIGGER IF NOT EXISTS candidate_on_job_insert AFTER INSERT ON job
+BEGIN {_refresh("NEW.jobid")} END;
+CREATE TRIGGER IF NOT EXISTS candidate_on_job_update AFTER UPDATE ON job
+BEGIN {_refresh("NEW.jobid")} {_refresh("OLD.jobid")} END;
+CREATE TRIGGER IF NOT EXISTS candidate_on_job_delete AFTER DELETE ON job
+BEGIN {_refresh("OLD.jobid")} END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+VERSION = len(MIGRATIONS)
