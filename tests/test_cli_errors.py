@@ -1,0 +1,165 @@
+"""Every user mistake: one line on stderr, a non-zero exit, no traceback, store unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from conftest import script
+
+
+def snapshot(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+@pytest.fixture
+def loadbob(cli, tmp_path):
+    cli.ok("createtables")
+    for sql in (
+        "insert into dataset (datasetid) values ('bobin')",
+        "insert into dataset (datasetid) values ('bobout')",
+        "insert into job (datasetid,itemtype,jobid) values ('bobout','OUT','loadbob')",
+        "insert into job (datasetid,itemtype,jobid) values ('bobin','IN','loadbob')",
+        "insert into datastatus values ('bobin','fakejob','1.0','OUT','READY',now())",
+    ):
+        cli.ok("dml", sql)
+    script(tmp_path, "loadbob.sh", "echo ran $dataid")
+    return cli
+
+
+def one_line_error(result, starts):
+    assert result.code != 0, result
+    assert result.out == ""
+    assert result.err.count("\n") == 1 and result.err.startswith(f"error: {starts}"), result.err
+    assert "Traceback" not in result.err
+
+
+def test_read_commands_never_create_a_store(cli, tmp_path):
+    for args in (["runs"], ["jobs"], ["datasets"], ["sql", "select 1"], ["getjob", "x"]):
+        one_line_error(cli.utility(*args), "no dataflow store at")
+    script(tmp_path, "loadbob.sh", "true")
+    one_line_error(cli.runjob("./loadbob.sh"), "no dataflow store at")
+    assert not (tmp_path / "dataflow.db").exists()
+
+
+def test_createtables_is_idempotent(cli, tmp_path):
+    assert cli.ok("createtables").out.startswith("tables created in")
+    assert cli.ok("createtables").out == f"store {tmp_path / 'dataflow.db'} is up to date\n"
+
+
+def test_sql_mistakes(loadbob, tmp_path):
+    db = tmp_path / "dataflow.db"
+    before = snapshot(db)
+    one_line_error(loadbob.utility("sql", "delete from datastatus"), "'sql' is read-only")
+    one_line_error(loadbob.utility("sql", "selec * from job"), 'SQL failed: near "selec"')
+    one_line_error(loadbob.utility("sql", "select 1; select 2"), "SQL failed")
+    one_line_error(
+        loadbob.utility("dml", "insert into nope values (1)"), "SQL failed: no such table"
+    )
+    one_line_error(loadbob.utility("dml", "update job set x = 1"), "SQL failed: no such column")
+    # a duplicate registration is refused by the schema, not silently doubled
+    one_line_error(
+        loadbob.utility(
+            "dml", "insert into job (jobid,itemtype,datasetid) values ('loadbob','IN','bobin')"
+        ),
+        "SQL failed: UNIQUE constraint failed",
+    )
+    assert snapshot(db) == before
+    assert loadbob.ok("sql", "select count(*) as n from datastatus").lines[-1].strip() == "1"
+
+
+def test_utility_usage_errors(loadbob):
+    bad = loadbob.utility("frobnicate")
+    assert (
+        bad.code == 2 and "invalid choice: 'frobnicate'" in bad.err and "Traceback" not in bad.err
+    )
+    one_line_error(loadbob.utility("getjob", "nojob"), "unknown job 'nojob'")
+    one_line_error(
+        loadbob.utility("endjob", "loadbob", "9.9", "READY"),
+        "job 'loadbob' has no chunk with dataid '9.9'",
+    )
+    one_line_error(loadbob.utility("endjob", "loadbob", "1.0", "DONE"), "status must be one of")
+    one_line_error(loadbob.utility("deleterun", "loadbob", "9.9"), "job 'loadbob' has no chunk")
+    for name in (
+        "createtables",
+        "sql",
+        "dml",
+        "runs",
+        "jobs",
+        "datasets",
+        "getjob",
+        "endjob",
+        "crypt",
+        "forcejob",
+        "deleterun",
+        "where",
+    ):
+        helped = loadbob.utility(name, "--help")
+        assert helped.code == 0 and "usage: utility" in helped.out, name
+
+
+def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
+    db = tmp_path / "dataflow.db"
+    before = snapshot(db)
+    one_line_error(loadbob.runjob("./missing.sh"), "cannot run ./missing.sh: no such file")
+    (tmp_path / "noexec.sh").write_text("echo hi\n")
+    one_line_error(loadbob.runjob("./noexec.sh"), "cannot run ./noexec.sh: it is not executable")
+    script(tmp_path, "nojob.sh", "true")
+    one_line_error(loadbob.runjob("./nojob.sh"), "unknown job 'nojob'")
+
+    loadbob.ok("dml", "insert into job (jobid,itemtype,datasetid) values ('noout','IN','bobin')")
+    script(tmp_path, "noout.sh", "true")
+    one_line_error(
+        loadbob.runjob("./noout.sh"), "job 'noout' is misconfigured: it has no OUT dataset"
+    )
+
+    loadbob.ok("dml", "insert into dataset (datasetid) values ('bad-name')")
+    loadbob.ok("dml", "insert into job (jobid,itemtype,datasetid) values ('badname','IN','bobin')")
+    loadbob.ok(
+        "dml", "insert into job (jobid,itemtype,datasetid) values ('badname','OUT','bad-name')"
+    )
+    script(tmp_path, "badname.sh", "true")
+    one_line_error(
+        loadbob.runjob("./badname.sh"),
+        "job 'badname' is misconfigured: dataset name 'bad-name' cannot be",
+    )
+
+    token = loadbob.ok("crypt", "-e", "pw", env={"PASSKEY": "right"}).out.strip()
+    loadbob.ok("dml", f"update dataset set encryptedpass = '{token}' where datasetid = 'bobin'")
+    before = snapshot(db)
+    one_line_error(
+        loadbob.runjob("./loadbob.sh"),
+        "job 'loadbob' uses the password of dataset 'bobin', so it needs the passkey",
+    )
+    one_line_error(
+        loadbob.runjob("./loadbob.sh", env={"PASSKEY": "wrong"}),
+        "cannot decrypt the password of dataset 'bobin': wrong passkey",
+    )
+    assert snapshot(db) == before
+    assert "RUNNING" not in loadbob.ok("sql", "select status from datastatus").out
+
+
+def test_failed_job_exit_code_and_rerun(loadbob, tmp_path):
+    script(tmp_path, "loadbob.sh", "echo broken; exit 7")
+    failed = loadbob.runjob("./loadbob.sh")
+    assert failed.code == 7
+    assert failed.lines[-2].endswith("Job ./loadbob.sh has failed. Updating status")
+    assert (
+        failed.lines[-1]
+        == "1 rows updated to FAILED for loadbob and 1.0 1 IN file-local locks released"
+    )
+    # FAILED stays FAILED (retries default to 0) until someone resubmits it
+    assert "no suitable data" in loadbob.runjob("./loadbob.sh").out
+    loadbob.ok("endjob", "loadbob", "1.0", "resubmit")
+    script(tmp_path, "loadbob.sh", "echo fixed")
+    assert loadbob.runjob("./loadbob.sh").lines[-1].startswith("1 rows updated to READY")
+
+
+def test_seed_passkey_as_first_argument(loadbob, tmp_path):
+    token = loadbob.ok("crypt", "-e", "--seed-format", "pw", env={"PASSKEY": "plugh"}).out.strip()
+    loadbob.ok("dml", f"update dataset set encryptedpass = '{token}' where datasetid = 'bobin'")
+    script(tmp_path, "loadbob.sh", 'test "$bobin_password" = pw && test -z "${PASSKEY:-}"')
+    ran = loadbob.runjob("plugh", "./loadbob.sh")
+    assert ran.code == 0, ran
+    assert ran.lines[-1].startswith("1 rows updated to READY")

@@ -1,0 +1,62 @@
+"""Passwords: the seed's test vector, round trips, and clean errors."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dataflow import crypto
+from dataflow.errors import WrongPasskey
+
+SEED_VECTOR = "dKpgTdzYpGVezNffmg912Wjk223NjTmoEr2L6WRxptXH"
+
+
+def test_seed_vector_decrypts():
+    assert crypto.decrypt(SEED_VECTOR, "plugh") == "plugh"
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=st.text(), passkey=st.text(min_size=1), seed_format=st.booleans())
+def test_round_trip(text, passkey, seed_format):
+    token = crypto.encrypt(text, passkey, seed_format=seed_format)
+    assert token.startswith(crypto.PREFIX) != seed_format
+    assert crypto.decrypt(token, passkey) == text
+
+
+@settings(max_examples=10, deadline=None)
+@given(text=st.text(), seed_format=st.booleans())
+def test_wrong_passkey_is_a_clean_error(text, seed_format):
+    token = crypto.encrypt(text, "right", seed_format=seed_format)
+    with pytest.raises(WrongPasskey):
+        crypto.decrypt(token, "wrong")
+
+
+def test_each_encryption_is_fresh():
+    assert crypto.encrypt("same", "k") != crypto.encrypt("same", "k")
+
+
+@pytest.mark.parametrize("token", ["", "not base64!", "df1$AAAA", "AAAA"])
+def test_garbage_is_a_clean_error(token):
+    with pytest.raises(WrongPasskey):
+        crypto.decrypt(token, "plugh")
+
+
+def test_cli_crypt(cli, tmp_path):
+    assert cli.utility("crypt", "-d", SEED_VECTOR, env={"PASSKEY": "plugh"}).out == "plugh\n"
+    # the seed's forms: passkey as first argument of utility, or inside crypt
+    assert cli.utility("plugh", "crypt", "-d", SEED_VECTOR).out == "plugh\n"
+    assert cli.utility("crypt", "-d", "plugh", SEED_VECTOR).out == "plugh\n"
+    keyfile = tmp_path / "passkey"
+    keyfile.write_text("s3cret\n")
+    token = cli.ok("crypt", "-e", "hunter2", env={"PASSKEY_FILE": str(keyfile)}).out.strip()
+    assert token.startswith("df1$") and "hunter2" not in token
+    seed = cli.ok("crypt", "-e", "--seed-format", "x", env={"PASSKEY": "s3cret"}).out.strip()
+    assert not seed.startswith("df1$")
+    assert cli.ok("crypt", "-d", token, env={"PASSKEY": "s3cret"}).out == "hunter2\n"
+
+    wrong = cli.utility("crypt", "-d", token, env={"PASSKEY": "nope"})
+    assert (wrong.code, wrong.out) == (2, "")
+    assert wrong.err == "error: cannot decrypt the text: wrong passkey or damaged ciphertext\n"
+    missing = cli.utility("crypt", "-e", "x")
+    assert missing.code == 2 and missing.err.startswith("error: crypt needs the passkey")

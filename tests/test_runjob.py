@@ -1,0 +1,157 @@
+"""RunJob end to end: the environment a job receives, daily jobs, several datasets, races."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from datetime import date
+
+import pytest
+
+from conftest import script
+
+DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'
+
+
+def register(cli, jobid, inputs, outputs, extras=()):
+    for name in {*inputs, *outputs} - {"today"}:
+        cli.ok("dml", f"insert or ignore into dataset (datasetid) values ('{name}')")
+    for itemtype, names in (("IN", inputs), ("OUT", outputs)):
+        for name in names:
+            cli.ok(
+                "dml",
+                f"insert into job (jobid,itemtype,datasetid) values ('{jobid}','{itemtype}','{name}')",
+            )
+    for name, value in extras:
+        cli.ok(
+            "dml",
+            f"insert into job (jobid,itemtype,itemvalue) values ('{jobid}','{name}','{value}')",
+        )
+
+
+def ready(cli, dataset, *dataids):
+    for dataid in dataids:
+        cli.ok(
+            "dml",
+            f"insert into datastatus values ('{dataset}','fakejob','{dataid}','OUT','READY',now())",
+        )
+
+
+@pytest.fixture
+def env_job(cli, tmp_path):
+    cli.ok("createtables")
+    script(tmp_path, "dump.sh", DUMP_ENV)
+    return cli
+
+
+HOSTILE = [
+    "$(touch pwned)",
+    "`touch pwned`",
+    'it\'s "quoted"',
+    "two\nlines",
+    "a;touch pwned",
+    " spaced  ",
+]
+
+
+def test_metadata_arrives_verbatim_and_runs_nothing(env_job, tmp_path):
+    register(env_job, "dump", ["src"], ["dst"], extras=[("mode", "$(touch pwned)")])
+    for i, column in enumerate(("hostname", "database", "schemaname", "tablename", "username")):
+        value = HOSTILE[i].replace("'", "''")
+        env_job.ok("dml", f"update dataset set {column} = '{value}' where datasetid = 'src'")
+    ready(env_job, "src", "1")
+    ran = env_job.runjob("./dump.sh")
+    assert ran.code == 0, ran
+    env = json.loads(ran.lines[1])
+    assert [
+        env[f"src_{c}"] for c in ("hostname", "database", "schemaname", "tablename", "username")
+    ] == HOSTILE[:5]
+    assert env["src_HOSTNAME"] == HOSTILE[0] and env["mode"] == "$(touch pwned)"
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_environment_contents(env_job, tmp_path):
+    token = env_job.ok("crypt", "-e", "s3cret", env={"PASSKEY": "k"}).out.strip()
+    register(env_job, "dump", ["a", "b"], ["x", "y"], extras=[("region", "eu"), ("retries", "0")])
+    env_job.ok(
+        "dml", f"update dataset set hostname='db1', encryptedpass='{token}' where datasetid='a'"
+    )
+    ready(env_job, "a", "7")
+    ready(env_job, "b", "7")
+    ran = env_job.runjob("./dump.sh", env={"PASSKEY": "k", "x_hostname": "stale value"})
+    assert ran.code == 0, ran
+    env = json.loads(ran.lines[1])
+    assert (env["dataid"], env["jobid"], env["region"]) == ("7", "dump", "eu")
+    assert (env["a_hostname"], env["a_HOSTNAME"], env["a_itemtype"], env["x_ITEMTYPE"]) == (
+        "db1",
+        "db1",
+        "IN",
+        "OUT",
+    )
+    assert env["a_password"] == env["a_PASSWORD"] == "s3cret"
+    assert env["a_encryptedpass"] == token
+    assert "b_password" not in env
+    assert env["x_hostname"] == ""  # a NULL column is empty, never a stale value from outside
+    assert "PASSKEY" not in env and "retries" not in env
+    assert "s3cret" not in ran.out.replace(ran.lines[1], "")
+    assert ran.lines[-1] == "2 rows updated to READY for dump and 7 2 IN file-local locks released"
+
+
+def test_natural_order_and_catch_up(env_job, tmp_path):
+    register(env_job, "dump", ["src"], ["dst"])
+    ready(env_job, "src", "10", "9", "2", "1.0", "10.0")
+    seen = []
+    for _ in range(6):
+        ran = env_job.runjob("./dump.sh")
+        assert ran.code == 0
+        if "Launching" in ran.out:
+            seen.append(json.loads(ran.lines[1])["dataid"])
+    assert seen == ["1.0", "2", "9", "10", "10.0"]
+
+
+def test_daily_job_runs_once_a_day(env_job, tmp_path):
+    register(env_job, "dump", ["today"], ["daily"])
+    first = env_job.runjob("./dump.sh")
+    env = json.loads(first.lines[1])
+    assert env["dataid"] == date.today().isoformat()
+    assert not any(k.startswith("today_") for k in env)
+    assert "no suitable data" in env_job.runjob("./dump.sh").out
+
+
+def test_script_found_on_path_and_without_shebang(env_job, tmp_path):
+    register(env_job, "plain", ["src"], ["dst"])
+    ready(env_job, "src", "1")
+    (tmp_path / "plain.sh").write_text('echo "no shebang, dataid $dataid"\n')
+    (tmp_path / "plain.sh").chmod(0o755)
+    ran = env_job.runjob("plain.sh")
+    assert ran.code == 0 and "no shebang, dataid 1" in ran.out
+
+
+@pytest.mark.slow
+def test_racing_runjobs_run_each_chunk_exactly_once(env_job, tmp_path):
+    """8 processes, each calling RunJob in a loop over 40 chunks: every chunk once."""
+    register(env_job, "race", ["src"], ["dst"])
+    ready(env_job, "src", *map(str, range(1, 41)))
+    script(tmp_path, "race.sh", 'echo "$dataid" >> ran.log')
+    loop = "for i in $(seq 12); do RunJob ./race.sh || exit 1; done"
+    workers = [
+        subprocess.Popen(
+            ["bash", "-c", loop],
+            cwd=tmp_path,
+            env=env_job.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    outputs = [w.communicate(timeout=600) for w in workers]
+    assert all(w.returncode == 0 for w in workers), outputs
+    assert all(err == "" for _, err in outputs), [err for _, err in outputs if err]
+    counts = Counter((tmp_path / "ran.log").read_text().split())
+    assert counts == Counter(str(i) for i in range(1, 41))
+    statuses = env_job.ok(
+        "sql", "select status, count(*) from datastatus where jobid='race' group by 1"
+    ).lines
+    assert statuses[-1].split() == ["READY", "40"]
