@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import date
 
-_RUNS = re.compile(r"(\d+)")
+_RUNS = re.compile(r"([0-9]+)")  # ASCII digits only: int() would take any script's digits
 
 
 def natural_key(dataid: str) -> str:
