@@ -85,3 +85,16 @@ class WrongPasskey(DataflowError):
 
 class UsageError(DataflowError):
     """Bad command-line usage that argparse could not catch."""
+
+
+class NetworkFilesystem(DataflowError):
+    def __init__(self, folder: str, kind: str):
+        super().__init__(
+            f"{folder} is on a {kind} file system: the store and its locks need a local disk "
+            "(SQLite's WAL and file locks do not work across a network); use --db on a local path"
+        )
+
+
+class StoreBusy(DataflowError):
+    def __init__(self, path: str):
+        super().__init__(f"store {path} stayed locked by other processes for too long; try again")

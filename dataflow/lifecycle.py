@@ -6,10 +6,15 @@ transaction is held while a job runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from . import dataids
+from . import dataids, locks, logs
 from .errors import BadStatus, JobConfigError, UnknownChunk, UnknownJob
+from .locks import ChunkLock
 from .store import ChunkRow, Store
 
 TODAY = "today"
@@ -18,7 +23,18 @@ END_STATUSES = (READY, FAILED, RESUBMIT, HOLD)
 RERUNNABLE = (RESUBMIT, FAILED)
 # job rows whose itemtype is one of these are settings, not environment items
 SETTINGS = ("retries", "max_parallel", "timeout", "spark_args")
+ABANDONED = "abandoned"  # the reason recorded for a run that died without ending
 _BATCH = 64
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Job settings: ``job`` rows with a reserved itemtype, the value in itemvalue."""
+
+    retries: int = 0  # automatic reruns of a FAILED chunk
+    max_parallel: int | None = None  # live runs of the job at once, across processes
+    timeout: float | None = None  # seconds before the job is killed
+    spark_args: str = ""  # extra spark-submit arguments
 
 
 @dataclass(frozen=True)
@@ -29,8 +45,29 @@ class Job:
     inputs: tuple[str, ...]  # IN datasets, without the special ``today``
     outputs: tuple[str, ...]
     daily: bool = False  # has the IN dataset ``today``
-    settings: dict[str, str] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
     extras: tuple[tuple[str, str], ...] = ()  # other rows: environment items
+
+
+def _number(jobid: str, name: str, value: str, kind: type, least: float) -> float:
+    try:
+        number = kind(value)
+    except ValueError:
+        number = None
+    if number is None or number < least:
+        raise JobConfigError(jobid, f"setting {name} must be a number >= {least}, not '{value}'")
+    return number
+
+
+def _settings(jobid: str, values: dict[str, str]) -> Settings:
+    timeout = values.get("timeout")
+    cap = values.get("max_parallel")
+    return Settings(
+        retries=int(_number(jobid, "retries", values.get("retries", "0"), int, 0)),
+        max_parallel=int(_number(jobid, "max_parallel", cap, int, 1)) if cap else None,
+        timeout=_number(jobid, "timeout", timeout, float, 0.001) if timeout else None,
+        spark_args=values.get("spark_args", ""),
+    )
 
 
 def load_job(store: Store, jobid: str) -> Job:
@@ -50,7 +87,7 @@ def load_job(store: Store, jobid: str) -> Job:
             else:
                 inputs.append(item.datasetid)
         elif item.itemtype in SETTINGS:
-            settings[item.itemtype] = item.itemvalue or ""
+            settings[item.itemtype] = (item.itemvalue or "").strip()
         else:
             extras.append((item.itemtype, item.itemvalue or ""))
     if not outputs:
@@ -59,14 +96,19 @@ def load_job(store: Store, jobid: str) -> Job:
         raise JobConfigError(
             jobid, "it has no IN dataset; add one, or IN dataset 'today' for a daily job"
         )
-    return Job(jobid, tuple(inputs), tuple(outputs), daily, settings, tuple(extras))
+    return Job(
+        jobid, tuple(inputs), tuple(outputs), daily, _settings(jobid, settings), tuple(extras)
+    )
 
 
-def claimable(job: Job, rows: list[ChunkRow], ready_inputs: int) -> bool:
+def claimable(
+    job: Job, rows: list[ChunkRow], ready_inputs: int, last_retry: int | None = None
+) -> bool:
     """May ``job`` start the chunk whose own rows are ``rows``?
 
     Every input READY; the job not consuming it already; its outputs absent,
-    RESUBMIT, or FAILED (a FAILED chunk reruns only when resubmitted).
+    RESUBMIT, or FAILED with automatic retries left (``last_retry``: the retry
+    number of the chunk's last run, None if it never ran).
     """
     if ready_inputs < len(job.inputs):
         return False
@@ -75,37 +117,124 @@ def claimable(job: Job, rows: list[ChunkRow], ready_inputs: int) -> bool:
         return False
     if any(status not in RERUNNABLE for status in outs):
         return False
-    return not outs or RESUBMIT in outs
+    if not outs or RESUBMIT in outs:
+        return True
+    return (last_retry or 0) < job.settings.retries
 
 
-def _claimable_at(store: Store, job: Job, dataid: str) -> bool:
-    ready = store.ready_inputs(job.inputs, dataid)
-    return claimable(job, store.chunk_rows(job.jobid, dataid), ready)
+@dataclass
+class Claim:
+    """A chunk this process now owns: its lock is held until the run ends."""
+
+    dataid: str
+    attempt: int
+    runid: int
+    lock: ChunkLock
+    logpath: Path
 
 
-def claim(store: Store, job: Job) -> str | None:
-    """Atomically claim the job's smallest claimable dataid, or return None."""
+@dataclass
+class ClaimResult:
+    claim: Claim | None = None
+    live: int = 0  # runs of the job alive before this claim
+    cap_full: bool = False  # max_parallel live runs already: nothing claimed
+    abandoned: list[str] = field(default_factory=list)  # dead runs just marked FAILED
+
+
+class _DryRun(Exception):
+    """Raised inside the claim transaction to roll it back."""
+
+
+def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
+    """Mark FAILED every RUNNING chunk whose lock nobody holds (its run died).
+
+    Runs inside the caller's write transaction: a claim takes its chunk lock
+    before committing, so a committed RUNNING row with a free lock is dead.
+    """
+    dead = []
+    for job, dataid in store.running(jobid):
+        if not locks.is_held(locks.chunk_lock_path(store.files, job, dataid)):
+            store.finish(job, dataid, FAILED)
+            store.abandon_runs(job, dataid, ABANDONED)
+            dead.append((job, dataid))
+    return dead
+
+
+def _choose(store: Store, job: Job) -> Iterator[str]:
+    """Candidate dataids of the job, in natural order."""
+    if job.daily:
+        yield dataids.today()
+        return
+    seen = ""
+    while batch := store.candidates(job.jobid, _BATCH, after=seen):
+        yield from batch
+        seen = batch[-1]
+
+
+def claim(store: Store, job: Job, *, command: str = "", dry_run: bool = False) -> ClaimResult:
+    """Atomically claim the job's smallest claimable chunk, in one short transaction:
+    recover dead runs, respect ``max_parallel``, lock the chunk, mark it RUNNING and
+    open its history row. With ``dry_run`` the transaction is rolled back."""
+    result = ClaimResult()
+    try:
+        with store.transaction():
+            result.abandoned = [d for _, d in recover(store, job.jobid)]
+            settings = load_job(store, job.jobid).settings  # read at every start
+            result.live = len(store.running(job.jobid))
+            if settings.max_parallel and result.live >= settings.max_parallel:
+                result.cap_full = True
+                return result
+            result.claim = _claim_first(store, replace(job, settings=settings), command)
+            if dry_run and result.claim:
+                raise _DryRun
+    except _DryRun:
+        result.claim.lock.close()
+    return result
+
+
+def _claim_first(store: Store, job: Job, command: str) -> Claim | None:
+    for dataid in _choose(store, job):
+        rows = store.chunk_rows(job.jobid, dataid)
+        last = store.last_run(job.jobid, dataid)
+        ready = store.ready_inputs(job.inputs, dataid)
+        if not claimable(job, rows, ready, last and last["retry"]):
+            # Stale: any later change that could make it claimable offers it again.
+            store.drop_candidate(job.jobid, dataid)
+            continue
+        lock = locks.ChunkLock(locks.chunk_lock_path(store.files, job.jobid, dataid))
+        if not lock.try_acquire():
+            continue  # a process of an earlier run of this chunk is still alive: keep it
+        fresh = not any(r.status == FAILED for r in rows if r.locktype == "OUT") or any(
+            r.status == RESUBMIT for r in rows
+        )
+        attempt = (last["attempt"] + 1) if last else 1
+        retry = 0 if fresh or not last else last["retry"] + 1
+        logpath = logs.log_path(store.files, job.jobid, dataid, attempt)
+        store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
+        runid = store.start_run(
+            jobid=job.jobid,
+            dataid=dataid,
+            attempt=attempt,
+            retry=retry,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            command=command,
+            logpath=str(logpath),
+        )
+        return Claim(dataid, attempt, runid, lock, logpath)
+    return None
+
+
+def finish(
+    store: Store, jobid: str, dataid: str, status: str, runid: int | None = None, **outcome: object
+) -> tuple[int, int]:
+    """End a run: OUT rows to ``status``, IN rows deleted, its history row closed
+    with ``outcome`` (exitcode, signal, duration, reason). Returns both counts."""
     with store.transaction():
-        if job.daily:
-            dataid = dataids.today()
-            if not _claimable_at(store, job, dataid):
-                return None
-            store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
-            return dataid
-        while batch := store.candidates(job.jobid, _BATCH):
-            for dataid in batch:
-                if _claimable_at(store, job, dataid):
-                    store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
-                    return dataid
-                # Stale: any later change that could make it claimable offers it again.
-                store.drop_candidate(job.jobid, dataid)
-        return None
-
-
-def finish(store: Store, jobid: str, dataid: str, status: str) -> tuple[int, int]:
-    """End a run: OUT rows to ``status``, IN rows deleted. Returns both counts."""
-    with store.transaction():
-        return store.finish(jobid, dataid, status)
+        counts = store.finish(jobid, dataid, status)
+        if runid is not None:
+            store.end_run(runid, status, **outcome)
+        return counts
 
 
 def end_chunk(store: Store, jobid: str, dataid: str, status: str) -> tuple[int, int]:

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from . import schema
 from .dataids import natural_key
 from .errors import BadSQL, NotAStore, ReadOnlySQL, StoreMissing, StoreVersion
+from .filesystems import require_local
 
 DEFAULT_NAME = "dataflow.db"
 BUSY_TIMEOUT_S = 60.0
@@ -84,11 +85,17 @@ class Store:
 
     # -- opening -----------------------------------------------------------------
 
+    @property
+    def files(self) -> Path:
+        """The folder of this store's lock files and run logs."""
+        return files_dir(self.path)
+
     @classmethod
     def open(cls, path: Path) -> Store:
         """Open an existing store at the current schema version; never creates one."""
         if not path.exists():
             raise StoreMissing(str(path))
+        require_local(path.parent)
         store = cls(path, _connect(path, create=False))
         found = store._version()
         if found != schema.VERSION:
@@ -103,6 +110,7 @@ class Store:
         """Create or upgrade the store; returns it with the number of migrations applied."""
         if not path.parent.is_dir():
             raise NotAStore(str(path), f"folder {path.parent} does not exist")
+        require_local(path.parent)
         store = cls(path, _connect(path, create=True))
         try:
             store.conn.execute("PRAGMA journal_mode = WAL")
@@ -178,12 +186,19 @@ class Store:
 
     # -- the claim -------------------------------------------------------------------
 
-    def candidates(self, jobid: str, limit: int) -> list[str]:
-        """The job's first ``limit`` candidate dataids, in natural order."""
-        rows = self.conn.execute(
-            "SELECT dataid FROM candidate WHERE jobid = ? ORDER BY sortkey, dataid LIMIT ?",
-            (jobid, limit),
-        )
+    def candidates(self, jobid: str, limit: int, after: str = "") -> list[str]:
+        """The job's candidate dataids in natural order: the first ``limit`` past ``after``."""
+        if not after:
+            rows = self.conn.execute(
+                "SELECT dataid FROM candidate WHERE jobid = ? ORDER BY sortkey, dataid LIMIT ?",
+                (jobid, limit),
+            )
+        else:
+            rows = self.conn.execute(
+                "SELECT dataid FROM candidate WHERE jobid = ? AND (sortkey, dataid) > (?, ?) "
+                "ORDER BY sortkey, dataid LIMIT ?",
+                (jobid, natural_key(after), after, limit),
+            )
         return [row[0] for row in rows]
 
     def drop_candidate(self, jobid: str, dataid: str) -> None:
@@ -243,6 +258,77 @@ class Store:
         return self.conn.execute(
             "DELETE FROM datastatus WHERE jobid = ? AND dataid = ?", (jobid, dataid)
         ).rowcount
+
+    def running(self, jobid: str | None = None) -> list[tuple[str, str]]:
+        """(jobid, dataid) of every chunk whose OUT rows say RUNNING."""
+        sql = "SELECT DISTINCT jobid, dataid FROM datastatus WHERE status = 'RUNNING' AND locktype = 'OUT'"
+        if jobid is None:
+            return [tuple(row) for row in self.conn.execute(sql)]
+        return [tuple(row) for row in self.conn.execute(sql + " AND jobid = ?", (jobid,))]
+
+    def count_candidates(self, jobid: str) -> int:
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM candidate WHERE jobid = ?", (jobid,)
+        ).fetchone()[0]
+
+    # -- run history -----------------------------------------------------------------
+
+    def last_run(self, jobid: str, dataid: str) -> Row | None:
+        row = self.conn.execute(
+            "SELECT * FROM run WHERE jobid = ? AND dataid = ? ORDER BY attempt DESC LIMIT 1",
+            (jobid, dataid),
+        ).fetchone()
+        return dict(row) if row else None
+
+    def start_run(self, **run: object) -> int:
+        """Insert a RUNNING history row; returns its runid."""
+        columns = ", ".join(run)
+        marks = ", ".join("?" * len(run))
+        return self.conn.execute(
+            f"INSERT INTO run(status, started, {columns}) VALUES ('RUNNING', now(), {marks})",
+            tuple(run.values()),
+        ).lastrowid
+
+    def end_run(self, runid: int, status: str, **outcome: object) -> None:
+        """Close a history row: its status, end time and how it ended."""
+        sets = "".join(f", {name} = ?" for name in outcome)
+        self.conn.execute(
+            f"UPDATE run SET status = ?, ended = now(){sets} WHERE runid = ?",
+            (status, *outcome.values(), runid),
+        )
+
+    def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
+        """Close the RUNNING history rows of a chunk whose run died."""
+        self.conn.execute(
+            "UPDATE run SET status = 'FAILED', ended = now(), reason = ? "
+            "WHERE jobid = ? AND dataid = ? AND status = 'RUNNING'",
+            (reason, jobid, dataid),
+        )
+
+    def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
+        """Run history, newest first, optionally for one job or one chunk."""
+        where, params = [], []
+        for column, value in (("jobid", jobid), ("dataid", dataid)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = (
+            "SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal, "
+            "pid, host, command, logpath, reason FROM run"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY runid DESC LIMIT ?"
+        )
+        return [dict(row) for row in self.conn.execute(sql, (*params, limit))]
+
+    def run_log(self, jobid: str, dataid: str, attempt: int | None) -> Row | None:
+        """The history row of one attempt (the last one when ``attempt`` is None)."""
+        if attempt is None:
+            return self.last_run(jobid, dataid)
+        row = self.conn.execute(
+            "SELECT * FROM run WHERE jobid = ? AND dataid = ? AND attempt = ?",
+            (jobid, dataid, attempt),
+        ).fetchone()
+        return dict(row) if row else None
 
     # -- listings --------------------------------------------------------------------
 

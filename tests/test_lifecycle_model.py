@@ -21,6 +21,7 @@ from dataflow.dataids import natural_key
 from dataflow.store import Store
 
 JOBS = {"A": (("src",), "a"), "B": (("a",), "b"), "C": (("a", "b"), "c")}
+RETRIES = {"A": 0, "B": 1, "C": 0}  # B reruns a FAILED chunk once by itself
 DATAIDS = ["1", "2", "9", "10", "1.0", "2.0", "10.0", "2025-01-02", "2025-01-10", "shard-3"]
 
 
@@ -44,12 +45,19 @@ class Lifecycle(RuleBasedStateMachine):
             self.store.execute(
                 f"insert into job values ('{jobid}', 'OUT', '{output}', null, now())"
             )
+            if RETRIES[jobid]:
+                self.store.execute(
+                    f"insert into job values ('{jobid}', 'retries', null, '{RETRIES[jobid]}', now())"
+                )
         self.jobs = {jobid: lifecycle.load_job(self.store, jobid) for jobid in JOBS}
         self.src: set[str] = set()
         self.out: dict[tuple[str, str], str] = {}  # (job, dataid) -> status of its OUT row
-        self.live: set[tuple[str, str]] = set()
+        self.live: dict[tuple[str, str], object] = {}  # claimed chunk -> its Claim (holds the lock)
+        self.retry: dict[tuple[str, str], int] = {}  # retry number of each chunk's last run
 
     def teardown(self):
+        for claim in self.live.values():
+            claim.lock.close()
         self.store.close()
         shutil.rmtree(self.folder)
 
@@ -68,8 +76,14 @@ class Lifecycle(RuleBasedStateMachine):
             for d in DATAIDS
             if all(self.ready(i, d) for i in inputs)
             and (jobid, d) not in self.live
-            and self.out.get((jobid, d)) in (None, "RESUBMIT")
+            and self.rerunnable(jobid, d)
         ]
+
+    def rerunnable(self, jobid: str, dataid: str) -> bool:
+        status = self.out.get((jobid, dataid))
+        if status == "FAILED":
+            return self.retry[(jobid, dataid)] < RETRIES[jobid]
+        return status in (None, "RESUBMIT")
 
     # -- rules -----------------------------------------------------------------------
 
@@ -84,26 +98,30 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(jobid=st.sampled_from(sorted(JOBS)))
     def claim(self, jobid):
         expected = min(self.claimable(jobid), key=reference_order, default=None)
-        got = lifecycle.claim(self.store, self.jobs[jobid])
+        claim = lifecycle.claim(self.store, self.jobs[jobid]).claim
+        got = claim and claim.dataid
         assert got == expected, f"{jobid} claimed {got!r}, model says {expected!r}"
-        if got is not None:
-            self.live.add((jobid, got))
-            self.out[(jobid, got)] = "RUNNING"
+        if claim is not None:
+            key = (jobid, got)
+            self.retry[key] = self.retry[key] + 1 if self.out.get(key) == "FAILED" else 0
+            self.live[key] = claim
+            self.out[key] = "RUNNING"
 
     @precondition(lambda self: self.live)
     @rule(data=st.data(), success=st.booleans())
     def finish(self, data, success):
         jobid, dataid = data.draw(st.sampled_from(sorted(self.live)))
         status = "READY" if success else "FAILED"
-        updated, released = lifecycle.finish(self.store, jobid, dataid, status)
-        assert (updated, released) == (1, len(JOBS[jobid][0]))
-        self.live.discard((jobid, dataid))
+        claim = self.live.pop((jobid, dataid))
+        counts = lifecycle.finish(self.store, jobid, dataid, status, runid=claim.runid)
+        claim.lock.close()
+        assert counts == (1, len(JOBS[jobid][0]))
         self.out[(jobid, dataid)] = status
 
-    @precondition(lambda self: set(self.out) - self.live)
+    @precondition(lambda self: set(self.out) - set(self.live))
     @rule(data=st.data(), status=st.sampled_from(["RESUBMIT", "HOLD", "READY", "FAILED"]))
     def operator_sets(self, data, status):
-        jobid, dataid = data.draw(st.sampled_from(sorted(set(self.out) - self.live)))
+        jobid, dataid = data.draw(st.sampled_from(sorted(set(self.out) - set(self.live))))
         lifecycle.end_chunk(self.store, jobid, dataid, status)
         self.out[(jobid, dataid)] = status
 
@@ -118,6 +136,10 @@ class Lifecycle(RuleBasedStateMachine):
         assert outs == self.out
         held = sorted((j, d, ds) for j, d, lock, _, ds in rows if lock == "IN")
         assert held == sorted((j, d, ds) for j, d in self.live for ds in JOBS[j][0])
+        history = self.store.conn.execute(
+            "select jobid, dataid, status from run where status = 'RUNNING'"
+        ).fetchall()
+        assert sorted((j, d) for j, d, _ in history) == sorted(self.live)
 
 
 TestLifecycle = Lifecycle.TestCase

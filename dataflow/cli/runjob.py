@@ -1,19 +1,22 @@
 """``RunJob ./loadbob.sh [args...]``: claim the job's next chunk, run the script on it,
-record READY or FAILED."""
+record READY or FAILED. ``--all`` drains every claimable chunk, ``--parallel N`` at once."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
 import sys
 
 from .. import crypto, jobenv, lifecycle, runner
-from ..lifecycle import FAILED, READY
+from ..drain import Drain, Event, Summary
+from ..errors import UsageError
 from ..store import Store, locate
 from . import guarded, say, stamp
 
 USAGE = """\
-RunJob [--db PATH] SCRIPT [ARGS...]
+RunJob [--db PATH] [--all] [--parallel N] [--dry-run] SCRIPT [ARGS...]
 
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
 chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
@@ -21,11 +24,27 @@ with the chunk's environment, and records READY (exit 0) or FAILED.
 A .py SCRIPT runs through spark-submit. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
 """
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="RunJob", usage=USAGE, add_help=True)
+    parser = argparse.ArgumentParser(prog="RunJob", usage=USAGE)
     parser.add_argument("--db", help="the store (default: $DATAFLOW_DB, else ./dataflow.db)")
+    parser.add_argument(
+        "--all", action="store_true", help="keep claiming until no chunk is claimable"
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run up to N chunks at once (implies --all)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show the chunk that would be claimed and its environment; change nothing",
+    )
     parser.add_argument("script", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
@@ -43,34 +62,142 @@ def _seed_passkey(options: argparse.Namespace) -> str | None:
     return passkey
 
 
+class Report:
+    """Prints a run's events: the seed's lines for one chunk, a line or a bar per chunk in a drain."""
+
+    def __init__(self, script: str, jobid: str, drain: bool):
+        self.script, self.jobid, self.drain = script, jobid, drain
+        self.bar = drain and sys.stdout.isatty()
+        self.left = lambda: 0
+        self.summary: Summary | None = None
+
+    def __call__(self, event: Event) -> None:
+        kind = event.kind
+        if kind == "abandoned":
+            self._line(
+                f"{stamp()}: chunk {event.dataid} of {self.jobid} belonged to a dead run; "
+                "marked FAILED (abandoned)"
+            )
+        elif kind == "cap_full":
+            self._line(
+                f"{stamp()}: {event.live} runs of {self.jobid} are live (max_parallel "
+                f"{event.cap}). Not starting another"
+            )
+        elif self.drain:
+            if kind == "ended":
+                self._drain_line(event)
+            elif self.bar:
+                self._draw_bar()
+        elif kind == "launch":
+            say(f"{stamp()}: Launching {self.script} with dataid {event.dataid}")
+        elif kind == "ending":
+            verb = "is complete" if event.status == lifecycle.READY else "has failed"
+            say(f"{stamp()}: Job {self.script} {verb}. Updating status")
+        elif kind == "ended":
+            updated, released = event.counts
+            say(
+                f"{updated} rows updated to {event.status} for {self.jobid} and {event.dataid} "
+                f"{released} IN file-local locks released"
+            )
+
+    def _line(self, text: str) -> None:
+        if self.bar:
+            sys.stdout.write("\r\033[K")
+        say(text)
+
+    def _drain_line(self, event: Event) -> None:
+        if self.bar:
+            self._draw_bar()
+            return
+        outcome, claim = event.outcome, event.claim
+        text = (
+            f"{stamp()}: {self.jobid} {event.dataid} {event.status} "
+            f"(attempt {claim.attempt}, {outcome.duration:.1f} s)"
+        )
+        if not outcome.ok:
+            text += f" {outcome.reason}; log: {claim.logpath}"
+        say(text)
+
+    def _draw_bar(self) -> None:
+        s = self.summary
+        left = self.left()
+        done = s.ready + s.failed
+        total = max(done + s.running + left, 1)
+        filled = int(30 * done / total)
+        rate = done / s.elapsed if s.elapsed > 0 else 0.0
+        eta = f"{int((left + s.running) / rate)} s" if rate else "?"
+        sys.stdout.write(
+            f"\r\033[K{self.jobid} [{'#' * filled}{'.' * (30 - filled)}] done {s.ready} "
+            f"failed {s.failed} running {s.running} left {left} {rate:.1f}/s ETA {eta}"
+        )
+        sys.stdout.flush()
+
+    def finish(self, summary: Summary, left: int) -> None:
+        if self.bar:
+            sys.stdout.write("\n")
+        if summary.started == 0 and not summary.cap_full and not summary.interrupted:
+            say(f"{stamp()}: no suitable data available for job. Not running it")
+        elif self.drain:
+            rate = (summary.ready + summary.failed) / summary.elapsed if summary.elapsed else 0
+            say(
+                f"{stamp()}: {self.jobid}: {summary.ready} READY, {summary.failed} FAILED "
+                f"in {summary.elapsed:.1f} s ({rate:.1f}/s); {left} waiting"
+            )
+
+
+def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[str]) -> int:
+    result = lifecycle.claim(store, job, command=shlex.join(argv), dry_run=True)
+    if result.cap_full:
+        say(f"{result.live} runs of {job.jobid} are live (max_parallel reached): would not start")
+        return 0
+    if result.claim is None:
+        say(f"{stamp()}: no suitable data available for job. Not running it")
+        return 0
+    dataid = result.claim.dataid
+    say(f"would claim dataid {dataid} for {job.jobid} and run: {shlex.join(argv)}")
+    for name, value in sorted(env.for_chunk(dataid).items()):
+        masked = "***" if name.lower().endswith("_password") and value else value
+        say(f"{name}={shlex.quote(masked)}")
+    return 0
+
+
 def run(options: argparse.Namespace) -> int:
     passkey = _seed_passkey(options) or crypto.read_passkey()
     script = options.script
     jobid = runner.job_name(script)
-    path = runner.resolve(script)
+    argv = [runner.resolve(script), *options.args]
+    drain_mode = options.all or options.parallel is not None
+    if options.parallel is not None and options.parallel < 1:
+        raise UsageError("--parallel needs a number >= 1")
     with Store.open(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
-        dataid = lifecycle.claim(store, job)
-        if dataid is None:
-            say(f"{stamp()}: no suitable data available for job. Not running it")
-            return 0
-        say(f"{stamp()}: Launching {script} with dataid {dataid}")
-        outcome = runner.Outcome(1)
+        if options.dry_run:
+            return _dry_run(store, job, env, argv)
+        report = Report(script, jobid, drain_mode)
+        drain = Drain(
+            store,
+            job,
+            env,
+            argv,
+            parallel=options.parallel or 1,
+            limit=None if drain_mode else 1,
+            echo=not drain_mode,
+            notify=report,
+        )
+        report.summary, report.left = drain.summary, drain.left
+        previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}
         try:
-            outcome = runner.run(
-                [path, *options.args], runner.child_environment(env.for_chunk(dataid))
-            )
+            summary = drain.run()
         finally:
-            status = READY if outcome.ok else FAILED
-            verb = "is complete" if outcome.ok else "has failed"
-            say(f"{stamp()}: Job {script} {verb}. Updating status")
-            updated, released = lifecycle.finish(store, jobid, dataid, status)
-            say(
-                f"{updated} rows updated to {status} for {jobid} and {dataid} "
-                f"{released} IN file-local locks released"
-            )
-        return outcome.exit_code
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        report.finish(summary, drain.left())
+    if summary.interrupted:
+        return 128 + summary.interrupted
+    if not drain_mode:
+        return summary.last.exit_code if summary.last else 0
+    return 1 if summary.failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,181 @@
+"""Running a job's chunks: one (a plain ``RunJob``) or every claimable one (``--all``),
+up to ``parallel`` at once. The store is used from this thread only; each running
+job has a thread that copies its output and waits for it.
+
+Nothing here prints: progress is reported through ``notify(Event)``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import lifecycle
+from .jobenv import JobEnv
+from .lifecycle import FAILED, READY, Claim, Job
+from .runner import Outcome, Run, child_environment
+from .store import Store
+
+CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
+
+
+@dataclass
+class Event:
+    """Something a person may want to see: ``abandoned``, ``cap_full``, ``launch``,
+    ``ending`` (the job ended, the status is not yet recorded) or ``ended``."""
+
+    kind: str
+    dataid: str = ""
+    claim: Claim | None = None
+    outcome: Outcome | None = None
+    status: str = ""
+    counts: tuple[int, int] = (0, 0)  # OUT rows updated, IN rows released
+    live: int = 0
+    cap: int | None = None
+
+
+@dataclass
+class Summary:
+    started: int = 0
+    ready: int = 0
+    failed: int = 0
+    running: int = 0
+    cap_full: bool = False
+    interrupted: int | None = None
+    last: Outcome | None = None
+    began: float = field(default_factory=time.monotonic)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.began
+
+
+class Drain:
+    """Claims and runs chunks of ``job`` until ``limit`` runs started (None: all)."""
+
+    def __init__(
+        self,
+        store: Store,
+        job: Job,
+        env: JobEnv,
+        argv: list[str],
+        *,
+        parallel: int = 1,
+        limit: int | None = None,
+        echo: bool = True,
+        notify: Callable[[Event], None] = lambda event: None,
+    ):
+        self.store, self.job, self.env, self.argv = store, job, env, argv
+        self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
+        self.summary = Summary()
+        self._active: dict[int, tuple[Claim, Run]] = {}
+        self._ended: queue.Queue[tuple[Claim, Outcome]] = queue.Queue()
+
+    def stop(self, number: int) -> None:
+        """Stop claiming and pass signal ``number`` to every running job (a signal handler)."""
+        self.summary.interrupted = self.summary.interrupted or number
+        for _, run in list(self._active.values()):
+            run.signal(number)
+
+    def left(self) -> int:
+        """Chunks still waiting for this job (approximate: stale candidates count too)."""
+        return self.store.count_candidates(self.job.jobid)
+
+    def run(self) -> Summary:
+        cap_reported = False
+        while True:
+            blocked = self._start_more()
+            if blocked and not cap_reported:
+                self.notify(blocked)
+            cap_reported = cap_reported or blocked is not None
+            if not self._active:
+                if blocked and self.limit is None and not self.summary.interrupted:
+                    time.sleep(CAP_POLL_S)
+                    continue
+                return self.summary
+            self._finish(*self._next_ended())
+
+    def _start_more(self) -> Event | None:
+        """Claim and start runs while there is room; the cap-full event if that stopped us."""
+        while (
+            not self.summary.interrupted
+            and len(self._active) < self.parallel
+            and (self.limit is None or self.summary.started < self.limit)
+        ):
+            result = lifecycle.claim(self.store, self.job, command=" ".join(self.argv))
+            for dataid in result.abandoned:
+                self.notify(Event("abandoned", dataid))
+            if result.cap_full:
+                self.summary.cap_full = True
+                return Event("cap_full", live=result.live, cap=self.job_cap())
+            if result.claim is None:
+                return None
+            self._launch(result.claim)
+        return None
+
+    def job_cap(self) -> int | None:
+        return lifecycle.load_job(self.store, self.job.jobid).settings.max_parallel
+
+    def _launch(self, claim: Claim) -> None:
+        self.summary.started += 1
+        run = Run(
+            self.argv,
+            child_environment(self.env.for_chunk(claim.dataid)),
+            lock_fd=claim.lock.fd,
+            log_path=claim.logpath,
+            secrets=self.env.secrets,
+            echo=self.echo,
+            timeout=self.job.settings.timeout,
+        )
+        self.notify(Event("launch", claim.dataid, claim))
+        self._active[claim.runid] = (claim, run)
+        try:
+            run.start()
+        except BaseException:
+            del self._active[claim.runid]
+            self._record(claim, Outcome(127), FAILED)
+            raise
+        if self.summary.interrupted:  # the signal came while it was starting
+            run.signal(self.summary.interrupted)
+        threading.Thread(target=lambda: self._ended.put((claim, run.wait())), daemon=True).start()
+        self.summary.running = len(self._active)
+
+    def _next_ended(self) -> tuple[Claim, Outcome]:
+        while True:  # a timeout, so that signal handlers run promptly
+            try:
+                return self._ended.get(timeout=0.5)
+            except queue.Empty:
+                continue
+
+    def _finish(self, claim: Claim, outcome: Outcome) -> None:
+        del self._active[claim.runid]
+        self.summary.running = len(self._active)
+        status = READY if outcome.ok else FAILED
+        self.notify(Event("ending", claim.dataid, claim, outcome, status))
+        counts = self._record(claim, outcome, status)
+        self.summary.last = outcome
+        if outcome.ok:
+            self.summary.ready += 1
+        else:
+            self.summary.failed += 1
+        self.notify(Event("ended", claim.dataid, claim, outcome, status, counts))
+
+    def _record(self, claim: Claim, outcome: Outcome, status: str) -> tuple[int, int]:
+        try:
+            return lifecycle.finish(
+                self.store,
+                self.job.jobid,
+                claim.dataid,
+                status,
+                runid=claim.runid,
+                exitcode=outcome.returncode if outcome.returncode >= 0 else None,
+                signal=outcome.signal,
+                duration=outcome.duration,
+                reason=outcome.reason,
+            )
+        finally:
+            # Only now: the status is final before anyone else may take the chunk.
+            claim.lock.close()

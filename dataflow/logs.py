@@ -1,0 +1,52 @@
+"""Per-run log files, and the filter that keeps passwords out of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from .locks import safe_name
+
+MASK = b"***"
+
+
+def log_path(folder: Path, jobid: str, dataid: str, attempt: int) -> Path:
+    """Where attempt ``attempt`` of a chunk writes its output."""
+    return folder / "logs" / safe_name(jobid) / f"{safe_name(dataid)}.{attempt}.log"
+
+
+class Redactor:
+    """Replaces every secret with ``***`` in a byte stream read in pieces.
+
+    A secret split across two reads is still caught: the tail of a piece that
+    could be the start of a secret is held back until the next piece (or the end).
+    """
+
+    def __init__(self, secrets: Iterable[str]):
+        encoded = {s.encode("utf-8") for s in secrets if s}
+        self.secrets = sorted(encoded, key=len, reverse=True)
+        self.carry = b""
+
+    def feed(self, data: bytes) -> bytes:
+        if not self.secrets:
+            return data
+        data = self.carry + data
+        for secret in self.secrets:
+            data = data.replace(secret, MASK)
+        keep = self._partial_tail(data)
+        self.carry = data[len(data) - keep :]
+        return data[: len(data) - keep]
+
+    def flush(self) -> bytes:
+        rest, self.carry = self.carry, b""
+        return rest
+
+    def _partial_tail(self, data: bytes) -> int:
+        """Length of the longest end of ``data`` that begins some secret."""
+        longest = 0
+        for secret in self.secrets:
+            for size in range(min(len(secret) - 1, len(data)), longest, -1):
+                if data.endswith(secret[:size]):
+                    longest = size
+                    break
+        return longest
