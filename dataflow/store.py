@@ -360,10 +360,16 @@ class Store:
         """Run one statement in its own write transaction; returns columns, rows, rows changed."""
         try:
             with self.transaction():
+                before = self.conn.total_changes
                 cursor = self._user_statement(sql)
                 columns = [c[0] for c in cursor.description or ()]
                 rows = [tuple(row) for row in cursor.fetchall()]
-                return columns, rows, cursor.rowcount
+                # rowcount misses "WITH ... INSERT"; changes() counts rows of the statement
+                # itself, not of our triggers, but is stale after DDL: hence the guard.
+                changed = 0
+                if self.conn.total_changes != before:
+                    changed = self.conn.execute("SELECT changes()").fetchone()[0]
+                return columns, rows, changed
         except sqlite3.Error as exc:
             raise BadSQL(str(exc)) from None
 

@@ -8,6 +8,7 @@ from collections import Counter
 from datetime import date
 
 import pytest
+
 from conftest import script
 
 DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'

@@ -169,6 +169,47 @@ def deleterun(options: argparse.Namespace) -> int:
     return 0
 
 
+@command("recover", "mark FAILED every RUNNING chunk whose run has died (RunJob does it too)")
+def recover(options: argparse.Namespace) -> int:
+    with _open(options) as store, store.transaction():
+        dead = lifecycle.recover(store, options.jobid)
+    for jobid, dataid in dead:
+        say(f"{jobid} {dataid}: run died; marked FAILED (abandoned)")
+    say(f"{len(dead)} abandoned chunks recovered")
+    return 0
+
+
+# -- run history ------------------------------------------------------------------------
+
+
+@command("history", "list runs (one row per attempt), newest first")
+def history(options: argparse.Namespace) -> int:
+    with _open(options) as store:
+        if options.jobid:
+            lifecycle.load_job(store, options.jobid)  # an unknown job is an error, not "no rows"
+        rows = store.history(options.jobid, options.dataid, options.limit)
+    if not options.json:
+        for row in rows:
+            del row["command"], row["logpath"]
+    say(output.records(rows, options.json))
+    return 0
+
+
+@command("log", "print the log of a chunk's last run (or of --attempt K)")
+def log(options: argparse.Namespace) -> int:
+    with _open(options) as store:
+        run = store.run_log(options.jobid, options.dataid, options.attempt)
+    if run is None:
+        which = f"attempt {options.attempt} of " if options.attempt else ""
+        raise UsageError(f"no run history for {which}job '{options.jobid}' at '{options.dataid}'")
+    try:
+        with open(run["logpath"], "rb") as handle:
+            sys.stdout.buffer.write(handle.read())
+    except OSError as exc:
+        raise UsageError(f"cannot read log {run['logpath']}: {exc.strerror}") from None
+    return 0
+
+
 # -- passwords --------------------------------------------------------------------------
 
 
@@ -209,6 +250,16 @@ def _arguments(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("jobid")
     elif name == "runs":
         parser.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    elif name == "recover":
+        parser.add_argument("jobid", nargs="?", help="only this job (default: all)")
+    elif name == "history":
+        parser.add_argument("jobid", nargs="?")
+        parser.add_argument("dataid", nargs="?")
+        parser.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    elif name == "log":
+        parser.add_argument("jobid")
+        parser.add_argument("dataid")
+        parser.add_argument("--attempt", type=int, help="which attempt (default: the last)")
     elif name == "crypt":
         mode = parser.add_mutually_exclusive_group(required=True)
         mode.add_argument("-e", dest="encrypt", action="store_true", help="encrypt TEXT")

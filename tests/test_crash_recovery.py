@@ -1,0 +1,316 @@
+"""Crashes, signals, timeouts, retries and the max_parallel cap, with real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import BIN, script
+from dataflow.errors import NetworkFilesystem
+from dataflow.filesystems import mount_type, require_local
+from dataflow.locks import safe_name
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def rows(tmp_path: Path, sql: str, *params) -> list[tuple]:
+    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def statuses(tmp_path, jobid):
+    return dict(
+        rows(
+            tmp_path,
+            "select dataid, status from datastatus where jobid=? and locktype='OUT'",
+            jobid,
+        )
+    )
+
+
+def in_rows(tmp_path, jobid):
+    return rows(tmp_path, "select dataid from datastatus where jobid=? and locktype='IN'", jobid)
+
+
+def history(tmp_path, jobid):
+    return rows(
+        tmp_path,
+        "select dataid, attempt, status, exitcode, signal, reason from run where jobid=? order by runid",
+        jobid,
+    )
+
+
+@pytest.fixture
+def chain(cli, tmp_path):
+    """Job ``work`` (src -> dst), chunks 1..3 of src READY."""
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('work','IN','src'), ('work','OUT','dst')",
+    )
+    cli.ok(
+        "dml",
+        "insert into datastatus select 'src','fakejob',value,'OUT','READY',now() from (select '1' value union select '2' union select '3')",
+    )
+    return cli
+
+
+def setting(cli, name, value):
+    cli.ok("dml", f"delete from job where jobid='work' and itemtype='{name}'")
+    cli.ok("dml", f"insert into job (jobid,itemtype,itemvalue) values ('work','{name}','{value}')")
+
+
+def start_runjob(cli, *args, **kw):
+    return subprocess.Popen(
+        [str(BIN / "RunJob"), *args],
+        cwd=cli.cwd,
+        env=cli.env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
+
+
+def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
+    script(tmp_path, "work.sh", 'echo "$$" > job.pid; echo "$dataid" >> starts; sleep 60')
+    runjob = start_runjob(chain, "./work.sh", start_new_session=True)
+    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start")
+    job_pid = int((tmp_path / "job.pid").read_text())
+    os.killpg(job_pid, signal.SIGKILL)  # the job's whole group, then RunJob: a power cut
+    os.kill(runjob.pid, signal.SIGKILL)
+    runjob.wait()
+    assert statuses(tmp_path, "work")["1"] == "RUNNING"
+
+    script(tmp_path, "work.sh", 'echo "$dataid" >> starts')
+    ran = chain.runjob("./work.sh")
+    assert ran.code == 0, ran
+    assert "chunk 1 of work belonged to a dead run; marked FAILED (abandoned)" in ran.out
+    assert "Launching ./work.sh with dataid 2" in ran.out  # 1 stays FAILED (retries 0)
+    assert statuses(tmp_path, "work") == {"1": "FAILED", "2": "READY"}
+    assert in_rows(tmp_path, "work") == []
+    assert history(tmp_path, "work")[0][:3] == ("1", 1, "FAILED")
+    assert history(tmp_path, "work")[0][5] == "abandoned"
+
+    chain.ok("endjob", "work", "1", "RESUBMIT")
+    assert "Launching ./work.sh with dataid 1" in chain.runjob("./work.sh").out
+    assert (tmp_path / "starts").read_text().split() == ["1", "2", "1"]
+    assert [h[:3] for h in history(tmp_path, "work")][-1] == ("1", 2, "READY")
+
+
+def test_kill_9_of_runjob_alone_never_starts_the_chunk_twice(chain, tmp_path):
+    script(
+        tmp_path,
+        "work.sh",
+        'echo "$dataid" >> starts; [ "$dataid" = 1 ] || exit 0; '
+        "touch started; while [ ! -e release ]; do sleep 0.05; done; touch finished",
+    )
+    runjob = start_runjob(chain, "./work.sh")
+    wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+    os.kill(runjob.pid, signal.SIGKILL)  # the job lives on, orphaned, holding the chunk lock
+    runjob.wait()
+
+    again = chain.runjob("./work.sh")  # the chunk is still RUNNING and alive: not recovered
+    assert "dead run" not in again.out
+    assert statuses(tmp_path, "work")["1"] == "RUNNING"
+    assert chain.ok("recover").out.endswith("0 abandoned chunks recovered\n")
+    chain.ok("endjob", "work", "1", "RESUBMIT")  # an operator insists: still not while it lives
+    for _ in range(3):
+        ran = chain.runjob("./work.sh")
+        assert "with dataid 1" not in ran.out
+    assert (tmp_path / "starts").read_text().split().count("1") == 1
+
+    (tmp_path / "release").touch()
+    wait_for(lambda: (tmp_path / "finished").exists(), what="the orphan to end")
+    wait_for(lambda: "with dataid 1" in chain.runjob("./work.sh").out, what="the rerun of chunk 1")
+    assert (tmp_path / "starts").read_text().split().count("1") == 2
+
+
+def test_sigterm_reaches_the_job_group_and_fails_the_chunk(chain, tmp_path):
+    script(tmp_path, "work.sh", "trap 'echo got TERM >> trapped; exit 3' TERM; sleep 30 & wait")
+    runjob = start_runjob(chain, "./work.sh")
+    wait_for(lambda: statuses(tmp_path, "work").get("1") == "RUNNING", what="the claim")
+    wait_for(
+        lambda: subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True).returncode == 0
+    )
+    runjob.send_signal(signal.SIGTERM)
+    out, err = runjob.communicate(timeout=30)
+    assert runjob.returncode == 128 + signal.SIGTERM, (out, err)
+    assert "Job ./work.sh has failed. Updating status" in out
+    assert (
+        out.splitlines()[-1]
+        == "1 rows updated to FAILED for work and 1 1 IN file-local locks released"
+    )
+    assert (tmp_path / "trapped").read_text() == "got TERM\n"
+    assert history(tmp_path, "work")[-1][2:] == ("FAILED", 3, "SIGTERM", "interrupted by SIGTERM")
+    assert subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True).returncode != 0
+
+
+def test_timeout_kills_the_job_and_fails_the_chunk(chain, tmp_path):
+    setting(chain, "timeout", "0.5")
+    script(tmp_path, "work.sh", "sleep 30")
+    ran = chain.runjob("./work.sh")
+    assert ran.code == 124
+    assert statuses(tmp_path, "work")["1"] == "FAILED"
+    assert history(tmp_path, "work")[-1][5] == "timeout after 0.5 s"
+
+
+def test_retries_then_stays_failed_until_resubmitted(chain, tmp_path):
+    setting(chain, "retries", "2")
+    script(tmp_path, "work.sh", '[ "$dataid" != 1 ] || { echo "$dataid" >> tries; exit 5; }')
+    ran = chain(str(BIN / "RunJob"), "--all", "./work.sh")
+    assert ran.code == 1  # a drain with a failure says so
+    assert (tmp_path / "tries").read_text().split() == ["1", "1", "1"]  # 1 + 2 retries
+    assert [h[:4] for h in history(tmp_path, "work") if h[0] == "1"] == [
+        ("1", 1, "FAILED", 5),
+        ("1", 2, "FAILED", 5),
+        ("1", 3, "FAILED", 5),
+    ]
+    assert "no suitable data" in chain.runjob("./work.sh").out
+    chain.ok("endjob", "work", "1", "RESUBMIT")
+    chain.runjob("--all", "./work.sh")
+    assert (tmp_path / "tries").read_text().split() == ["1"] * 6  # a fresh series of 3
+
+
+def test_log_file_masks_passwords(chain, tmp_path):
+    token = chain.ok("crypt", "-e", "Pa$$w0rd", env={"PASSKEY": "k"}).out.strip()
+    chain.ok("dml", f"update dataset set encryptedpass='{token}' where datasetid='src'")
+    script(
+        tmp_path,
+        "work.sh",
+        'echo "connecting with $src_password"; printf "%s" "$src_password" >&2; echo " done" >&2',
+    )
+    ran = chain.runjob("./work.sh", env={"PASSKEY": "k"})
+    assert ran.code == 0
+    log = chain.ok("log", "work", "1").out
+    assert log.splitlines() == ["connecting with ***", "*** done"] or set(log.splitlines()) == {
+        "connecting with ***",
+        "*** done",
+    }
+    assert "Pa$$w0rd" not in ran.out + ran.err + log
+    logpath = history_log(tmp_path)
+    assert Path(logpath).read_bytes().count(b"***") == 2
+
+
+def history_log(tmp_path):
+    return rows(tmp_path, "select logpath from run order by runid desc limit 1")[0][0]
+
+
+def test_dry_run_changes_nothing(chain, tmp_path):
+    token = chain.ok("crypt", "-e", "hunter2", env={"PASSKEY": "k"}).out.strip()
+    chain.ok(
+        "dml", f"update dataset set encryptedpass='{token}', hostname='h' where datasetid='src'"
+    )
+    script(tmp_path, "work.sh", "touch ran")
+    before = rows(tmp_path, "select * from datastatus order by 1, 2, 3")
+    dry = chain.runjob("--dry-run", "./work.sh", env={"PASSKEY": "k"})
+    assert dry.code == 0, dry
+    assert dry.lines[0].startswith("would claim dataid 1 for work and run:")
+    assert "src_password='***'" in dry.lines and "src_hostname=h" in dry.lines
+    assert "hunter2" not in dry.out
+    assert rows(tmp_path, "select * from datastatus order by 1, 2, 3") == before
+    assert rows(tmp_path, "select count(*) from run") == [(0,)]
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("dataid", ["../x", "with space", "ünï/cödé", ".", ""])
+def test_any_dataid_gets_a_safe_lock_and_log(chain, tmp_path, dataid):
+    chain.ok(
+        "dml", f"insert into datastatus values ('src','fakejob','{dataid}','OUT','READY',now())"
+    )
+    chain.ok("dml", "delete from datastatus where dataid in ('1','2','3')")
+    script(tmp_path, "work.sh", 'printf "%s" "$dataid" > seen')
+    assert chain.runjob("./work.sh").code == 0
+    assert (tmp_path / "seen").read_text() == dataid
+    files = tmp_path / "dataflow.db.d"
+    for path in files.rglob("*"):
+        assert files in path.resolve().parents
+    assert not (tmp_path / "x").exists()
+
+
+@given(st.text(max_size=300))
+def test_safe_names_are_one_to_one_and_safe(text):
+    name = safe_name(text)
+    assert "/" not in name and name not in (".", "..", "") and len(name.encode()) <= 255
+    other = text + "x"
+    assert safe_name(other) != name
+
+
+def test_network_file_systems_are_refused(tmp_path):
+    require_local(tmp_path)  # this machine's tmp is local
+    real = Path("/proc/self/mountinfo").read_text()
+    table = tmp_path / "mountinfo"
+    table.write_text(real + f"999 1 0:99 / {tmp_path}/nfs rw - nfs4 server:/export rw\n")
+    (tmp_path / "nfs").mkdir()
+    assert mount_type(tmp_path / "nfs" / "deep", str(table)) == "nfs4"
+    with pytest.raises(
+        NetworkFilesystem, match="nfs4 file system: the store and its locks need a local disk"
+    ):
+        require_local(tmp_path / "nfs", str(table))
+    require_local(tmp_path, str(table))
+
+
+def test_cap_lowered_and_raised_during_a_drain(chain, tmp_path):
+    """Each job records how many runs are live when it starts; never above the cap."""
+    chain.ok(
+        "dml",
+        "with recursive n(i) as (select 4 union all select i+1 from n where i < 40) "
+        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
+    )
+    setting(chain, "max_parallel", "2")
+    (tmp_path / "live").mkdir()
+    script(
+        tmp_path,
+        "work.sh",
+        'touch "live/$dataid"; echo "$(date +%s.%N) $(ls live | wc -l)" >> seen; '
+        'sleep 0.3; rm "live/$dataid"',
+    )
+    drain = start_runjob(chain, "--parallel", "4", "./work.sh")
+    done = lambda n: lambda: len(rows(tmp_path, "select 1 from run where status='READY'")) >= n  # noqa: E731
+    wait_for(done(8), what="8 chunks under cap 2")
+    raised_at = time.time()
+    setting(chain, "max_parallel", "4")
+    wait_for(done(24), what="8 chunks under cap 4")
+    lowered_at = time.time()
+    setting(chain, "max_parallel", "1")
+    out, err = drain.communicate(timeout=120)
+    assert drain.returncode == 0, (out, err)
+    seen = [
+        tuple(map(float, line.split())) for line in (tmp_path / "seen").read_text().splitlines()
+    ]
+    assert len(seen) == 40
+    assert all(live <= 2 for at, live in seen if at < raised_at)
+    assert all(live <= 4 for at, live in seen)
+    assert any(live > 2 for at, live in seen if raised_at < at < lowered_at)
+    settled = [live for at, live in seen if at > lowered_at + 1.0]
+    assert settled and all(live == 1 for live in settled)
+
+
+def test_ctrl_c_in_a_drain_leaves_nothing_stuck(chain, tmp_path):
+    script(tmp_path, "work.sh", 'touch "started.$dataid"; sleep 30')
+    drain = start_runjob(chain, "--parallel", "2", "./work.sh")
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == 2, what="two runs")
+    drain.send_signal(signal.SIGINT)
+    out, err = drain.communicate(timeout=30)
+    assert drain.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    assert sorted(statuses(tmp_path, "work").values()) == ["FAILED", "FAILED"]
+    assert in_rows(tmp_path, "work") == []
+    assert [h[4] for h in history(tmp_path, "work")] == ["SIGINT", "SIGINT"]
+    assert not (tmp_path / "started.3").exists()  # stopped claiming
