@@ -340,6 +340,19 @@ class Store:
         )
         return [dict(row) for row in self.conn.execute(sql, (limit,))]
 
+    def board(self, jobid: str | None = None) -> list[Row]:
+        """Per registered job and dataid: the status of its OUT rows and its last run."""
+        sql = """
+            SELECT d.jobid, d.dataid, MIN(d.status) AS status, r.attempt, r.duration,
+                   r.exitcode, r.signal, r.reason, r.started, r.ended
+            FROM datastatus d
+            LEFT JOIN run r ON r.runid = (
+                SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)
+            WHERE d.locktype = 'OUT' AND d.jobid IN (SELECT jobid FROM job)
+              AND (? IS NULL OR d.jobid = ?)
+            GROUP BY d.jobid, d.dataid"""
+        return [dict(row) for row in self.conn.execute(sql, (jobid, jobid))]
+
     # -- SQL typed by users -------------------------------------------------------------
 
     def query(self, sql: str) -> tuple[list[str], list[tuple]]:
