@@ -11,9 +11,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import lifecycle
+from .errors import DataflowError
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Claim, Job
 from .runner import Outcome, Run, child_environment
@@ -67,8 +68,10 @@ class Drain:
         limit: int | None = None,
         echo: bool = True,
         notify: Callable[[Event], None] = lambda event: None,
+        validate: list[str] | None = None,
     ):
         self.store, self.job, self.env, self.argv = store, job, env, argv
+        self.validate = validate  # a check run after each successful job, same environment
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
         self.summary = Summary()
         self._active: dict[int, tuple[Claim, Run]] = {}
@@ -121,15 +124,7 @@ class Drain:
 
     def _launch(self, claim: Claim) -> None:
         self.summary.started += 1
-        run = Run(
-            self.argv,
-            child_environment(self.env.for_chunk(claim.dataid)),
-            lock_fd=claim.lock.fd,
-            log_path=claim.logpath,
-            secrets=self.env.secrets,
-            echo=self.echo,
-            timeout=self.job.settings.timeout,
-        )
+        run = self._run(self.argv, claim)
         self.notify(Event("launch", claim.dataid, claim))
         self._active[claim.runid] = (claim, run)
         try:
@@ -140,8 +135,34 @@ class Drain:
             raise
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
-        threading.Thread(target=lambda: self._ended.put((claim, run.wait())), daemon=True).start()
+        threading.Thread(target=self._wait, args=(claim, run), daemon=True).start()
         self.summary.running = len(self._active)
+
+    def _run(self, argv: list[str], claim: Claim, append: bool = False) -> Run:
+        return Run(
+            argv,
+            child_environment(self.env.for_chunk(claim.dataid)),
+            lock_fd=claim.lock.fd,
+            log_path=claim.logpath,
+            secrets=self.env.secrets,
+            echo=self.echo,
+            timeout=self.job.settings.timeout,
+            append=append,
+        )
+
+    def _wait(self, claim: Claim, run: Run) -> None:
+        """In the run's thread: wait for the job, then for its check, then report."""
+        outcome = run.wait()
+        if outcome.ok and self.validate and not self.summary.interrupted:
+            check = self._run(self.validate, claim, append=True)
+            self._active[claim.runid] = (claim, check)  # a signal now reaches the check
+            try:
+                check.start()
+                passed = check.wait().ok
+            except DataflowError:  # the check cannot even start: the chunk is not validated
+                passed = False
+            outcome = replace(outcome, validation="passed" if passed else "failed")
+        self._ended.put((claim, outcome))
 
     def _next_ended(self) -> tuple[Claim, Outcome]:
         while True:  # a timeout, so that signal handlers run promptly
@@ -175,6 +196,7 @@ class Drain:
                 signal=outcome.signal,
                 duration=outcome.duration,
                 reason=outcome.reason,
+                validation=outcome.validation,
             )
         finally:
             # Only now: the status is final before anyone else may take the chunk.

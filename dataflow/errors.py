@@ -98,3 +98,19 @@ class NetworkFilesystem(DataflowError):
 class StoreBusy(DataflowError):
     def __init__(self, path: str):
         super().__init__(f"store {path} stayed locked by other processes for too long; try again")
+
+
+class ChunkBusy(DataflowError):
+    def __init__(self, jobid: str, dataid: str, status: str):
+        super().__init__(
+            f"{jobid} {dataid} is {status}: wait for it to end (or release it) before changing it"
+        )
+
+
+class UnknownDataset(DataflowError):
+    def __init__(self, datasetid: str):
+        super().__init__(f"unknown dataset '{datasetid}' (see 'utility datasets')")
+
+
+class RegistrationError(DataflowError):
+    """A registration that would break the store's rules; nothing was changed."""

@@ -31,6 +31,10 @@ class JobEnv:
         return {**self.variables, "dataid": dataid}
 
 
+def is_variable_name(name: str) -> bool:
+    return bool(_NAME.match(name))
+
+
 def _set(env: dict[str, str], name: str, value: str | None) -> None:
     """Both spellings: ``bobin_hostname`` (PostgreSQL examples) and ``bobin_HOSTNAME`` (H2)."""
     prefix, _, suffix = name.rpartition("_")

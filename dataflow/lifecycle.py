@@ -59,7 +59,8 @@ def _number(jobid: str, name: str, value: str, kind: type, least: float) -> floa
     return number
 
 
-def _settings(jobid: str, values: dict[str, str]) -> Settings:
+def settings_of(jobid: str, values: dict[str, str]) -> Settings:
+    """Parse and check a job's settings."""
     timeout = values.get("timeout")
     cap = values.get("max_parallel")
     return Settings(
@@ -97,7 +98,7 @@ def load_job(store: Store, jobid: str) -> Job:
             jobid, "it has no IN dataset; add one, or IN dataset 'today' for a daily job"
         )
     return Job(
-        jobid, tuple(inputs), tuple(outputs), daily, _settings(jobid, settings), tuple(extras)
+        jobid, tuple(inputs), tuple(outputs), daily, settings_of(jobid, settings), tuple(extras)
     )
 
 
@@ -169,6 +170,18 @@ def _choose(store: Store, job: Job) -> Iterator[str]:
     while batch := store.candidates(job.jobid, _BATCH, after=seen):
         yield from batch
         seen = batch[-1]
+
+
+def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
+    """The chunk the job would claim next, read-only (locks are not probed)."""
+    for seen, dataid in enumerate(_choose(store, job)):
+        if seen >= limit:
+            break
+        last = store.last_run(job.jobid, dataid)
+        rows = store.chunk_rows(job.jobid, dataid)
+        if claimable(job, rows, store.ready_inputs(job.inputs, dataid), last and last["retry"]):
+            return dataid
+    return None
 
 
 def claim(store: Store, job: Job, *, command: str = "", dry_run: bool = False) -> ClaimResult:

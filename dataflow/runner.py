@@ -73,10 +73,12 @@ class Outcome:
     duration: float = 0.0
     timeout: float | None = None  # set when the job was killed for running too long
     interrupted: int | None = None  # the signal RunJob received and passed on
+    validation: str | None = None  # "passed" or "failed" when a check ran after the job
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and self.timeout is None and self.interrupted is None
+        passed = self.validation != "failed"
+        return self.returncode == 0 and self.timeout is None and self.interrupted is None and passed
 
     @property
     def exit_code(self) -> int:
@@ -86,6 +88,8 @@ class Outcome:
             return 128 + self.interrupted
         if self.timeout is not None:
             return 124
+        if self.validation == "failed" and self.returncode == 0:
+            return 1
         return 128 - self.returncode if self.returncode < 0 else self.returncode
 
     @property
@@ -96,6 +100,8 @@ class Outcome:
 
     @property
     def reason(self) -> str | None:
+        if self.validation == "failed" and self.returncode == 0 and not self.interrupted:
+            return "validation failed"
         if self.interrupted:
             return f"interrupted by {signal_name(self.interrupted)}"
         if self.timeout is not None:
@@ -118,9 +124,11 @@ class Run:
         secrets: tuple[str, ...] | list[str] = (),
         echo: bool = True,
         timeout: float | None = None,
+        append: bool = False,
     ):
         self.argv, self.env, self.lock_fd = argv, env, lock_fd
         self.log_path, self.secrets, self.echo, self.timeout = log_path, secrets, echo, timeout
+        self.append = append
         self.process: subprocess.Popen | None = None
         self.interrupted: int | None = None
         self._stop_tee = threading.Event()
@@ -129,7 +137,7 @@ class Run:
         self._started = time.monotonic()
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path or os.devnull, "wb")  # noqa: SIM115 (closed in wait)
+        self._log = open(self.log_path or os.devnull, "ab" if self.append else "wb")  # noqa: SIM115 (closed in wait)
         self.process = self._spawn(self.argv)
         self._tee = threading.Thread(target=self._copy_output, daemon=True)
         self._tee.start()

@@ -145,5 +145,21 @@ CREATE INDEX IF NOT EXISTS datastatus_running ON datastatus(jobid, dataid)
     WHERE status = 'RUNNING' AND locktype = 'OUT';
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# Operations: validation results, frozen chunks, fast "last failure" look-ups.
+_V3 = """
+ALTER TABLE run ADD COLUMN validation TEXT;  -- NULL: no check; 'passed' or 'failed'
+CREATE INDEX IF NOT EXISTS run_by_status ON run(jobid, status, runid);
+CREATE INDEX IF NOT EXISTS run_by_started ON run(started);
+-- utility hold: the statuses a chunk had before it was frozen, restored on release
+CREATE TABLE IF NOT EXISTS hold(
+    jobid     TEXT NOT NULL,
+    dataid    TEXT NOT NULL,
+    datasetid TEXT NOT NULL,
+    previous  TEXT,           -- NULL: the chunk had no row; release deletes it
+    since     TEXT NOT NULL,
+    PRIMARY KEY (jobid, dataid, datasetid)
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 VERSION = len(MIGRATIONS)

@@ -19,6 +19,8 @@ from . import schema
 from .dataids import natural_key
 from .errors import BadSQL, NotAStore, ReadOnlySQL, StoreMissing, StoreVersion
 from .filesystems import require_local
+from .store_config import ConfigQueries
+from .store_views import ViewQueries
 
 DEFAULT_NAME = "dataflow.db"
 BUSY_TIMEOUT_S = 60.0
@@ -76,8 +78,9 @@ def _connect(path: Path, create: bool) -> sqlite3.Connection:
     return conn
 
 
-class Store:
-    """An open store. Use :meth:`open` or :meth:`create`."""
+class Store(ViewQueries, ConfigQueries):
+    """An open store. Use :meth:`open` or :meth:`create`. Its queries for the views
+    and for configuration live in :mod:`store_views` and :mod:`store_config`."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = path

@@ -16,7 +16,7 @@ from ..store import Store, locate
 from . import guarded, say, stamp
 
 USAGE = """\
-RunJob [--db PATH] [--all] [--parallel N] [--dry-run] SCRIPT [ARGS...]
+RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]
 
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
 chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
@@ -39,6 +39,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="run up to N chunks at once (implies --all)",
+    )
+    parser.add_argument(
+        "--validate",
+        metavar="CHECK",
+        help="run CHECK (same environment) after a successful job; READY only if it passes",
     )
     parser.add_argument(
         "--dry-run",
@@ -92,6 +97,8 @@ class Report:
             say(f"{stamp()}: Launching {self.script} with dataid {event.dataid}")
         elif kind == "ending":
             verb = "is complete" if event.status == lifecycle.READY else "has failed"
+            if event.outcome.validation == "failed" and event.outcome.returncode == 0:
+                verb = "has failed validation"
             say(f"{stamp()}: Job {self.script} {verb}. Updating status")
         elif kind == "ended":
             updated, released = event.counts
@@ -184,6 +191,7 @@ def run(options: argparse.Namespace) -> int:
             limit=None if drain_mode else 1,
             echo=not drain_mode,
             notify=report,
+            validate=[runner.resolve(options.validate)] if options.validate else None,
         )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}

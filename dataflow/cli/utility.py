@@ -5,26 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 
 from .. import crypto, lifecycle, output
 from ..errors import PasskeyMissing, UsageError
 from ..store import Store, files_dir, locate, now
 from . import guarded, say
+from .commands import COMMANDS, command, open_store, positional
 
-COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {}
-
-
-def command(name: str, summary: str):
-    def register(func: Callable[[argparse.Namespace], int]):
-        COMMANDS[name] = (summary, func)
-        return func
-
-    return register
-
-
-def _open(options: argparse.Namespace) -> Store:
-    return Store.open(locate(options.db))
+_open = open_store
 
 
 def _print_listing(options: argparse.Namespace, columns, rows) -> int:
@@ -51,7 +39,7 @@ def where(options: argparse.Namespace) -> int:
     return _print_listing(options, ["item", "path"], rows)
 
 
-@command("sql", "run one read-only SQL statement and print its rows")
+@command("sql", "run one read-only SQL statement and print its rows", positional("statement"))
 def sql(options: argparse.Namespace) -> int:
     with _open(options) as store:
         columns, rows = store.query(options.statement)
@@ -67,14 +55,22 @@ def _change(options: argparse.Namespace) -> int:
     return 0
 
 
-command("dml", "run one insert/update/delete statement in its own transaction")(_change)
-command("ddl", "run one create/alter/drop statement in its own transaction")(_change)
+command(
+    "dml", "run one insert/update/delete statement in its own transaction", positional("statement")
+)(_change)
+command(
+    "ddl", "run one create/alter/drop statement in its own transaction", positional("statement")
+)(_change)
 
 
 # -- listings ---------------------------------------------------------------------------
 
 
-@command("runs", "list the newest job runs (OUT rows), newest first")
+@command(
+    "runs",
+    "list the newest job runs (OUT rows), newest first",
+    lambda p: p.add_argument("--limit", type=int, default=20, help="how many (default 20)"),
+)
 def runs(options: argparse.Namespace) -> int:
     with _open(options) as store:
         rows = store.runs(options.limit)
@@ -105,7 +101,7 @@ def datasets(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("getjob", "show a job's datasets, their metadata and its other items")
+@command("getjob", "show a job's datasets, their metadata and its other items", positional("jobid"))
 def getjob(options: argparse.Namespace) -> int:
     with _open(options) as store:
         job = lifecycle.load_job(store, options.jobid)
@@ -134,7 +130,11 @@ def getjob(options: argparse.Namespace) -> int:
 # -- status changes ---------------------------------------------------------------------
 
 
-@command("endjob", "set a chunk's end status by hand: READY, FAILED, RESUBMIT or HOLD")
+@command(
+    "endjob",
+    "set a chunk's end status by hand: READY, FAILED, RESUBMIT or HOLD",
+    positional("jobid", "dataid", "status"),
+)
 def endjob(options: argparse.Namespace) -> int:
     status = options.status.upper()
     with _open(options) as store:
@@ -146,7 +146,11 @@ def endjob(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("forcejob", "mark a chunk RUNNING without checking its inputs (development only)")
+@command(
+    "forcejob",
+    "mark a chunk RUNNING without checking its inputs (development only)",
+    positional("jobid", optional=("dataid",)),
+)
 def forcejob(options: argparse.Namespace) -> int:
     dataid = options.dataid or now().replace(" ", "T")
     with _open(options) as store:
@@ -161,7 +165,7 @@ def forcejob(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("deleterun", "delete every status row of a job at a dataid")
+@command("deleterun", "delete every status row of a job at a dataid", positional("jobid", "dataid"))
 def deleterun(options: argparse.Namespace) -> int:
     with _open(options) as store:
         deleted = lifecycle.delete_chunk(store, options.jobid, options.dataid)
@@ -169,7 +173,11 @@ def deleterun(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("recover", "mark FAILED every RUNNING chunk whose run has died (RunJob does it too)")
+@command(
+    "recover",
+    "mark FAILED every RUNNING chunk whose run has died (RunJob does it too)",
+    positional(optional=("jobid",)),
+)
 def recover(options: argparse.Namespace) -> int:
     with _open(options) as store, store.transaction():
         dead = lifecycle.recover(store, options.jobid)
@@ -182,7 +190,17 @@ def recover(options: argparse.Namespace) -> int:
 # -- run history ------------------------------------------------------------------------
 
 
-@command("history", "list runs (one row per attempt), newest first")
+def _history_arguments(parser: argparse.ArgumentParser) -> None:
+    positional(optional=("jobid", "dataid"))(parser)
+    parser.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+
+
+def _log_arguments(parser: argparse.ArgumentParser) -> None:
+    positional("jobid", "dataid")(parser)
+    parser.add_argument("--attempt", type=int, help="which attempt (default: the last)")
+
+
+@command("history", "list runs (one row per attempt), newest first", _history_arguments)
 def history(options: argparse.Namespace) -> int:
     with _open(options) as store:
         if options.jobid:
@@ -195,7 +213,7 @@ def history(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("log", "print the log of a chunk's last run (or of --attempt K)")
+@command("log", "print the log of a chunk's last run (or of --attempt K)", _log_arguments)
 def log(options: argparse.Namespace) -> int:
     with _open(options) as store:
         run = store.run_log(options.jobid, options.dataid, options.attempt)
@@ -213,7 +231,17 @@ def log(options: argparse.Namespace) -> int:
 # -- passwords --------------------------------------------------------------------------
 
 
-@command("crypt", "encrypt (-e) or decrypt (-d) a text with the passkey")
+def _crypt_arguments(parser: argparse.ArgumentParser) -> None:
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("-e", dest="encrypt", action="store_true", help="encrypt TEXT")
+    mode.add_argument("-d", dest="decrypt", action="store_true", help="decrypt TEXT")
+    parser.add_argument(
+        "--seed-format", action="store_true", help="encrypt in the seed's (Java) format"
+    )
+    parser.add_argument("words", nargs="+", metavar="TEXT")
+
+
+@command("crypt", "encrypt (-e) or decrypt (-d) a text with the passkey", _crypt_arguments)
 def crypt(options: argparse.Namespace) -> int:
     words = options.words
     passkey = crypto.read_passkey()
@@ -233,43 +261,6 @@ def crypt(options: argparse.Namespace) -> int:
 # -- parsing ----------------------------------------------------------------------------
 
 
-def _arguments(name: str, parser: argparse.ArgumentParser) -> None:
-    if name in ("sql", "dml", "ddl"):
-        parser.add_argument("statement", help="one SQL statement (quote it)")
-    elif name in ("endjob",):
-        parser.add_argument("jobid")
-        parser.add_argument("dataid")
-        parser.add_argument("status", help="READY, FAILED, RESUBMIT or HOLD")
-    elif name in ("deleterun",):
-        parser.add_argument("jobid")
-        parser.add_argument("dataid")
-    elif name == "forcejob":
-        parser.add_argument("jobid")
-        parser.add_argument("dataid", nargs="?", help="default: the current time")
-    elif name == "getjob":
-        parser.add_argument("jobid")
-    elif name == "runs":
-        parser.add_argument("--limit", type=int, default=20, help="how many (default 20)")
-    elif name == "recover":
-        parser.add_argument("jobid", nargs="?", help="only this job (default: all)")
-    elif name == "history":
-        parser.add_argument("jobid", nargs="?")
-        parser.add_argument("dataid", nargs="?")
-        parser.add_argument("--limit", type=int, default=50, help="how many (default 50)")
-    elif name == "log":
-        parser.add_argument("jobid")
-        parser.add_argument("dataid")
-        parser.add_argument("--attempt", type=int, help="which attempt (default: the last)")
-    elif name == "crypt":
-        mode = parser.add_mutually_exclusive_group(required=True)
-        mode.add_argument("-e", dest="encrypt", action="store_true", help="encrypt TEXT")
-        mode.add_argument("-d", dest="decrypt", action="store_true", help="decrypt TEXT")
-        parser.add_argument(
-            "--seed-format", action="store_true", help="encrypt in the seed's (Java) format"
-        )
-        parser.add_argument("words", nargs="+", metavar="TEXT")
-
-
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -284,8 +275,12 @@ def parser() -> argparse.ArgumentParser:
         description="Administer an OpenDataFlow store. 'utility COMMAND --help' for each command.",
     )
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (summary, _) in COMMANDS.items():
-        _arguments(name, sub.add_parser(name, parents=[common], help=summary, description=summary))
+    for cmd in COMMANDS.values():
+        cmd_parser = sub.add_parser(
+            cmd.name, parents=[common], help=cmd.summary, description=cmd.summary
+        )
+        if cmd.arguments:
+            cmd.arguments(cmd_parser)
     return top
 
 
@@ -302,7 +297,7 @@ def _dispatch(argv: list[str]) -> int:
     options = parser().parse_args(_seed_passkey(argv))
     options.db = getattr(options, "db", None)
     options.json = getattr(options, "json", False)
-    return COMMANDS[options.command][1](options)
+    return COMMANDS[options.command].run(options)
 
 
 def main(argv: list[str] | None = None) -> int:

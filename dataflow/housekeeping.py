@@ -1,0 +1,32 @@
+"""``utility purge``: delete old run history and its log files.
+
+Never touches datastatus, and keeps the last run of a FAILED chunk (its retry
+count decides whether it reruns by itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from datetime import datetime, timedelta
+
+from .store import Row, Store
+
+
+def purge(
+    store: Store, jobid: str | None = None, days_old: float | None = None, dry_run: bool = False
+) -> list[Row]:
+    """Delete (or with ``dry_run`` list) history rows and logs; returns the runs."""
+    before = None
+    if days_old is not None:
+        before = (datetime.now() - timedelta(days=days_old)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    with store.transaction():
+        runs = store.purgeable_runs(jobid, before)
+        if not dry_run:
+            store.delete_runs([run["runid"] for run in runs])
+    if not dry_run:  # the rows are gone for good: now their files
+        for run in runs:
+            if run["logpath"]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(run["logpath"])
+    return runs

@@ -1,0 +1,197 @@
+"""Safe registration of datasets and jobs, export/import, and rekeying passwords.
+
+Every change is validated first and written in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from . import crypto, lifecycle
+from .errors import DataflowError, RegistrationError, UnknownDataset, UnknownJob, WrongPasskey
+from .jobenv import is_variable_name
+from .lifecycle import SETTINGS, TODAY
+from .lineage import find_cycle, job_graph
+from .store import Row, Store
+from .store_config import DATASET_COLUMNS
+
+EXPORT_VERSION = 1
+
+
+def _check_dataset_name(datasetid: str) -> None:
+    if not is_variable_name(datasetid) or datasetid == TODAY:
+        raise RegistrationError(
+            f"dataset name '{datasetid}' must be usable in environment variable names "
+            "(letters, digits and _, not starting with a digit) and not 'today'"
+        )
+
+
+def register_dataset(store: Store, row: Row, password: str | None, passkey: str | None) -> bool:
+    """Add or update a dataset; the password (never from argv) is stored encrypted.
+    Returns True when the dataset is new."""
+    _check_dataset_name(str(row["datasetid"]))
+    if password is not None:
+        if passkey is None:
+            raise RegistrationError("a password needs the passkey: set PASSKEY or PASSKEY_FILE")
+        row = {**row, "encryptedpass": crypto.encrypt(password, passkey)}
+    with store.transaction():
+        old = store.datasets([str(row["datasetid"])])
+        merged = {
+            **old.get(str(row["datasetid"]), {}),
+            **{k: v for k, v in row.items() if v is not None},
+        }
+        store.put_dataset(merged)
+        return not old
+
+
+def unregister_dataset(store: Store, datasetid: str) -> None:
+    with store.transaction():
+        users = store.jobs_using(datasetid, "IN") + store.jobs_using(datasetid, "OUT")
+        if users:
+            raise RegistrationError(f"dataset '{datasetid}' is used by job(s) {', '.join(users)}")
+        if not store.delete_dataset(datasetid):
+            raise UnknownDataset(datasetid)
+
+
+def _job_items(
+    jobid: str, inputs: list[str], outputs: list[str], settings: dict[str, str], env: dict[str, str]
+) -> list[tuple[str, str | None, str | None]]:
+    items = [("IN", d, None) for d in inputs] + [("OUT", d, None) for d in outputs]
+    items += [(name, None, value) for name, value in settings.items()]
+    items += [(name, None, value) for name, value in env.items()]
+    return items
+
+
+def _validate_job(
+    store: Store, jobid: str, items: list[tuple[str, str | None, str | None]]
+) -> None:
+    """Names, referenced datasets, one producer per dataset, no cycle, valid settings."""
+    if not jobid or "/" in jobid or jobid.startswith("."):
+        raise RegistrationError(f"job name '{jobid}' cannot be a script name")
+    known = set(store.datasets())
+    outputs = [d for t, d, _ in items if t == "OUT"]
+    inputs = [d for t, d, _ in items if t == "IN"]
+    if not outputs:
+        raise RegistrationError(f"job '{jobid}' needs at least one OUT dataset")
+    if not inputs:
+        raise RegistrationError(
+            f"job '{jobid}' needs at least one IN dataset ('today' for a daily job)"
+        )
+    if set(inputs) & set(outputs):
+        raise RegistrationError(f"job '{jobid}' cannot read and write the same dataset")
+    for dataset in inputs + outputs:
+        if dataset != TODAY and dataset not in known:
+            raise UnknownDataset(dataset)
+        if dataset == TODAY and dataset in outputs:
+            raise RegistrationError("'today' can only be an IN dataset")
+    for dataset in outputs:
+        others = [j for j in store.jobs_using(dataset, "OUT") if j != jobid]
+        if others:
+            raise RegistrationError(f"dataset '{dataset}' is already produced by job '{others[0]}'")
+    for itemtype, _, _ in items:
+        if itemtype in ("IN", "OUT"):
+            continue
+        if itemtype not in SETTINGS and (
+            not is_variable_name(itemtype) or itemtype in ("dataid", "jobid")
+        ):
+            raise RegistrationError(f"'{itemtype}' cannot be an environment variable of the job")
+    lifecycle.settings_of(jobid, {t: v or "" for t, _, v in items if t in SETTINGS})
+    rows = [r for r in store.job_rows() if r["jobid"] != jobid]
+    rows += [{"jobid": jobid, "itemtype": t, "datasetid": d} for t, d, _ in items]
+    if cycle := find_cycle(job_graph(rows)):
+        raise RegistrationError(f"job '{jobid}' would make a cycle: {' -> '.join(cycle)}")
+
+
+def register_job(
+    store: Store,
+    jobid: str,
+    inputs: list[str],
+    outputs: list[str],
+    settings: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+) -> bool:
+    """Add or replace a job's registration; returns True when the job is new."""
+    items = _job_items(jobid, inputs, outputs, settings or {}, env or {})
+    with store.transaction():
+        _validate_job(store, jobid, items)
+        new = not store.job_items(jobid)
+        store.put_job(jobid, items)
+        return new
+
+
+def unregister_job(store: Store, jobid: str) -> int:
+    """Remove a job's rows from table job (its chunks' statuses stay, as history)."""
+    with store.transaction():
+        removed = store.delete_job(jobid)
+        if not removed:
+            raise UnknownJob(jobid)
+        return removed
+
+
+def export(store: Store) -> str:
+    """The whole configuration (datasets, jobs) as one JSON document."""
+    jobs: dict[str, list[dict]] = {}
+    for row in store.job_rows():
+        item = {k: row[k] for k in ("itemtype", "datasetid", "itemvalue") if row[k] is not None}
+        jobs.setdefault(row["jobid"], []).append(item)
+    document = {
+        "opendataflow": EXPORT_VERSION,
+        "datasets": list(store.datasets().values()),
+        "jobs": jobs,
+    }
+    return json.dumps(document, indent=2)
+
+
+def import_(store: Store, text: str) -> tuple[int, int]:
+    """Add or replace the datasets and jobs of an exported document, all or nothing."""
+    try:
+        document = json.loads(text)
+        datasets, jobs = document["datasets"], document["jobs"]
+        if document.get("opendataflow") != EXPORT_VERSION:
+            raise ValueError(f"unsupported version {document.get('opendataflow')!r}")
+        parsed = {
+            jobid: [(i["itemtype"], i.get("datasetid"), i.get("itemvalue")) for i in items]
+            for jobid, items in jobs.items()
+        }
+        rows = [{c: d.get(c) for c in DATASET_COLUMNS} for d in datasets]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RegistrationError(f"not an OpenDataFlow export: {exc}") from None
+    with store.transaction():
+        for row in rows:
+            _check_dataset_name(str(row["datasetid"]))
+            store.put_dataset(row)
+        for jobid in parsed:
+            store.delete_job(jobid)  # so one producer per dataset is checked against the new set
+        for jobid, items in parsed.items():
+            _validate_job(store, jobid, items)
+            store.put_job(jobid, items)
+    return len(rows), len(parsed)
+
+
+def rekey(store: Store, old: str, new: str) -> int:
+    """Re-encrypt every stored password under a new passkey, in one transaction."""
+    if not new:
+        raise DataflowError("the new passkey is empty")
+    with store.transaction():
+        tokens = store.passwords()
+        for datasetid, token in tokens:
+            try:
+                password = crypto.decrypt(token, old, f"the password of dataset '{datasetid}'")
+            except WrongPasskey:
+                raise WrongPasskey(
+                    f"the password of dataset '{datasetid}' with the old passkey; nothing changed"
+                ) from None
+            store.set_password(datasetid, crypto.encrypt(password, new))
+        return len(tokens)
+
+
+def parse_pairs(pairs: Iterable[str], what: str) -> dict[str, str]:
+    """``name=value`` words from the command line."""
+    result = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise RegistrationError(f"{what} must be NAME=VALUE, not '{pair}'")
+        result[name] = value
+    return result

@@ -1,0 +1,125 @@
+"""Operator actions on chunks: resubmit (with its downstream), hold and release.
+
+Each action is one transaction: all of it happens, or none of it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from . import lifecycle, locks
+from .dataids import natural_key
+from .errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
+from .lifecycle import FAILED, HOLD, RESUBMIT, RUNNING
+from .lineage import downstream
+from .store import Store
+
+
+@dataclass(frozen=True)
+class Change:
+    jobid: str
+    dataid: str
+    before: str  # the statuses the chunk had, e.g. "READY"
+    after: str  # what it has now, or "unchanged"
+    note: str = ""
+
+
+class _Rollback(Exception):
+    pass
+
+
+def select_dataids(
+    store: Store,
+    jobid: str,
+    dataid: str | None,
+    failed: bool = False,
+    match: str | None = None,
+    first: str | None = None,
+    last: str | None = None,
+) -> list[str]:
+    """The job's chunks an operator named: one dataid, or by status, pattern and range."""
+    if dataid is not None:
+        return [dataid]
+    if not (failed or match or first or last):
+        raise UsageError("name a DATAID, or select chunks with --failed, --match or --from/--to")
+    chosen = store.dataids_of_job(jobid, (FAILED,) if failed else ())
+    if match:
+        chosen = [d for d in chosen if fnmatch.fnmatchcase(d, match)]
+    if first is not None:
+        chosen = [d for d in chosen if natural_key(d) >= natural_key(first)]
+    if last is not None:
+        chosen = [d for d in chosen if natural_key(d) <= natural_key(last)]
+    return sorted(chosen, key=natural_key)
+
+
+def _statuses(store: Store, jobid: str, dataid: str) -> str:
+    return ",".join(sorted({status for _, status in store.out_status(jobid, dataid)}))
+
+
+def resubmit(
+    store: Store, jobid: str, dataids: list[str], cascade: bool = False, dry_run: bool = False
+) -> list[Change]:
+    """Set chunks to RESUBMIT and, with ``cascade``, every downstream chunk built from them."""
+    lifecycle.load_job(store, jobid)
+    changes: list[Change] = []
+    try:
+        with store.transaction():
+            for dataid in dataids:
+                before = _statuses(store, jobid, dataid)
+                if not before:
+                    raise UnknownChunk(jobid, dataid)
+                if RUNNING in before or HOLD in before:
+                    raise ChunkBusy(jobid, dataid, before)
+                store.set_out_status(jobid, dataid, RESUBMIT)
+                changes.append(Change(jobid, dataid, before, RESUBMIT))
+                if cascade:
+                    changes += _cascade(store, jobid, dataid)
+            if dry_run:
+                raise _Rollback
+    except _Rollback:
+        pass
+    return changes
+
+
+def _cascade(store: Store, jobid: str, dataid: str) -> list[Change]:
+    changes = []
+    for _, consumer, outs in downstream(store, jobid, dataid).steps:
+        if not outs:
+            continue  # it never produced this chunk: nothing to redo
+        before = ",".join(sorted({status for _, status in outs}))
+        if RUNNING in before or HOLD in before:
+            note = "running now" if RUNNING in before else "on hold"
+            changes.append(Change(consumer, dataid, before, "unchanged", note))
+            continue
+        store.set_out_status(consumer, dataid, RESUBMIT)
+        changes.append(Change(consumer, dataid, before, RESUBMIT, f"downstream of {jobid}"))
+    return changes
+
+
+def hold(store: Store, jobid: str, dataid: str) -> Change:
+    """Freeze a chunk (existing or future): nobody runs or consumes it until released."""
+    job = lifecycle.load_job(store, jobid)
+    with store.transaction():
+        if store.held(jobid, dataid):
+            raise DataflowError(f"{jobid} {dataid} is already on hold")
+        current = dict(store.out_status(jobid, dataid))
+        if RUNNING in current.values():
+            raise ChunkBusy(jobid, dataid, RUNNING)
+        store.hold_chunk(jobid, dataid, [(d, current.get(d)) for d in job.outputs])
+        return Change(jobid, dataid, ",".join(sorted(set(current.values()))) or "none", HOLD)
+
+
+def release(store: Store, jobid: str, dataid: str) -> Change:
+    """Unfreeze a chunk: its outputs get back the statuses they had."""
+    with store.transaction():
+        restored = store.release_chunk(jobid, dataid)
+        if not restored:
+            raise DataflowError(f"{jobid} {dataid} is not on hold")
+        after = ",".join(sorted({status or "none" for _, status in restored}))
+        return Change(jobid, dataid, HOLD, after)
+
+
+def is_live(store: Store, jobid: str, dataid: str) -> bool:
+    """Does a live process hold the chunk's lock?"""
+    return locks.is_held(locks.chunk_lock_path(store.files, jobid, dataid))

@@ -1,0 +1,41 @@
+"""``utility status``: per job, where its chunks stand."""
+
+from __future__ import annotations
+
+from . import lifecycle, locks
+from .errors import DataflowError
+from .store import Row, Store
+
+STATUSES = ("READY", "RUNNING", "FAILED", "RESUBMIT", "HOLD")
+
+
+def job_status(store: Store) -> list[Row]:
+    """Counts by status, chunks waiting, the next one, live runs and the last failure."""
+    counts: dict[str, dict[str, int]] = {}
+    for row in store.status_counts():
+        counts.setdefault(row["jobid"], {})[row["status"]] = row["chunks"]
+    rows = []
+    for jobid in store.job_ids():
+        try:
+            nxt = lifecycle.peek(store, lifecycle.load_job(store, jobid)) or ""
+        except DataflowError as exc:
+            nxt = f"misconfigured: {exc}"
+        live = sum(
+            locks.is_held(locks.chunk_lock_path(store.files, jobid, dataid))
+            for _, dataid in store.running(jobid)
+        )
+        failure = store.last_failure(jobid)
+        row: Row = {"jobid": jobid}
+        row.update({s.lower(): counts.get(jobid, {}).get(s, 0) for s in STATUSES})
+        row.update(
+            waiting=store.count_candidates(jobid),
+            next=nxt,
+            live=live,
+            last_failure=(
+                f"{failure['dataid']} at {failure['ended']}: {failure['reason'] or 'failed'}"
+                if failure
+                else ""
+            ),
+        )
+        rows.append(row)
+    return rows

@@ -1,0 +1,118 @@
+"""Store queries behind registration, export/import, rekey and hold/release.
+
+Part of the store layer (mixed into :class:`dataflow.store.Store`): SQL only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+Row = dict[str, object]
+DATASET_COLUMNS = (
+    "datasetid",
+    "hostname",
+    "database",
+    "schemaname",
+    "tablename",
+    "username",
+    "encryptedpass",
+)
+
+
+class ConfigQueries:
+    conn: sqlite3.Connection
+
+    def put_dataset(self, row: Row) -> None:
+        """Insert or replace a dataset row."""
+        values = tuple(row.get(column) for column in DATASET_COLUMNS)
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO dataset({', '.join(DATASET_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(DATASET_COLUMNS))})",
+            values,
+        )
+
+    def delete_dataset(self, datasetid: str) -> int:
+        return self.conn.execute("DELETE FROM dataset WHERE datasetid = ?", (datasetid,)).rowcount
+
+    def put_job(self, jobid: str, items: Iterable[tuple[str, str | None, str | None]]) -> None:
+        """Replace a job's rows with (itemtype, datasetid, itemvalue) items."""
+        self.delete_job(jobid)
+        self.conn.executemany(
+            "INSERT INTO job(jobid, itemtype, datasetid, itemvalue, modified) VALUES (?, ?, ?, ?, now())",
+            [(jobid, *item) for item in items],
+        )
+
+    def delete_job(self, jobid: str) -> int:
+        return self.conn.execute("DELETE FROM job WHERE jobid = ?", (jobid,)).rowcount
+
+    def job_rows(self) -> list[Row]:
+        rows = self.conn.execute(
+            "SELECT jobid, itemtype, datasetid, itemvalue FROM job ORDER BY jobid, rowid"
+        )
+        return [dict(row) for row in rows]
+
+    def passwords(self) -> list[tuple[str, str]]:
+        """(datasetid, encryptedpass) of every dataset with a stored password."""
+        rows = self.conn.execute(
+            "SELECT datasetid, encryptedpass FROM dataset "
+            "WHERE encryptedpass IS NOT NULL AND encryptedpass <> '' ORDER BY 1"
+        )
+        return [tuple(row) for row in rows]
+
+    def set_password(self, datasetid: str, token: str) -> None:
+        self.conn.execute(
+            "UPDATE dataset SET encryptedpass = ? WHERE datasetid = ?", (token, datasetid)
+        )
+
+    # -- hold / release --------------------------------------------------------------------
+
+    def held(self, jobid: str, dataid: str) -> list[Row]:
+        rows = self.conn.execute(
+            "SELECT datasetid, previous, since FROM hold WHERE jobid = ? AND dataid = ?",
+            (jobid, dataid),
+        )
+        return [dict(row) for row in rows]
+
+    def hold_chunk(
+        self, jobid: str, dataid: str, previous: Sequence[tuple[str, str | None]]
+    ) -> None:
+        """Freeze a chunk: remember each output's previous status, set it to HOLD."""
+        for datasetid, status in previous:
+            self.conn.execute(
+                "INSERT INTO hold(jobid, dataid, datasetid, previous, since) VALUES (?, ?, ?, ?, now())",
+                (jobid, dataid, datasetid, status),
+            )
+            self.conn.execute(
+                "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
+                "VALUES (?, ?, ?, 'OUT', 'HOLD', now()) ON CONFLICT(datasetid, jobid, dataid) "
+                "DO UPDATE SET status = 'HOLD', modified = now()",
+                (datasetid, jobid, dataid),
+            )
+
+    def release_chunk(self, jobid: str, dataid: str) -> list[tuple[str, str | None]]:
+        """Unfreeze a chunk: restore (or delete) each output row; returns what was restored."""
+        restored = []
+        for row in self.held(jobid, dataid):
+            datasetid, previous = row["datasetid"], row["previous"]
+            if previous is None:
+                self.conn.execute(
+                    "DELETE FROM datastatus WHERE datasetid = ? AND jobid = ? AND dataid = ?",
+                    (datasetid, jobid, dataid),
+                )
+            else:
+                self.conn.execute(
+                    "UPDATE datastatus SET status = ?, modified = now() "
+                    "WHERE datasetid = ? AND jobid = ? AND dataid = ?",
+                    (previous, datasetid, jobid, dataid),
+                )
+            restored.append((datasetid, previous))
+        self.conn.execute("DELETE FROM hold WHERE jobid = ? AND dataid = ?", (jobid, dataid))
+        return restored
+
+    def set_out_status(self, jobid: str, dataid: str, status: str) -> int:
+        return self.conn.execute(
+            "UPDATE datastatus SET status = ?, modified = now() "
+            "WHERE jobid = ? AND dataid = ? AND locktype = 'OUT'",
+            (status, jobid, dataid),
+        ).rowcount
