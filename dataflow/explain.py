@@ -30,7 +30,7 @@ def explain(store: Store, jobid: str, dataid: str | None = None) -> Explanation:
     if dataid is None:
         dataid, summary = _next_chunk(store, job)
         if dataid is None:
-            return Explanation(jobid, None, summary, verdict=f"will not run: {summary}")
+            return Explanation(jobid, None, summary, verdict="will not run: no chunk waits for it")
     else:
         summary = f"chunk {dataid} of {jobid}"
     result = Explanation(jobid, dataid, summary)

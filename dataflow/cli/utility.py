@@ -9,7 +9,7 @@ import sys
 from .. import crypto, lifecycle, output
 from ..errors import PasskeyMissing, UsageError
 from ..store import Store, files_dir, locate, now
-from . import guarded, say
+from . import guarded, operations, registration, say  # noqa: F401  (they register their commands)
 from .commands import COMMANDS, command, open_store, positional
 
 _open = open_store

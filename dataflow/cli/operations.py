@@ -1,0 +1,172 @@
+"""``utility`` commands for operations and forensics: explain, status, lineage, resubmit,
+hold, release, purge."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .. import explain as explaining
+from .. import housekeeping, lifecycle, lineage, reruns, status
+from ..errors import UsageError
+from . import say
+from .commands import command, open_store, positional, show
+
+
+@command(
+    "explain",
+    "answer the five questions for a job's next (or given) chunk: will it run, and why not",
+    positional("jobid", optional=("dataid",)),
+)
+def explain(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        result = explaining.explain(store, options.jobid, options.dataid)
+    if options.json:
+        say(json.dumps(result.__dict__, indent=2))
+        return 0
+    say(result.summary)
+    for question in explaining.QUESTIONS:
+        if question in result.answers:
+            say(f"\n{question.upper()}?")
+            for line in result.answers[question]:
+                say(f"  {line}")
+    say(f"\n{result.verdict}")
+    return 0
+
+
+@command("status", "per job: chunks by status, waiting, next, live runs, last failure")
+def status_view(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        return show(options, status.job_status(store))
+
+
+@command(
+    "lineage",
+    "who produced a dataset's chunk, who consumed it, and the chain downstream",
+    positional("datasetid", "dataid"),
+)
+def lineage_view(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        rows = store.chunk_of_dataset(options.datasetid, options.dataid)
+        if not rows:
+            raise UsageError(f"dataset '{options.datasetid}' has no chunk '{options.dataid}'")
+        producers = [r for r in rows if r["locktype"] == "OUT"]
+        chains = {
+            p["jobid"]: lineage.downstream(store, p["jobid"], options.dataid) for p in producers
+        }
+        runs = {p["jobid"]: store.last_run(p["jobid"], options.dataid) for p in producers}
+    if options.json:
+        say(
+            json.dumps(
+                {
+                    "producers": producers,
+                    "consumers_now": [r for r in rows if r["locktype"] == "IN"],
+                    "downstream": {j: c.steps for j, c in chains.items()},
+                    "cycles": {j: c.cycles for j, c in chains.items() if c.cycles},
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        return 0
+    say(f"{options.datasetid} {options.dataid}")
+    for row in producers:
+        run = runs[row["jobid"]]
+        detail = f", attempt {run['attempt']} ended {run['ended']}" if run else " (no run history)"
+        say(f"  produced by {row['jobid']}: {row['status']} at {row['modified']}{detail}")
+    for row in rows:
+        if row["locktype"] == "IN":
+            say(f"  being consumed by {row['jobid']} since {row['modified']}")
+    for chain in chains.values():
+        for depth, jobid, outs in chain.steps:
+            state = ", ".join(f"{d} {s}" for d, s in outs) or "not produced yet"
+            say(f"  {'  ' * depth}-> {jobid}: {state}")
+        for cycle in chain.cycles:
+            say(f"  warning: cycle in lineage {' -> '.join(cycle)} (not followed)")
+    return 0
+
+
+def _resubmit_arguments(parser: argparse.ArgumentParser) -> None:
+    positional("jobid", optional=("dataid",))(parser)
+    parser.add_argument(
+        "--cascade", action="store_true", help="also every downstream chunk built from it"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what would change; change nothing"
+    )
+    parser.add_argument("--failed", action="store_true", help="every FAILED chunk of the job")
+    parser.add_argument(
+        "--match", metavar="GLOB", help="dataids matching a pattern, e.g. '2025-11-*'"
+    )
+    parser.add_argument(
+        "--from", dest="first", metavar="DATAID", help="dataids from this one (natural order)"
+    )
+    parser.add_argument("--to", dest="last", metavar="DATAID", help="dataids up to this one")
+
+
+def _print_changes(changes: list[reruns.Change], dry_run: bool = False) -> None:
+    for change in changes:
+        note = f" ({change.note})" if change.note else ""
+        say(f"{change.jobid} {change.dataid}: {change.before} -> {change.after}{note}")
+    changed = sum(1 for c in changes if c.after != "unchanged")
+    say(f"{changed} chunks {'would be ' if dry_run else ''}changed")
+
+
+@command(
+    "resubmit", "set chunks to RESUBMIT (with --cascade: their downstream too)", _resubmit_arguments
+)
+def resubmit(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        lifecycle.load_job(store, options.jobid)
+        dataids = reruns.select_dataids(
+            store,
+            options.jobid,
+            options.dataid,
+            options.failed,
+            options.match,
+            options.first,
+            options.last,
+        )
+        changes = reruns.resubmit(store, options.jobid, dataids, options.cascade, options.dry_run)
+    _print_changes(changes, options.dry_run)
+    return 0
+
+
+@command(
+    "hold",
+    "freeze a chunk: nobody runs or consumes it until released",
+    positional("jobid", "dataid"),
+)
+def hold(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        _print_changes([reruns.hold(store, options.jobid, options.dataid)])
+    return 0
+
+
+@command("release", "unfreeze a held chunk, restoring its statuses", positional("jobid", "dataid"))
+def release(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        _print_changes([reruns.release(store, options.jobid, options.dataid)])
+    return 0
+
+
+def _purge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--job", dest="jobid", help="only this job's history")
+    parser.add_argument("--days-old", type=float, help="only runs started at least N days ago")
+    parser.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
+
+
+@command(
+    "purge", "delete run history and logs (never the statuses that gate work)", _purge_arguments
+)
+def purge(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        if options.jobid:
+            lifecycle.load_job(store, options.jobid)
+        runs = housekeeping.purge(store, options.jobid, options.days_old, options.dry_run)
+    verb = "would be purged" if options.dry_run else "purged"
+    if options.dry_run:
+        for run in runs:
+            say(f"{run['jobid']} {run['dataid']} attempt {run['attempt']}")
+    say(f"{len(runs)} runs {verb}")
+    return 0

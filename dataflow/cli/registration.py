@@ -1,0 +1,166 @@
+"""``utility`` commands that register datasets and jobs, move the configuration between
+stores, and rekey passwords. Passwords and passkeys never come from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+from .. import crypto, registry
+from ..errors import UsageError
+from ..store_config import DATASET_COLUMNS
+from . import say
+from .commands import command, open_store, positional
+
+
+def _secret(prompt: str, from_stdin: bool) -> str:
+    """A secret from standard input (one line) or from a prompt on the terminal."""
+    if from_stdin:
+        line = sys.stdin.readline()
+        if not line:
+            raise UsageError(f"expected {prompt.rstrip(': ').lower()} on standard input")
+        return line.rstrip("\r\n")
+    if not sys.stdin.isatty():
+        raise UsageError(f"{prompt.rstrip(': ')} needs a terminal, or --password-stdin")
+    return getpass.getpass(prompt)
+
+
+def _dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("datasetid")
+    for column in DATASET_COLUMNS[1:-1]:
+        parser.add_argument(f"--{column}")
+    secret = parser.add_mutually_exclusive_group()
+    secret.add_argument("--password", action="store_true", help="prompt for the password")
+    secret.add_argument(
+        "--password-stdin", action="store_true", help="read the password from stdin"
+    )
+
+
+@command(
+    "register-dataset",
+    "add or update a dataset (password from a prompt or stdin)",
+    _dataset_arguments,
+)
+def register_dataset(options: argparse.Namespace) -> int:
+    row = {c: getattr(options, c) for c in DATASET_COLUMNS[:-1]}
+    password = None
+    if options.password or options.password_stdin:
+        password = _secret("Password: ", options.password_stdin)
+    with open_store(options) as store:
+        new = registry.register_dataset(store, row, password, crypto.read_passkey())
+    say(f"dataset {options.datasetid} {'registered' if new else 'updated'}")
+    return 0
+
+
+def _job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("jobid")
+    parser.add_argument(
+        "--in", dest="inputs", nargs="+", default=[], metavar="DATASET", required=True
+    )
+    parser.add_argument(
+        "--out", dest="outputs", nargs="+", default=[], metavar="DATASET", required=True
+    )
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="settings: retries, max_parallel, timeout, spark_args",
+    )
+    parser.add_argument(
+        "--env", nargs="+", default=[], metavar="NAME=VALUE", help="extra environment items"
+    )
+
+
+@command(
+    "register-job",
+    "add or replace a job: its IN and OUT datasets, settings, environment",
+    _job_arguments,
+)
+def register_job(options: argparse.Namespace) -> int:
+    settings = registry.parse_pairs(options.set, "--set")
+    env = registry.parse_pairs(options.env, "--env")
+    with open_store(options) as store:
+        new = registry.register_job(
+            store, options.jobid, options.inputs, options.outputs, settings, env
+        )
+    say(f"job {options.jobid} {'registered' if new else 'replaced'}")
+    return 0
+
+
+@command("unregister-dataset", "remove a dataset no job uses", positional("datasetid"))
+def unregister_dataset(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        registry.unregister_dataset(store, options.datasetid)
+    say(f"dataset {options.datasetid} removed")
+    return 0
+
+
+@command(
+    "unregister-job", "remove a job's registration (its chunks' history stays)", positional("jobid")
+)
+def unregister_job(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        registry.unregister_job(store, options.jobid)
+    say(f"job {options.jobid} removed")
+    return 0
+
+
+@command("export", "write every dataset and job to one JSON file", positional("file"))
+def export(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        text = registry.export(store)
+    if options.file == "-":
+        say(text)
+    else:
+        Path(options.file).write_text(text + "\n", encoding="utf-8")
+        say(f"configuration written to {options.file}")
+    return 0
+
+
+@command("import", "add or replace the datasets and jobs of an exported file", positional("file"))
+def import_(options: argparse.Namespace) -> int:
+    try:
+        text = (
+            sys.stdin.read()
+            if options.file == "-"
+            else Path(options.file).read_text(encoding="utf-8")
+        )
+    except OSError as exc:
+        raise UsageError(f"cannot read {options.file}: {exc.strerror}") from None
+    with open_store(options) as store:
+        datasets, jobs = registry.import_(store, text)
+    say(f"{datasets} datasets and {jobs} jobs imported")
+    return 0
+
+
+def _rekey_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--old-file", help="file holding the old passkey (default: prompt, or PASSKEY/PASSKEY_FILE)"
+    )
+    parser.add_argument("--new-file", help="file holding the new passkey (default: prompt)")
+
+
+def _passkey_file(path: str) -> str:
+    try:
+        passkey = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if not passkey:
+        raise UsageError(f"{path} is empty")
+    return passkey
+
+
+@command("rekey", "re-encrypt every stored password under a new passkey", _rekey_arguments)
+def rekey(options: argparse.Namespace) -> int:
+    if options.old_file:
+        old = _passkey_file(options.old_file)
+    else:
+        old = crypto.read_passkey() or _secret("Old passkey: ", False)
+    new = _passkey_file(options.new_file) if options.new_file else _secret("New passkey: ", False)
+    with open_store(options) as store:
+        count = registry.rekey(store, old, new)
+    say(f"{count} passwords re-encrypted")
+    return 0
