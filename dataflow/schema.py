@@ -161,5 +161,29 @@ CREATE TABLE IF NOT EXISTS hold(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+
+def _retire(new: str) -> str:
+    """SQL that drops the row's own (job, dataid) from ``candidate`` once that output is
+    RUNNING, READY or HOLD, so a chunk done by any path (a claim, ``utility dml``, an
+    import in any order) never lingers there for a claim to step over."""
+    return f"""
+    DELETE FROM candidate WHERE {new}.status NOT IN ('RESUBMIT', 'FAILED')
+      AND jobid = {new}.jobid AND sortkey = dataflow_natkey({new}.dataid)
+      AND dataid = {new}.dataid;"""
+
+
+# v4: the OUT-row triggers also retire their own chunk; stale pairs left before go.
+_V4 = f"""
+DROP TRIGGER IF EXISTS candidate_on_insert;
+DROP TRIGGER IF EXISTS candidate_on_update;
+CREATE TRIGGER candidate_on_insert AFTER INSERT ON datastatus
+WHEN NEW.locktype = 'OUT' BEGIN {_retire("NEW")} {_on_status("NEW")} END;
+CREATE TRIGGER candidate_on_update AFTER UPDATE ON datastatus
+WHEN NEW.locktype = 'OUT' BEGIN {_retire("NEW")} {_on_status("NEW")} END;
+DELETE FROM candidate WHERE EXISTS (
+    SELECT 1 FROM datastatus o WHERE o.jobid = candidate.jobid AND o.dataid = candidate.dataid
+      AND o.locktype = 'OUT' AND o.status NOT IN ('RESUBMIT', 'FAILED'));
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 VERSION = len(MIGRATIONS)

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from .. import crypto, lifecycle, output
+from .. import crypto, lifecycle, output, schema
 from ..errors import PasskeyMissing, UsageError
 from ..store import Store, files_dir, locate, now
 from . import guarded, operations, registration, say  # noqa: F401  (they register their commands)
@@ -28,7 +28,12 @@ def createtables(options: argparse.Namespace) -> int:
     path = locate(options.db)
     store, applied = Store.create(path)
     store.close()
-    say(f"tables created in {path}" if applied else f"store {path} is up to date")
+    if applied == schema.VERSION:
+        say(f"tables created in {path}")
+    elif applied:
+        say(f"store {path} upgraded to schema version {schema.VERSION}")
+    else:
+        say(f"store {path} is up to date")
     return 0
 
 
