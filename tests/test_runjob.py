@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import subprocess
 from collections import Counter
 from datetime import date
 
 import pytest
 
-from conftest import script
+from conftest import BIN, STAMP, script
 
 DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'
 
@@ -157,3 +160,49 @@ def test_racing_runjobs_run_each_chunk_exactly_once(env_job, tmp_path):
         "sql", "select status, count(*) from datastatus where jobid='race' group by 1"
     ).lines
     assert statuses[-1].split() == ["READY", "40"]
+
+
+def test_drain_prints_a_line_per_chunk_and_a_summary(env_job, tmp_path):
+    register(env_job, "drainme", ["src"], ["dst"])
+    ready(env_job, "src", "1", "2", "3")
+    script(tmp_path, "drainme.sh", '[ "$dataid" != 2 ] || exit 4; echo "quiet $dataid"')
+    ran = env_job.runjob("--all", "./drainme.sh")
+    assert ran.code == 1  # one chunk failed
+    lines = ran.lines
+    assert len(lines) == 4 and "quiet" not in ran.out  # job output goes to the log only
+    assert re.fullmatch(rf"{STAMP}: drainme 1 READY \(attempt 1, \d+\.\d s\)", lines[0])
+    assert re.fullmatch(
+        rf"{STAMP}: drainme 2 FAILED \(attempt 1, \d+\.\d s\) exit code 4; log: .*/logs/drainme/2\.1\.log",
+        lines[1],
+    )
+    assert re.fullmatch(
+        rf"{STAMP}: drainme: 2 READY, 1 FAILED in \d+\.\d s \([\d.]+/s\); 0 waiting", lines[3]
+    )
+
+
+def test_drain_on_a_terminal_draws_a_progress_bar(env_job, tmp_path):
+    register(env_job, "drainme", ["src"], ["dst"])
+    ready(env_job, "src", "1", "2", "3")
+    script(tmp_path, "drainme.sh", "true")
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [str(BIN / "RunJob"), "--parallel", "2", "./drainme.sh"],
+        cwd=tmp_path,
+        env=env_job.env,
+        stdout=follower,
+        stderr=follower,
+    )
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert process.wait(timeout=60) == 0
+    text = output.decode()
+    assert "drainme [##########" in text and "done 3 failed 0 running 0 left 0" in text
+    assert re.search(r"drainme: 3 READY, 0 FAILED in \d+\.\d s", text)
