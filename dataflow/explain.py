@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import dataids, lifecycle, locks
+from . import dataids, lifecycle
 from .dataids import natural_key
 from .jobenv import FIELDS
 from .lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY, Job
@@ -138,7 +138,7 @@ def _safe(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]
     rows = store.chunk_rows(job.jobid, dataid)
     statuses = {r.status for r in rows if r.locktype == "OUT"}
     run = store.last_run(job.jobid, dataid)
-    live = locks.is_held(locks.chunk_lock_path(store.files, job.jobid, dataid))
+    live = lifecycle.is_live(store, job.jobid, dataid)
     lines = [f"{job.jobid} at {dataid}: " + (", ".join(sorted(statuses)) or "not produced yet")]
     if any(r.locktype == "IN" for r in rows):
         lines.append(f"its inputs are being consumed by a run of {job.jobid}")

@@ -146,6 +146,11 @@ class _DryRun(Exception):
     """Raised inside the claim transaction to roll it back."""
 
 
+def is_live(store: Store, jobid: str, dataid: str) -> bool:
+    """Does a live process (a run or a child it left) hold the chunk's lock?"""
+    return locks.is_held(locks.chunk_lock_path(store.files, jobid, dataid))
+
+
 def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
     """Mark FAILED every RUNNING chunk whose lock nobody holds (its run died).
 
@@ -154,7 +159,7 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
     """
     dead = []
     for job, dataid in store.running(jobid):
-        if not locks.is_held(locks.chunk_lock_path(store.files, job, dataid)):
+        if not is_live(store, job, dataid):
             store.finish(job, dataid, FAILED)
             store.abandon_runs(job, dataid, ABANDONED)
             dead.append((job, dataid))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from . import lifecycle, locks
+from . import lifecycle
 from .dataids import natural_key
 from .errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
 from .lifecycle import FAILED, HOLD, RESUBMIT, RUNNING
@@ -118,8 +118,3 @@ def release(store: Store, jobid: str, dataid: str) -> Change:
             raise DataflowError(f"{jobid} {dataid} is not on hold")
         after = ",".join(sorted({status or "none" for _, status in restored}))
         return Change(jobid, dataid, HOLD, after)
-
-
-def is_live(store: Store, jobid: str, dataid: str) -> bool:
-    """Does a live process hold the chunk's lock?"""
-    return locks.is_held(locks.chunk_lock_path(store.files, jobid, dataid))

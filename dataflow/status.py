@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import lifecycle, locks
+from . import lifecycle
 from .errors import DataflowError
 from .store import Row, Store
 
@@ -20,10 +20,7 @@ def job_status(store: Store) -> list[Row]:
             nxt = lifecycle.peek(store, lifecycle.load_job(store, jobid)) or ""
         except DataflowError as exc:
             nxt = f"misconfigured: {exc}"
-        live = sum(
-            locks.is_held(locks.chunk_lock_path(store.files, jobid, dataid))
-            for _, dataid in store.running(jobid)
-        )
+        live = sum(lifecycle.is_live(store, jobid, dataid) for _, dataid in store.running(jobid))
         failure = store.last_failure(jobid)
         row: Row = {"jobid": jobid}
         row.update({s.lower(): counts.get(jobid, {}).get(s, 0) for s in STATUSES})
