@@ -10,6 +10,7 @@ from collections.abc import Callable
 from .. import crypto, lifecycle, output
 from ..errors import PasskeyMissing, UsageError
 from ..store import Store, files_dir, locate, now
+from . import board as board_cli
 from . import guarded, say
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {}
@@ -210,6 +211,14 @@ def log(options: argparse.Namespace) -> int:
     return 0
 
 
+# -- the status board -------------------------------------------------------------------
+
+
+command("board", "write the status board: one HTML page of jobs x dataids coloured by status")(
+    board_cli.write
+)
+
+
 # -- passwords --------------------------------------------------------------------------
 
 
@@ -260,6 +269,8 @@ def _arguments(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("jobid")
         parser.add_argument("dataid")
         parser.add_argument("--attempt", type=int, help="which attempt (default: the last)")
+    elif name == "board":
+        board_cli.add_arguments(parser)
     elif name == "crypt":
         mode = parser.add_mutually_exclusive_group(required=True)
         mode.add_argument("-e", dest="encrypt", action="store_true", help="encrypt TEXT")
