@@ -124,6 +124,8 @@ _SCRIPT = """
     apply();
   });
   apply();
+  var grid = document.querySelector('.grid');
+  grid.scrollLeft = grid.scrollWidth;  // the newest dataids are on the right
 })();
 """
 
@@ -133,14 +135,14 @@ def render(board: Board, generated: str = "", source: str = "") -> str:
     counts = Counter(cell["status"] for cell in board.cells.values())
     colours = "\n".join(f"td.s-{s} {{ background: {c}; }}" for s, c in COLOURS.items())
     legend = "".join(
-        f'<span><i style="background:{c}"></i>{s} {counts.get(s, 0)}</span>'
+        f'<span><i style="background:{c}"></i>{s} {counts.get(s, 0):,}</span>'
         for s, c in COLOURS.items()
     )
     legend += f'<span><i style="background:{EMPTY}"></i>no chunk</span>'
-    scope = f"{len(board.jobs)} jobs \u00d7 {len(board.dataids)} dataids"
+    scope = f"{len(board.jobs):,} jobs \u00d7 {len(board.dataids):,} dataids"
     if board.truncated:
         scope += (
-            f" \u2014 showing only the newest {len(board.dataids)} of {board.total_dataids}"
+            f" \u2014 showing only the newest {len(board.dataids):,} of {board.total_dataids:,}"
             " dataids (utility board --last N)"
         )
     header = "".join(f'<th scope="col">{escape(d)}</th>' for d in board.dataids)
