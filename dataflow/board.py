@@ -1,0 +1,189 @@
+"""The status board: one self-contained HTML page, a jobs x dataids grid coloured by status.
+
+The page loads nothing from anywhere (its Content-Security-Policy forbids it), so it can be
+mailed, attached to a ticket or opened from a laptop at 3 a.m. Every dataid, job name and
+reason is user data and goes through ``html.escape``; the script reads them back from
+``data-`` attributes, never from text pasted into JavaScript.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from html import escape
+
+from .dataids import natural_key
+
+# Okabe-Ito colours: told apart by people with the common colour-vision deficiencies.
+COLOURS = {
+    "READY": "#009e73",
+    "RUNNING": "#0072b2",
+    "FAILED": "#d55e00",
+    "RESUBMIT": "#e69f00",
+    "HOLD": "#cc79a7",
+}
+EMPTY = "#e8e8e8"  # the job has no chunk at that dataid (yet)
+DEFAULT_LAST = 200
+
+
+@dataclass
+class Board:
+    """What the page shows: jobs (rows), the newest dataids (columns) and their cells."""
+
+    jobs: list[str]
+    dataids: list[str]
+    total_dataids: int
+    cells: dict[tuple[str, str], dict] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.dataids) < self.total_dataids
+
+
+def build(rows: Iterable[dict], last: int = DEFAULT_LAST) -> Board:
+    """Arrange ``Store.board()`` rows; keep the newest ``last`` dataids in natural order."""
+    rows = list(rows)
+    jobs = sorted({row["jobid"] for row in rows}, key=natural_key)
+    dataids = sorted({row["dataid"] for row in rows}, key=natural_key)
+    shown = dataids[-last:] if last > 0 else []
+    keep = set(shown)
+    cells = {(r["jobid"], r["dataid"]): r for r in rows if r["dataid"] in keep}
+    return Board(jobs, shown, len(dataids), cells)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def hover_text(cell: dict) -> str:
+    """The lines shown when the pointer rests on a cell (unescaped)."""
+    lines = [f"{cell['jobid']} at {cell['dataid']}: {cell['status']}"]
+    facts = []
+    if cell.get("attempt") is not None:
+        facts.append(f"attempt {cell['attempt']}")
+    if cell.get("duration") is not None:
+        facts.append(_duration(cell["duration"]))
+    ending = None
+    if cell.get("signal"):
+        ending = f"signal {cell['signal']}"
+    elif cell.get("exitcode") is not None:
+        ending = f"exit code {cell['exitcode']}"
+    if ending:
+        facts.append(ending)
+    if facts:
+        lines.append(", ".join(facts))
+    if cell.get("reason") and cell["reason"] != ending:
+        lines.append(f"reason: {cell['reason']}")
+    if cell.get("started"):
+        lines.append(
+            f"started {cell['started']}" + (f", ended {cell['ended']}" if cell.get("ended") else "")
+        )
+    return "\n".join(lines)
+
+
+_STYLE = """
+body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
+h1 { font-size: 18px; margin: 0 0 4px; }
+.note { color: #555; margin: 0 0 8px; }
+.bar { display: flex; gap: 16px; align-items: center; flex-wrap: wrap; margin-bottom: 8px; }
+.legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 10px; }
+.legend i { width: 12px; height: 12px; display: inline-block; border: 1px solid #0002; }
+.grid { overflow: auto; max-height: 85vh; border: 1px solid #ddd; }
+table { border-collapse: separate; border-spacing: 2px; }
+th { font-weight: normal; background: #fff; }
+thead th { position: sticky; top: 0; writing-mode: vertical-rl; transform: rotate(180deg);
+  text-align: left; padding: 4px 0; max-height: 120px; overflow: hidden; white-space: nowrap; }
+thead th:first-child { writing-mode: horizontal-tb; transform: none; left: 0; z-index: 2;
+  vertical-align: bottom; text-align: right; padding-right: 6px; }
+tbody th { position: sticky; left: 0; text-align: right; padding-right: 6px; white-space: nowrap; }
+td.cell { width: 14px; min-width: 14px; height: 14px; padding: 0; background: %(empty)s; }
+td.cell:hover { outline: 2px solid #222; }
+%(colours)s
+"""
+
+_SCRIPT = """
+(function () {
+  var input = document.getElementById('filter');
+  function apply() {
+    var want = input.value.trim().toLowerCase();
+    document.querySelectorAll('tbody tr').forEach(function (row) {
+      row.hidden = want !== '' && row.dataset.job.toLowerCase().indexOf(want) < 0;
+    });
+  }
+  var m = /[#&]filter=([^&]*)/.exec(location.hash);
+  if (m) { input.value = decodeURIComponent(m[1]); }
+  input.addEventListener('input', function () {
+    history.replaceState(null, '', input.value ? '#filter=' + encodeURIComponent(input.value) : '#');
+    apply();
+  });
+  apply();
+  var grid = document.querySelector('.grid');
+  grid.scrollLeft = grid.scrollWidth;  // the newest dataids are on the right
+})();
+"""
+
+
+def render(board: Board, generated: str = "", source: str = "") -> str:
+    """The whole page as one HTML string: inline CSS and JS, nothing fetched."""
+    counts = Counter(cell["status"] for cell in board.cells.values())
+    colours = "\n".join(f"td.s-{s} {{ background: {c}; }}" for s, c in COLOURS.items())
+    legend = "".join(
+        f'<span><i style="background:{c}"></i>{s} {counts.get(s, 0):,}</span>'
+        for s, c in COLOURS.items()
+    )
+    legend += f'<span><i style="background:{EMPTY}"></i>no chunk</span>'
+    scope = f"{len(board.jobs):,} jobs \u00d7 {len(board.dataids):,} dataids"
+    if board.truncated:
+        scope += (
+            f" \u2014 showing only the newest {len(board.dataids):,} of {board.total_dataids:,}"
+            " dataids (utility board --last N)"
+        )
+    header = "".join(f'<th scope="col">{escape(d)}</th>' for d in board.dataids)
+    body = []
+    for job in board.jobs:
+        cells = []
+        for dataid in board.dataids:
+            cell = board.cells.get((job, dataid))
+            if cell is None:
+                cells.append(
+                    f'<td class="cell" title="{escape(f"{job} at {dataid}: no chunk")}"></td>'
+                )
+                continue
+            status = escape(cell["status"])
+            cells.append(
+                f'<td class="cell s-{status}" data-status="{status}" '
+                f'title="{escape(hover_text(cell))}"></td>'
+            )
+        job_attr = escape(job)
+        body.append(
+            f'<tr data-job="{job_attr}"><th scope="row">{job_attr}</th>{"".join(cells)}</tr>'
+        )
+    made = " ".join(p for p in (f"store {source}" if source else "", generated) if p)
+    empty = "" if board.jobs else '<p class="note">No chunks in the store yet.</p>'
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>OpenDataFlow status board</title>
+<style>{_STYLE % {"empty": EMPTY, "colours": colours}}</style></head>
+<body>
+<h1>OpenDataFlow status board</h1>
+<p class="note" id="scope">{escape(scope)}</p>
+<p class="note">{escape(made)}</p>
+<div class="bar"><label>Filter jobs <input id="filter" type="search" placeholder="job name"></label>
+<div class="legend">{legend}</div></div>
+{empty}<div class="grid"><table>
+<thead><tr><th scope="col">job</th>{header}</tr></thead>
+<tbody>
+{chr(10).join(body)}
+</tbody></table></div>
+<script>{_SCRIPT}</script>
+</body></html>
+"""

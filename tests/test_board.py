@@ -1,0 +1,321 @@
+"""The status board: a real store built through the CLIs, the page rendered in headless Chromium.
+
+What a person sees is checked in the browser, not in the HTML text: the colour of a cell's
+pixels in a screenshot, and (through a probe script appended to a copy of the page, whose
+findings ``--dump-dom`` prints) cell counts, hover texts, and the job filter hiding rows.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+
+import pytest
+
+from conftest import Cli, script
+from dataflow import board
+
+WINDOW = (1000, 600)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--force-device-scale-factor=1",
+    f"--window-size={WINDOW[0]},{WINDOW[1]}",
+]
+ODD = '<b>x</b>&"'  # a dataid that is also markup
+EVIL = '<script>document.title="pwned"</script>'
+EXPECTED = {  # (job, dataid) -> status, as the fixture leaves the store
+    ("alpha", "1"): "READY",
+    ("alpha", "2"): "READY",
+    ("alpha", "3"): "RESUBMIT",
+    ("alpha", "10"): "READY",
+    ("beta", "1"): "FAILED",
+    ("beta", "2"): "HOLD",
+    ("gamma", "1"): "READY",
+    ("gamma", ODD): "RUNNING",
+}
+DATAIDS = ["1", "2", "3", "10", ODD]  # natural order: 10 after 3
+
+
+# -- the browser ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    message = (
+        "headless Chromium is needed to test the status board and is not installed: "
+        "apt-get install chromium chromium-driver (.ci/run does it)"
+    )
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def run_chromium(binary: str, url: str, *args: str) -> str:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
+        done = subprocess.run(
+            [binary, *FLAGS, f"--user-data-dir={profile}", *args, url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+PROBE = """<script>
+var out = {rows: [], cells: [], title: document.title,
+           filter: document.getElementById('filter').value,
+           scope: document.getElementById('scope').textContent,
+           legend: document.querySelector('.legend').textContent,
+           headers: Array.from(document.querySelectorAll('thead th')).slice(1)
+                      .map(function (th) { return th.textContent; })};
+document.querySelectorAll('tbody tr').forEach(function (tr) {
+  out.rows.push({job: tr.dataset.job, hidden: tr.hidden, height: tr.getBoundingClientRect().height});
+  tr.querySelectorAll('td.cell').forEach(function (td, i) {
+    var r = td.getBoundingClientRect();
+    out.cells.push({job: tr.dataset.job, dataid: out.headers[i], status: td.dataset.status || '',
+                    title: td.title, colour: getComputedStyle(td).backgroundColor,
+                    x: r.x + r.width / 2, y: r.y + r.height / 2, w: r.width});
+  });
+});
+var pre = document.createElement('pre');
+pre.id = 'probe';
+pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>
+"""
+
+
+def probe(binary: str, page: Path, fragment: str = "") -> dict:
+    """Open a copy of the page with the probe appended; return what the probe saw."""
+    probed = page.with_name("probe-" + page.name)
+    probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    dom = run_chromium(binary, probed.as_uri() + fragment, "--dump-dom")
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def png_pixels(data: bytes):
+    """Decode an 8-bit, non-interlaced RGB(A) PNG; returns ``pixel(x, y) -> (r, g, b)``."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    assert depth == 8 and colour in (2, 6) and interlace == 0, (depth, colour, interlace)
+    bpp = 3 if colour == 2 else 4
+    stride, raw = width * bpp, zlib.decompress(idat)
+    rows, previous = [], bytearray(stride)
+    for y in range(height):
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = previous[i]
+            c = previous[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(line)
+        previous = line
+
+    def pixel(x: float, y: float) -> tuple[int, int, int]:
+        row, at = rows[int(y)], int(x) * bpp
+        return row[at], row[at + 1], row[at + 2]
+
+    return pixel
+
+
+def rgb(hex_colour: str) -> tuple[int, int, int]:
+    return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+# -- a real store -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Cli, Path]:
+    """Jobs alpha (src -> a), beta (src -> b, fails) and gamma (a -> c), one chunk per status."""
+    folder = tmp_path_factory.mktemp("board")
+    cli = Cli(folder)
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('a'), ('b'), ('c')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('alpha','IN','src'), ('alpha','OUT','a'),"
+        " ('beta','IN','src'), ('beta','OUT','b'), ('gamma','IN','a'), ('gamma','OUT','c')",
+    )
+    cli.ok(
+        "dml",
+        "insert into datastatus select 'src','fakejob',value,'OUT','READY',now() from "
+        "(select '1' value union select '2' union select '3' union select '10')",
+    )
+    script(folder, "alpha.sh", "echo alpha $dataid")
+    script(folder, "beta.sh", "echo boom; exit 3")
+    script(folder, "gamma.sh", "echo gamma $dataid")
+    for _ in range(4):
+        assert cli.runjob("./alpha.sh").code == 0
+    assert cli.runjob("./beta.sh").code == 3  # chunk 1 FAILED
+    assert cli.runjob("./gamma.sh").code == 0  # chunk 1 READY
+    cli.ok("dml", f"update run set reason = '{EVIL}' where jobid = 'gamma'")  # user data
+    cli.ok("forcejob", "beta", "2")
+    cli.ok("endjob", "beta", "2", "HOLD")
+    cli.ok("forcejob", "gamma", ODD)  # RUNNING
+    cli.ok("endjob", "alpha", "3", "RESUBMIT")
+    result = cli.ok("board", "--html", "board.html")
+    assert result.out == "board written to board.html (3 jobs, 5 dataids)\n"
+    return cli, folder / "board.html"
+
+
+def test_grid_cells_and_hover_texts_in_the_browser(chromium, made):
+    _, page = made
+    seen = probe(chromium, page)
+    assert seen["headers"] == DATAIDS  # natural order, shown as text, not as markup
+    assert [row["job"] for row in seen["rows"]] == ["alpha", "beta", "gamma"]
+    assert len(seen["cells"]) == 3 * 5
+    statuses = {(c["job"], c["dataid"]): c["status"] for c in seen["cells"] if c["status"]}
+    assert statuses == EXPECTED
+    assert seen["title"] == "OpenDataFlow status board"  # the reason's <script> did not run
+    for name in board.COLOURS:
+        assert name in seen["legend"]
+    titles = {(c["job"], c["dataid"]): c["title"] for c in seen["cells"]}
+    failed = titles["beta", "1"].splitlines()
+    assert failed[0] == "beta at 1: FAILED"
+    assert re.fullmatch(r"attempt 1, \d+\.\d s, exit code 3", failed[1])
+    assert titles["gamma", "1"].splitlines()[2] == f"reason: {EVIL}"
+    assert titles["alpha", "2"].startswith("alpha at 2: READY\nattempt 1, ")
+    assert titles["gamma", ODD].startswith(f"gamma at {ODD}: RUNNING")
+    assert titles["beta", "3"] == "beta at 3: no chunk"
+    for cell in seen["cells"]:
+        expected = board.COLOURS.get(cell["status"], board.EMPTY)
+        assert cell["colour"] == "rgb({}, {}, {})".format(*rgb(expected)), cell
+
+
+def test_screenshot_pixels_have_the_status_colours(chromium, made, tmp_path):
+    _, page = made
+    cells = probe(chromium, page)["cells"]  # where each cell is, at the same window size
+    shot = tmp_path / "board.png"
+    run_chromium(chromium, page.as_uri(), f"--screenshot={shot}")
+    pixel = png_pixels(shot.read_bytes())
+    checked = set()
+    for cell in cells:
+        assert cell["w"] >= 8, cell  # big enough to see
+        assert 0 < cell["x"] < WINDOW[0] and 0 < cell["y"] < WINDOW[1], cell
+        wanted = rgb(board.COLOURS.get(cell["status"], board.EMPTY))
+        got = pixel(cell["x"], cell["y"])
+        assert all(abs(g - w) <= 3 for g, w in zip(got, wanted, strict=True)), (cell, got)
+        checked.add(cell["status"])
+    assert checked == {"", *board.COLOURS}  # every status and the empty cell were seen
+
+
+def test_job_filter_hides_other_rows(chromium, made):
+    _, page = made
+    seen = probe(chromium, page, "#filter=beta")
+    assert seen["filter"] == "beta"
+    rows = {row["job"]: row for row in seen["rows"]}
+    assert not rows["beta"]["hidden"] and rows["beta"]["height"] > 0
+    for job in ("alpha", "gamma"):
+        assert rows[job]["hidden"] and rows[job]["height"] == 0
+    everything = probe(chromium, page)
+    assert not any(row["hidden"] for row in everything["rows"])
+
+
+def test_last_n_shows_the_newest_dataids_and_says_so(chromium, made):
+    cli, _ = made
+    result = cli.ok("board", "--html", "last.html", "--last", "2")
+    assert result.out == "board written to last.html (3 jobs, 2 dataids)\n"
+    seen = probe(chromium, cli.cwd / "last.html")
+    assert seen["headers"] == ["10", ODD]
+    assert len(seen["cells"]) == 3 * 2
+    assert "showing only the newest 2 of 5 dataids" in seen["scope"]
+
+
+def test_job_option_and_a_self_contained_page(made):
+    cli, _ = made
+    result = cli.ok("board", "--html", "beta.html", "--job", "beta")
+    assert result.out == "board written to beta.html (1 jobs, 2 dataids)\n"
+    page = (cli.cwd / "beta.html").read_text()
+    assert 'data-job="beta"' in page and 'data-job="alpha"' not in page
+    assert not re.search(r"https?:|src=|href=|@import|url\(", page)  # nothing to fetch
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--job", "nope"], "error: unknown job 'nope'"),
+        (["--last", "0"], "error: --last must be at least 1, not 0"),
+    ],
+)
+def test_bad_options_write_nothing(made, args, message):
+    cli, _ = made
+    result = cli.utility("board", "--html", "bad.html", *args)
+    assert result.code != 0 and result.out == ""
+    assert result.err.startswith(message)
+    assert not (cli.cwd / "bad.html").exists()
+
+
+def test_unwritable_file_and_missing_store(cli, made):
+    made_cli, _ = made
+    result = made_cli.utility("board", "--html", "no/such/folder/board.html")
+    assert result.code != 0
+    assert (
+        result.err == "error: cannot write no/such/folder/board.html: No such file or directory\n"
+    )
+    result = cli.utility("board", "--html", "board.html")  # a fresh tmp_path: no store
+    assert result.code != 0 and result.err.startswith("error: no dataflow store at ")
+    assert not (cli.cwd / "board.html").exists()
+
+
+def test_render_escapes_and_orders_without_a_browser():
+    rows = [
+        {"jobid": "j", "dataid": d, "status": "READY", "reason": None} for d in ("10", "9", "x")
+    ] + [{"jobid": "<j>", "dataid": "2", "status": "FAILED", "reason": "a & <b>"}]
+    grid = board.build(rows, last=3)
+    assert grid.dataids == ["9", "10", "x"] and grid.total_dataids == 4 and grid.truncated
+    page = board.render(board.build(rows))
+    assert "<j>" not in page and "&lt;j&gt;" in page and "a &amp; &lt;b&gt;" in page
+    assert board.hover_text(
+        {
+            "jobid": "j",
+            "dataid": "1",
+            "status": "FAILED",
+            "signal": "SIGKILL",
+            "exitcode": -9,
+            "attempt": 2,
+            "duration": 3725.0,
+            "reason": "killed by SIGKILL",
+        }
+    ) == ("j at 1: FAILED\nattempt 2, 1 h 2 min, signal SIGKILL\nreason: killed by SIGKILL")
