@@ -163,3 +163,9 @@ def test_seed_passkey_as_first_argument(loadbob, tmp_path):
     ran = loadbob.runjob("plugh", "./loadbob.sh")
     assert ran.code == 0, ran
     assert ran.lines[-1].startswith("1 rows updated to READY")
+
+
+def test_options_before_the_command_are_not_a_passkey(loadbob):
+    as_json = loadbob.utility("--json", "runs")
+    assert as_json.code == 0 and as_json.out.startswith("[")
+    assert loadbob.utility("--db", str(loadbob.cwd / "dataflow.db"), "runs").code == 0

@@ -291,7 +291,12 @@ def parser() -> argparse.ArgumentParser:
 
 def _seed_passkey(argv: list[str]) -> list[str]:
     """The seed's ``utility.sh PASSKEY COMMAND ...`` form, when no passkey is configured."""
-    seed_form = len(argv) >= 2 and argv[0] not in COMMANDS and argv[1] in COMMANDS
+    seed_form = (
+        len(argv) >= 2
+        and not argv[0].startswith("-")  # an option such as --json is never a passkey
+        and argv[0] not in COMMANDS
+        and argv[1] in COMMANDS
+    )
     if seed_form and crypto.read_passkey() is None:
         os.environ["PASSKEY"] = argv[0]
         return argv[1:]
