@@ -1,0 +1,243 @@
+"""Claim latency against store size: ``lifecycle.claim`` (and ``finish``) at 10k-1M rows.
+
+Each size is a 5-job chain with most chunks done and a backlog pending per job.
+Claims rotate over the five jobs and each is finished READY, so work moves down
+the chain as it does in production. Two ways of calling it:
+
+- *fresh connection*: every claim on a newly opened store, as each cron-driven
+  RunJob does (SQLite's page cache starts cold; the OS's is warm);
+- *one connection*: claims in a row on one open store, as a drain does.
+
+The baseline is the same figure at the smallest size, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from pathlib import Path
+
+import stores
+from measure import INFO, Config, Dist, Row, Section, ms, times, verdict
+
+from dataflow import lifecycle
+from dataflow.store import Store
+
+TARGET_P50 = 0.005  # seconds, at 1M rows
+TARGET_GROWTH = 2.0  # p50 at the largest size ÷ p50 at the smallest
+MODES = ("fresh connection", "one connection", "one connection, temp_store=MEMORY")
+
+
+class _Subject:
+    """Claims on one store in one mode; a fresh connection per claim, or one kept open."""
+
+    def __init__(self, path: Path, chain: stores.Chain, mode: str):
+        self.path, self.chain, self.mode = path, chain, mode
+        self.claims: list[float] = []
+        self.finishes: list[float] = []
+        self.store: Store | None = None
+        self.jobs: dict[str, lifecycle.Job] = {}
+        if mode != MODES[0]:
+            self.store = Store.open(path)
+            if "temp_store" in mode:
+                self.store.conn.execute("PRAGMA temp_store = MEMORY")
+
+    def cycle(self, i: int) -> None:
+        jobid = self.chain.jobs[i % len(self.chain.jobs)]
+        store = self.store or Store.open(self.path)
+        try:
+            job = self.jobs.get(jobid) if self.store else None
+            if job is None:  # loading the job is RunJob's work before the claim
+                job = self.jobs[jobid] = lifecycle.load_job(store, jobid)
+            start = time.perf_counter()
+            dataid = lifecycle.claim(store, job)
+            claimed = time.perf_counter()
+            if dataid is None:
+                raise RuntimeError(f"{jobid} ran out of work at cycle {i}; raise the backlog")
+            lifecycle.finish(store, jobid, dataid, lifecycle.READY)
+            finished = time.perf_counter()
+        finally:
+            if store is not self.store:
+                store.close()
+        self.claims.append(claimed - start)
+        self.finishes.append(finished - claimed)
+
+    def close(self) -> None:
+        if self.store:
+            self.store.close()
+
+
+def _commit_floor(path: Path, n: int = 300) -> Dist:
+    """One-row write transactions on a bare SQLite file with the store's settings."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+    samples = []
+    for i in range(n):
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t(v) VALUES (?)", (str(i),))
+        conn.execute("COMMIT")
+        samples.append(time.perf_counter() - start)
+    conn.close()
+    return Dist.of(samples)
+
+
+def _plans(store_path: Path, chain: stores.Chain) -> list[stores.Plan]:
+    """Plans of every statement one claim + finish issues, and of the triggers they fire."""
+    with Store.open(store_path) as store:
+        job = lifecycle.load_job(store, chain.jobs[1])
+        traced: list[str] = []
+        store.conn.set_trace_callback(traced.append)
+        dataid = lifecycle.claim(store, job)
+        marker = len(traced)
+        lifecycle.finish(store, job.jobid, dataid, lifecycle.READY)
+        store.conn.set_trace_callback(None)
+        plans, seen = [], set()
+        for i, sql in enumerate(traced):
+            if sql in seen or sql in ("BEGIN IMMEDIATE", "COMMIT"):
+                continue
+            seen.add(sql)
+            origin = "claim" if i < marker else "finish"
+            plans.append(stores.Plan(origin, sql, stores.explain(store.conn, sql)))
+        sample = {"datasetid": "d2", "jobid": job.jobid, "dataid": dataid, "locktype": "OUT"}
+        plans += stores.trigger_plans(store.conn, "datastatus", sample)
+    return plans
+
+
+def bench(config: Config, work: Path) -> Section:
+    section = Section("claim", "Claim latency vs store size")
+    per_job = (len(MODES) * config.claim_cycles) // 5 + 10
+    results: dict[tuple[int, str], tuple[Dist, Dist]] = {}
+    table = [
+        "| rows | chunks (dataids) | pending per job | build | mode | claim p50 | claim p95 "
+        "| finish p50 | finish p95 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    subjects: dict[tuple[int, str], _Subject] = {}
+    chains: dict[int, tuple[stores.Chain, Path, float]] = {}
+    for size in config.claim_sizes:
+        chain = stores.Chain.with_rows(size, min_backlog=per_job)
+        path = work / f"chain-{size}.db"
+        start = time.perf_counter()
+        chain.build(path).close()
+        chains[size] = (chain, path, time.perf_counter() - start)
+        print(f"  {size:>9,} rows built in {chains[size][2]:.1f} s", flush=True)
+        for mode in MODES:
+            subjects[size, mode] = _Subject(path, chain, mode)
+    # Every cycle visits every size and mode in a shuffled order, so a burst of load on
+    # this shared machine hits all of them alike and the ratios between sizes stay fair.
+    shuffle = random.Random(2)
+    try:
+        for i in range(config.claim_cycles):
+            order = list(subjects.values())
+            shuffle.shuffle(order)
+            for subject in order:
+                subject.cycle(i)
+    finally:
+        for subject in subjects.values():
+            subject.close()
+    for (size, mode), subject in subjects.items():
+        chain, _, built = chains[size]
+        claims, finishes = results[size, mode] = (
+            Dist.of(subject.claims),
+            Dist.of(subject.finishes),
+        )
+        table.append(
+            f"| {size:,} | {chain.dataids:,} | {chain.backlog:,} | {built:.1f} s | {mode} "
+            f"| {ms(claims.median)} | {ms(claims.p95)} | {ms(finishes.median)} "
+            f"| {ms(finishes.p95)} |"
+        )
+    largest_chain, largest_path, _ = chains[config.claim_sizes[-1]]
+    plans = _plans(largest_path, largest_chain)
+
+    small, large = config.claim_sizes[0], config.claim_sizes[-1]
+    for mode in MODES[:2]:
+        claims = results[large, mode][0]
+        growth_p50 = claims.median / results[small, mode][0].median
+        growth_p95 = claims.p95 / results[small, mode][0].p95
+        section.add(
+            Row(
+                section.title,
+                f"claim p50 at {large:,} rows ({mode})",
+                ms(claims.median),
+                ms(claims.p95),
+                f"≤ {ms(TARGET_P50)} p50" if large >= 1_000_000 else "(needs 1M rows)",
+                verdict(claims.median <= TARGET_P50) if large >= 1_000_000 else INFO,
+            ),
+            Row(
+                section.title,
+                f"claim at {large:,} ÷ at {small:,} rows ({mode})",
+                times(growth_p50),
+                times(growth_p95),
+                f"≤ {TARGET_GROWTH:g}×",
+                verdict(growth_p50 <= TARGET_GROWTH),
+                "p95 column: ratio of the p95s",
+            ),
+        )
+    warm, fixed = results[large, MODES[1]], results[large, MODES[2]]
+    section.add(
+        Row(
+            section.title,
+            f"claim + finish with `temp_store=MEMORY` ÷ without, {large:,} rows",
+            times((fixed[0].median + fixed[1].median) / (warm[0].median + warm[1].median)),
+            times((fixed[0].p95 + fixed[1].p95) / (warm[0].p95 + warm[1].p95)),
+            "experiment",
+            INFO,
+            "proposed store setting, see open findings",
+        )
+    )
+    floor = _commit_floor(work / "floor.db")
+    section.add(
+        Row(
+            section.title,
+            f"claim p50 at {large:,} rows (fresh connection) ÷ bare one-row commit",
+            times(results[large, MODES[0]][0].median / floor.median),
+            times(results[large, MODES[0]][0].p95 / floor.p95),
+            "report",
+            INFO,
+            f"bare commit p50 {ms(floor.median)}, p95 {ms(floor.p95)} (WAL, synchronous=FULL)",
+        )
+    )
+    scans = [(p, s) for p in plans for s in p.scans]
+    section.add(
+        Row(
+            section.title,
+            f"statements of claim + finish (and their triggers) that scan, {large:,} rows",
+            str(len(scans)),
+            "",
+            "0",
+            verdict(not scans),
+            f"{len(plans)} statements explained"
+            + ("; " + "; ".join(f"{p.origin}: {s.strip()}" for p, s in scans) if scans else ""),
+        )
+    )
+    section.text(
+        f"{config.claim_cycles} claim + finish cycles per size and mode, all sizes and modes "
+        "interleaved in a shuffled order within each cycle, rotating over jobs "
+        "j1..j5; each job has done all but its last k × backlog chunks (k = its place in the "
+        "chain), so every job has work and the chain's tail is busiest. The store is built "
+        "through the triggers (outputs first) in one transaction; build time is setup, not "
+        "a figure.",
+        "\n".join(table),
+        "EXPLAIN QUERY PLAN of every statement one claim and one finish issue at the largest "
+        "size (traced with `set_trace_callback`, literals as SQLite saw them), and of each "
+        "statement inside the `datastatus` triggers with `NEW.*`/`OLD.*` bound to a real row:",
+        _render_plans(plans),
+    )
+    return section
+
+
+def _render_plans(plans: list[stores.Plan]) -> str:
+    blocks = []
+    for plan in plans:
+        sql = plan.sql if len(plan.sql) <= 300 else plan.sql[:300] + " …"
+        steps = "\n".join(plan.steps)
+        blocks.append(f"- {plan.origin}: `{sql}`\n\n  ```text\n{_indent(steps)}\n  ```")
+    return "\n".join(blocks)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
