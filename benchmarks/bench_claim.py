@@ -68,6 +68,61 @@ class _Subject:
             self.store.close()
 
 
+def _forward_import(work: Path, size: int) -> Row:
+    """The first claims after importing a history source-first (natural order)."""
+    chain = stores.Chain.with_rows(size)
+    path = work / f"forward-{size}.db"
+    chain.build(path, outputs_first=False).close()
+    with Store.open(path) as store:
+        stale = store.conn.execute("SELECT count(*) FROM candidate").fetchone()[0]
+        job = lifecycle.load_job(store, chain.jobs[0])
+        firsts = []
+        for _ in range(3):
+            start = time.perf_counter()
+            lifecycle.claim(store, job)
+            firsts.append(time.perf_counter() - start)
+        later = []
+        for _ in range(50):
+            start = time.perf_counter()
+            lifecycle.claim(store, job)
+            later.append(time.perf_counter() - start)
+    steady = Dist.of(later)
+    return Row(
+        "Claim latency vs store size",
+        f"first claim after a source-first import of {size:,} rows ÷ later claims",
+        times(firsts[0] / steady.median),
+        "",
+        "report",
+        INFO,
+        f"first claim {ms(firsts[0])}, then {ms(firsts[1])}, {ms(firsts[2])}; later p50 "
+        f"{ms(steady.median)}; {stale:,} candidate pairs after the import (see open findings)",
+    )
+
+
+def _bulk_load(work: Path, size: int) -> Row:
+    """Loading a chain through the triggers with the store's own settings, and with
+    ``temp_store=MEMORY`` added: alternately, twice each."""
+    chain = stores.Chain.with_rows(size)
+    seconds: dict[bool, list[float]] = {True: [], False: []}
+    for i, memory in enumerate((False, True, True, False)):
+        path = work / f"load-{i}.db"
+        start = time.perf_counter()
+        chain.build(path, temp_store_memory=memory).close()
+        seconds[memory].append(time.perf_counter() - start)
+        path.unlink()
+    ratio = Dist.of(seconds[True]).median / Dist.of(seconds[False]).median
+    return Row(
+        "Claim latency vs store size",
+        f"bulk load of {size:,} rows with `temp_store=MEMORY` ÷ without",
+        times(ratio),
+        "",
+        "experiment",
+        INFO,
+        f"{Dist.of(seconds[False]).median:.1f} s as the store is today, "
+        f"{Dist.of(seconds[True]).median:.1f} s with it; one transaction, triggers on",
+    )
+
+
 def _commit_floor(path: Path, n: int = 300) -> Dist:
     """One-row write transactions on a bare SQLite file with the store's settings."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -189,6 +244,8 @@ def bench(config: Config, work: Path) -> Section:
             "proposed store setting, see open findings",
         )
     )
+    middle = config.claim_sizes[min(1, len(config.claim_sizes) - 1)]
+    section.add(_forward_import(work, middle), _bulk_load(work, middle))
     floor = _commit_floor(work / "floor.db")
     section.add(
         Row(

@@ -11,7 +11,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from measure import MISSED, ROOT, SKIPPED, Config, Row, Section
+from measure import MET, MISSED, ROOT, SKIPPED, Config, Row, Section
 
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 FINDINGS = ROOT / "benchmarks" / "findings.md"
@@ -118,7 +118,7 @@ def results_markdown(sections: list[Section], config: Config, work_fs: str, elap
 
 
 def readme_block(sections: list[Section]) -> str:
-    keep = [r for s in sections for r in s.rows if r.target and r.target not in ("report",)]
+    keep = [r for s in sections for r in s.rows if r.verdict in (MET, MISSED, SKIPPED)]
     lines = [
         START,
         "",

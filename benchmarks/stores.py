@@ -21,11 +21,13 @@ from dataflow.store import Store
 SOURCE_JOB = "source"
 
 
-def create(path: Path) -> Store:
+def create(path: Path, temp_store_memory: bool = True) -> Store:
     store, _ = Store.create(path)
-    # Setup only: the triggers' SELECT DISTINCT spills a temporary b-tree to a temp
-    # file per row otherwise (see RESULTS.md, open findings); it changes no result.
-    store.conn.execute("PRAGMA temp_store = MEMORY")
+    if temp_store_memory:
+        # Setup only, it changes no result: without it each row's triggers write
+        # temporary b-trees to a temp file, and a bulk load takes about twice as long
+        # (measured in the claim benchmark; see open findings).
+        store.conn.execute("PRAGMA temp_store = MEMORY")
     return store
 
 
@@ -88,16 +90,21 @@ class Chain:
         """How many chunks job ``jk`` has produced (READY)."""
         return self.dataids - k * self.backlog
 
-    def build(self, path: Path) -> Store:
-        store = create(path)
+    def build(
+        self, path: Path, outputs_first: bool = True, temp_store_memory: bool = True
+    ) -> Store:
+        """The store; ``outputs_first=False`` inserts in chain order instead (source
+        first), as an import of an old store's history in natural order would."""
+        store = create(path, temp_store_memory)
+        order = [(k, f"d{k}", f"j{k}", self.done(k)) for k in range(1, len(self.jobs) + 1)]
+        order.insert(0, (0, "d0", SOURCE_JOB, self.dataids))
+        if outputs_first:  # see module doc
+            order.reverse()
         with store.transaction():
             for k, jobid in enumerate(self.jobs, start=1):
                 register(store, jobid, [f"d{k - 1}"], [f"d{k}"])
-            for k in range(len(self.jobs), 0, -1):  # outputs before inputs, see module doc
-                _insert_rows(
-                    store, ((f"d{k}", f"j{k}", str(i), "READY") for i in range(self.done(k)))
-                )
-            _insert_rows(store, (("d0", SOURCE_JOB, str(i), "READY") for i in range(self.dataids)))
+            for _, datasetid, jobid, done in order:
+                _insert_rows(store, ((datasetid, jobid, str(i), "READY") for i in range(done)))
         return settle(store)
 
 
