@@ -60,6 +60,7 @@ def bench_views(config: Config, work: Path) -> Section:
         "python -c pass": [sys.executable, "-c", "pass"],
         "runs, 10 rows": [UTILITY, "--db", str(tiny), "runs"],
         f"runs, {chunks:,} chunks": [UTILITY, "runs"],
+        "runs --json": [UTILITY, "--json", "runs"],  # the same rows without the table
     }
     missing = []
     for name, argv in (("status", [UTILITY, "status"]), ("explain", [UTILITY, "explain", "j3"])):
@@ -79,7 +80,7 @@ def bench_views(config: Config, work: Path) -> Section:
                 secs[name].append(run.seconds)
     python = secs["python -c pass"]
     for name in commands:
-        if name in ("python -c pass", "runs, 10 rows"):
+        if name in ("python -c pass", "runs, 10 rows", "runs --json"):
             continue
         dist = Dist.of(secs[name])
         to_python = paired(secs[name], python, lambda a, b: a / b)
@@ -96,6 +97,18 @@ def bench_views(config: Config, work: Path) -> Section:
                 f"{times(to_tiny.median)} `utility runs` on a 10-row store",
             )
         )
+    table_cost = paired(secs[f"runs, {chunks:,} chunks"], secs["runs --json"], lambda a, b: a - b)
+    section.add(
+        Row(
+            section.title,
+            "`utility runs` − `utility --json runs` (the cost of printing a table)",
+            ms(table_cost.median),
+            ms(table_cost.p95),
+            "report",
+            note=f"{times(table_cost.median / Dist.of(python).median)} Python start-up; "
+            "it is the import of tabulate (see open findings)",
+        )
+    )
     for name in missing:
         section.skip(
             f"`utility {name}` at {chunks:,} chunks",
