@@ -60,7 +60,9 @@ def bench_views(config: Config, work: Path) -> Section:
         "python -c pass": [sys.executable, "-c", "pass"],
         "runs, 10 rows": [UTILITY, "--db", str(tiny), "runs"],
         f"runs, {chunks:,} chunks": [UTILITY, "runs"],
-        "runs --json": [UTILITY, "--json", "runs"],  # the same rows without the table
+        # the same rows without the table; `utility --json runs` would take "--json" for
+        # the seed's passkey argument and print a table (see open findings)
+        "runs --json": [UTILITY, "runs", "--json"],
     }
     missing = []
     for name, argv in (("status", [UTILITY, "status"]), ("explain", [UTILITY, "explain", "j3"])):
@@ -101,7 +103,7 @@ def bench_views(config: Config, work: Path) -> Section:
     section.add(
         Row(
             section.title,
-            "`utility runs` − `utility --json runs` (the cost of printing a table)",
+            "`utility runs` − `utility runs --json` (the cost of printing a table)",
             ms(table_cost.median),
             ms(table_cost.p95),
             "report",
