@@ -1,0 +1,163 @@
+"""Stores for the benchmarks, built fast but honestly.
+
+Rows go in through a :class:`dataflow.store.Store` connection inside one
+transaction, so the ``candidate`` triggers run for every row exactly as they do
+for ``utility dml``. Outputs are inserted before their inputs (last job of the
+chain first): that leaves the ``candidate`` table as a history of real claims
+would, with done chunks absent (a claim removes its pair), instead of stale pairs
+that the first claim would have to step over.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dataflow.store import Store
+
+SOURCE_JOB = "source"
+
+
+def create(path: Path, temp_store_memory: bool = True) -> Store:
+    store, _ = Store.create(path)
+    if temp_store_memory:
+        # Setup only, it changes no result: without it each row's triggers write
+        # temporary b-trees to a temp file, and a bulk load takes about twice as long
+        # (measured in the claim benchmark; see open findings).
+        store.conn.execute("PRAGMA temp_store = MEMORY")
+    return store
+
+
+def settle(store: Store) -> Store:
+    """Checkpoint the bulk load out of the WAL, as a store that has lived a while would be,
+    so the first measured commits do not pay for copying the whole build."""
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return store
+
+
+def _insert_rows(store: Store, rows: Iterable[tuple[str, str, str, str]]) -> None:
+    store.conn.executemany(
+        "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
+        "VALUES (?, ?, ?, 'OUT', ?, now())",
+        rows,
+    )
+
+
+def register(store: Store, jobid: str, inputs: Iterable[str], outputs: Iterable[str]) -> None:
+    """Datasets (if new) and job rows, as the quickstart's ``utility dml`` lines do."""
+    ins, outs = list(inputs), list(outputs)
+    for datasetid in ins + outs:
+        store.conn.execute("INSERT OR IGNORE INTO dataset(datasetid) VALUES (?)", (datasetid,))
+    for itemtype, names in (("OUT", outs), ("IN", ins)):
+        for datasetid in names:
+            store.conn.execute(
+                "INSERT INTO job(jobid, itemtype, datasetid) VALUES (?, ?, ?)",
+                (jobid, itemtype, datasetid),
+            )
+
+
+def single_job(path: Path, jobid: str, chunks: int, source: str = "src") -> Store:
+    """One job ``jobid`` (IN ``source``, OUT ``<jobid>_out``) with ``chunks`` READY inputs."""
+    store = create(path)
+    with store.transaction():
+        register(store, jobid, [source], [f"{jobid}_out"])
+        _insert_rows(store, ((source, SOURCE_JOB, str(i), "READY") for i in range(chunks)))
+    return settle(store)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A 5-job chain d0 -> j1 -> d1 -> ... -> j5 -> d5 over ``dataids`` chunks."""
+
+    rows: int
+    dataids: int
+    backlog: int  # chunks pending per job: job k has done all but the last k*backlog
+    jobs: tuple[str, ...] = ("j1", "j2", "j3", "j4", "j5")
+
+    @classmethod
+    def with_rows(cls, rows: int, min_backlog: int = 20) -> Chain:
+        """About ``rows`` datastatus rows; ~1% of each job's chunks pending (at least
+        ``min_backlog``, so a benchmark never runs out of work)."""
+        dataids = rows // 6
+        backlog = max(min_backlog, dataids // 100)
+        dataids = (rows + 15 * backlog) // 6  # 6 rows per done chunk, minus the staircase
+        return cls(rows=rows, dataids=dataids, backlog=backlog)
+
+    def done(self, k: int) -> int:
+        """How many chunks job ``jk`` has produced (READY)."""
+        return self.dataids - k * self.backlog
+
+    def build(
+        self, path: Path, outputs_first: bool = True, temp_store_memory: bool = True
+    ) -> Store:
+        """The store; ``outputs_first=False`` inserts in chain order instead (source
+        first), as an import of an old store's history in natural order would."""
+        store = create(path, temp_store_memory)
+        order = [(k, f"d{k}", f"j{k}", self.done(k)) for k in range(1, len(self.jobs) + 1)]
+        order.insert(0, (0, "d0", SOURCE_JOB, self.dataids))
+        if outputs_first:  # see module doc
+            order.reverse()
+        with store.transaction():
+            for k, jobid in enumerate(self.jobs, start=1):
+                register(store, jobid, [f"d{k - 1}"], [f"d{k}"])
+            for _, datasetid, jobid, done in order:
+                _insert_rows(store, ((datasetid, jobid, str(i), "READY") for i in range(done)))
+        return settle(store)
+
+
+# -- query plans ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """EXPLAIN QUERY PLAN of one statement."""
+
+    origin: str  # "claim", "finish" or "trigger <name>"
+    sql: str
+    steps: tuple[str, ...]
+
+    @property
+    def scans(self) -> list[str]:
+        """Steps that read a whole table or index instead of seeking."""
+        return [s for s in self.steps if s.startswith("SCAN") and "CONSTANT ROW" not in s]
+
+
+def explain(conn: sqlite3.Connection, sql: str, params: object = ()) -> tuple[str, ...]:
+    rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
+    depth: dict[int, int] = {0: 0}
+    steps = []
+    for node, parent, _, detail in rows:
+        depth[node] = depth.get(parent, 0) + 1
+        steps.append("  " * (depth[node] - 1) + detail)
+    return tuple(steps)
+
+
+def _trigger_body(sql: str) -> Iterator[str]:
+    """The statements between a CREATE TRIGGER's BEGIN and END."""
+    body = sql[re.search(r"\bBEGIN\b", sql).end() : sql.rstrip().rfind("END")]
+    pending = ""
+    for line in body.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending.strip().rstrip(";")
+            pending = ""
+
+
+def trigger_plans(conn: sqlite3.Connection, table: str, sample: dict[str, str]) -> list[Plan]:
+    """Plans of the statements inside every trigger on ``table``, with ``NEW.x``/``OLD.x``
+    bound to the values in ``sample`` (a row of ``table``)."""
+    plans = []
+    triggers = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? ORDER BY 1",
+        (table,),
+    ).fetchall()
+    for name, sql in triggers:
+        for statement in _trigger_body(sql):
+            bound = re.sub(r"\b(?:NEW|OLD)\.(\w+)", r":\1", statement)
+            names = set(re.findall(r":(\w+)", bound))
+            steps = explain(conn, bound, {n: sample.get(n, "") for n in names})
+            plans.append(Plan(f"trigger {name}", " ".join(statement.split()), steps))
+    return plans
