@@ -68,6 +68,7 @@ def _connect(path: Path, create: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA temp_store = MEMORY")  # measured: bulk trigger work 0.3-0.7x
     except sqlite3.Error as exc:
         if not path.exists():
             raise StoreMissing(str(path)) from None
