@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from .. import crypto, jobenv, lifecycle, runner
+from .. import crypto, jobenv, lifecycle, runner, sparksubmit
 from ..lifecycle import FAILED, READY
 from ..store import Store, locate
 from . import guarded, say, stamp
@@ -51,6 +51,7 @@ def run(options: argparse.Namespace) -> int:
     with Store.open(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
+        argv = sparksubmit.job_argv(path, options.args, job.settings)  # .py: spark-submit
         dataid = lifecycle.claim(store, job)
         if dataid is None:
             say(f"{stamp()}: no suitable data available for job. Not running it")
@@ -58,9 +59,7 @@ def run(options: argparse.Namespace) -> int:
         say(f"{stamp()}: Launching {script} with dataid {dataid}")
         outcome = runner.Outcome(1)
         try:
-            outcome = runner.run(
-                [path, *options.args], runner.child_environment(env.for_chunk(dataid))
-            )
+            outcome = runner.run(argv, runner.child_environment(env.for_chunk(dataid)))
         finally:
             status = READY if outcome.ok else FAILED
             verb = "is complete" if outcome.ok else "has failed"
