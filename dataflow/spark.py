@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import ChunkMissing, DatasetError, NotAJobEnvironment, UnknownDataset
+from .errors import ChunkMissing, DatasetError, NotAJobEnvironment, PasskeyMissing, UnknownDataset
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -241,6 +240,32 @@ def context(environ: Mapping[str, str] | None = None) -> JobContext:
     return JobContext.from_environ(environ)
 
 
+def registered(
+    datasetid: str, dataid: str = "", *, chunk_column: str = CHUNK_COLUMN, db: str | None = None
+) -> Dataset:
+    """A dataset as registered in the store, for tools run outside RunJob (a report, a
+    reconciliation). A stored password is decrypted with the PASSKEY / PASSKEY_FILE key."""
+    from . import crypto
+    from .store import Store, locate
+
+    with Store.open(locate(db)) as store:
+        row = store.datasets([datasetid]).get(datasetid)
+    if row is None:
+        raise DatasetError(datasetid, "it is not in table dataset (see 'utility datasets')")
+    password = ""
+    if row["encryptedpass"]:
+        what = f"the password of dataset '{datasetid}'"
+        passkey = crypto.read_passkey()
+        if passkey is None:
+            raise PasskeyMissing(what)
+        password = crypto.decrypt(str(row["encryptedpass"]), passkey, what)
+    text = {k: "" if row[k] is None else str(row[k]) for k in _COLUMNS}
+    return Dataset(datasetid, dataid, password=password, chunk_column=chunk_column, **text)
+
+
+_COLUMNS = ("hostname", "database", "schemaname", "tablename", "username")
+
+
 def _dataset(env: Mapping[str, str], name: str, itemtype: str) -> Dataset:
     def value(column: str) -> str:
         return env.get(f"{name}_{column}", "")
@@ -334,90 +359,10 @@ def write(df: DataFrame, dataset: Dataset, *, options: Mapping[str, str] | None 
 def _write_jdbc(df: DataFrame, dataset: Dataset, options: Mapping[str, str]) -> None:
     from pyspark.sql import functions as F
 
-    table, literal = dataset.table, dataset.chunk_literal()
-    with jdbc_connection(df.sparkSession, dataset) as conn:
-        column_type = _column_type(conn, dataset)
-        if column_type is not None:  # the table exists: empty this chunk first
-            _execute(conn, f"DELETE FROM {table} WHERE {dataset.chunk_column} = {literal}")
+    from . import jdbc
+
+    column_type = jdbc.empty_chunk(df.sparkSession, dataset)  # None: no table yet
     value = F.lit(dataset.dataid).cast(column_type or "string")
     df = df.withColumn(dataset.chunk_column, value)
     writer = df.write.format("jdbc").mode("append").options(**dataset.jdbc_options())
-    writer.option("dbtable", table).options(**options).save()
-
-
-# -- a plain JDBC connection in the driver, for the statements Spark cannot issue ----------
-
-
-@contextmanager
-def jdbc_connection(spark: SparkSession, dataset: Dataset) -> Iterator[Any]:
-    """A ``java.sql.Connection`` to a JDBC dataset, through the driver's JVM (py4j)."""
-    jvm = spark.sparkContext._jvm
-    try:
-        if dataset.jdbc_driver:
-            # registers the driver from --jars with DriverManager, as Spark's own reads do
-            jvm.org.apache.spark.sql.execution.datasources.jdbc.DriverRegistry.register(
-                dataset.jdbc_driver
-            )
-        properties = jvm.java.util.Properties()
-        for key in ("user", "password"):
-            value = dataset.jdbc_options().get(key)
-            if value:
-                properties.setProperty(key, value)
-        conn = jvm.java.sql.DriverManager.getConnection(dataset.jdbc_url, properties)
-    except Exception as exc:
-        raise DatasetError(dataset.datasetid, f"cannot connect: {_java_message(exc)}") from None
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
-_SQL_TYPES = {-6: "int", 5: "int", 4: "int", -5: "bigint", 6: "double", 8: "double"}
-_SQL_TYPES |= {7: "float", 91: "date", 93: "timestamp", 16: "boolean", -7: "boolean"}
-
-
-def _column_type(conn: Any, dataset: Dataset) -> str | None:
-    """The Spark type of the chunk column; None when the table does not exist yet."""
-    table, column = dataset.table, dataset.chunk_column
-    if not _table_exists(conn, table):
-        return None
-    statement = conn.createStatement()
-    try:
-        meta = statement.executeQuery(f"SELECT {column} FROM {table} WHERE 1 = 0").getMetaData()
-        sql_type = meta.getColumnType(1)
-        if sql_type in (2, 3):  # NUMERIC, DECIMAL
-            return f"decimal({meta.getPrecision(1)},{meta.getScale(1)})"
-        return _SQL_TYPES.get(sql_type, "string")
-    except Exception as exc:
-        reason = f"cannot read chunk column '{column}' of {table}: {_java_message(exc)}"
-        raise DatasetError(dataset.datasetid, reason) from None
-    finally:
-        statement.close()
-
-
-def _table_exists(conn: Any, table: str) -> bool:
-    schema, _, name = table.rpartition(".")
-    meta = conn.getMetaData()
-    for fold in (str, str.lower, str.upper):  # databases store names in their own case
-        found = meta.getTables(None, fold(schema) if schema else None, fold(name), None)
-        try:
-            if found.next():
-                return True
-        finally:
-            found.close()
-    return False
-
-
-def _execute(conn: Any, sql: str) -> int:
-    statement = conn.createStatement()
-    try:
-        return statement.executeUpdate(sql)
-    finally:
-        statement.close()
-
-
-def _java_message(exc: Exception) -> str:
-    """The Java exception's own message, on one line (py4j's text adds a stack trace)."""
-    java = getattr(exc, "java_exception", None)
-    text = str(java.getMessage()) if java is not None else str(exc)
-    return " ".join(text.split())
+    writer.option("dbtable", dataset.table).options(**options).save()

@@ -11,6 +11,7 @@ from .. import crypto, lifecycle, output
 from ..errors import PasskeyMissing, UsageError
 from ..store import Store, files_dir, locate, now
 from . import guarded, say
+from . import validate as _validate
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {}
 
@@ -189,6 +190,9 @@ def crypt(options: argparse.Namespace) -> int:
     return 0
 
 
+command("validate", _validate.SUMMARY)(_validate.run)
+
+
 # -- parsing ----------------------------------------------------------------------------
 
 
@@ -209,6 +213,8 @@ def _arguments(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("jobid")
     elif name == "runs":
         parser.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    elif name == "validate":
+        _validate.arguments(parser)
     elif name == "crypt":
         mode = parser.add_mutually_exclusive_group(required=True)
         mode.add_argument("-e", dest="encrypt", action="store_true", help="encrypt TEXT")
