@@ -241,15 +241,17 @@ def context(environ: Mapping[str, str] | None = None) -> JobContext:
 
 
 def registered(
-    datasetid: str, dataid: str = "", *, chunk_column: str = CHUNK_COLUMN, db: str | None = None
+    datasetid: str, dataid: str = "", *, job: str | None = None, db: str | None = None
 ) -> Dataset:
     """A dataset as registered in the store, for tools run outside RunJob (a report, a
-    reconciliation). A stored password is decrypted with the PASSKEY / PASSKEY_FILE key."""
+    reconciliation). With ``job``, its chunk column is the one that job's items name, as
+    under RunJob. A stored password is decrypted with the PASSKEY / PASSKEY_FILE key."""
     from . import crypto
     from .store import Store, locate
 
     with Store.open(locate(db)) as store:
         row = store.datasets([datasetid]).get(datasetid)
+        items = {i.itemtype: i.itemvalue or "" for i in store.job_items(job)} if job else {}
     if row is None:
         raise DatasetError(datasetid, "it is not in table dataset (see 'utility datasets')")
     password = ""
@@ -259,8 +261,15 @@ def registered(
         if passkey is None:
             raise PasskeyMissing(what)
         password = crypto.decrypt(str(row["encryptedpass"]), passkey, what)
+    column = _chunk_column(items, datasetid)
     text = {k: "" if row[k] is None else str(row[k]) for k in _COLUMNS}
-    return Dataset(datasetid, dataid, password=password, chunk_column=chunk_column, **text)
+    return Dataset(datasetid, dataid, password=password, chunk_column=column, **text)
+
+
+def _chunk_column(items: Mapping[str, str], datasetid: str) -> str:
+    """``<dataset>_dataid_column``, else ``dataid_column``, else ``dataid``."""
+    specific = items.get(f"{datasetid}_{CHUNK_COLUMN_ITEM}")
+    return specific or items.get(CHUNK_COLUMN_ITEM) or CHUNK_COLUMN
 
 
 _COLUMNS = ("hostname", "database", "schemaname", "tablename", "username")
@@ -270,7 +279,7 @@ def _dataset(env: Mapping[str, str], name: str, itemtype: str) -> Dataset:
     def value(column: str) -> str:
         return env.get(f"{name}_{column}", "")
 
-    column = env.get(f"{name}_{CHUNK_COLUMN_ITEM}") or env.get(CHUNK_COLUMN_ITEM) or CHUNK_COLUMN
+    column = _chunk_column(env, name)
     return Dataset(
         datasetid=name,
         dataid=env["dataid"],

@@ -165,6 +165,7 @@ def session() -> SparkSession:
         SparkSession.builder.master("local[1]")
         .appName("dataflow tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
