@@ -1,0 +1,88 @@
+"""Spark tests: one local SparkSession for the whole test session, and a throwaway
+PostgreSQL server for the JDBC tests (skipped, with the reason, when none can be had).
+
+Every test in this folder is marked ``spark``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SANDBOX = ROOT / "examples" / "migration" / "pg_sandbox.sh"
+POSTGRES_JAR = Path(os.environ.get("POSTGRES_JDBC_JAR", "/usr/share/java/postgresql.jar"))
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode needs no network
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """The one SparkSession of the test session: local[1], no UI, quiet."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .appName("dataflow tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
+    )
+    if POSTGRES_JAR.is_file():
+        builder = builder.config("spark.jars", str(POSTGRES_JAR))
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+class Postgres:
+    """The sandbox server: its libpq environment, and psql to run SQL on it."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.hostname = f"{env['PGHOST']}:{env['PGPORT']}"
+
+    def sql(self, statement: str) -> str:
+        """Run SQL as the login role; returns psql's unaligned, tuples-only output."""
+        done = subprocess.run(
+            [f"{self.env['PGBIN']}/psql", "-qXAt", "-v", "ON_ERROR_STOP=1", "-c", statement],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A throwaway PostgreSQL server (examples/migration/pg_sandbox.sh)."""
+    if not POSTGRES_JAR.is_file():
+        pytest.skip(f"PostgreSQL JDBC driver not at {POSTGRES_JAR} (libpostgresql-jdbc-java)")
+    started = subprocess.run(
+        [str(SANDBOX), "start"], capture_output=True, text=True, timeout=120, check=False
+    )
+    if started.returncode == 3:
+        pytest.skip(started.stderr.strip())
+    assert started.returncode == 0, started.stderr
+    folder = started.stdout.strip()
+    env = dict(line.split("=", 1) for line in Path(folder, "env").read_text().splitlines())
+    try:
+        yield Postgres(env)
+    finally:
+        subprocess.run([str(SANDBOX), "stop", folder], timeout=60, check=False)
