@@ -127,7 +127,7 @@ def diff(
 ) -> str | None:
     """None when ``rows`` (Spark Rows or dicts) equal ``expected`` as multisets, else a
     readable account of the difference."""
-    if set(columns) != set(expected_columns):
+    if expected and set(columns) != set(expected_columns):  # no rows: no columns to expect
         missing = sorted(set(expected_columns) - set(columns))
         extra = sorted(set(columns) - set(expected_columns))
         parts = [f"missing {missing}" if missing else "", f"unexpected {extra}" if extra else ""]
