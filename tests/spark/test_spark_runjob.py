@@ -75,7 +75,8 @@ def test_runjob_py_runs_spark_submit_and_a_rerun_replaces_only_its_chunk(cli, sp
     env = {
         "PASSKEY": PASSKEY,
         "EXPECTED_PASSWORD": PASSWORD,
-        "DATAFLOW_SPARK_ARGS": "--conf spark.dataflow.marker=environment",
+        "DATAFLOW_SPARK_ARGS": cli.env["DATAFLOW_SPARK_ARGS"]
+        + " --conf spark.dataflow.marker=environment",
     }
 
     first = cli.runjob("./job.py", env=env, timeout=300)
