@@ -28,7 +28,6 @@ expected output would pass without the transformation doing anything: it raises
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -160,10 +159,11 @@ def session() -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests need no network
     spark = (
         SparkSession.builder.master("local[1]")
         .appName("dataflow tests")
+        .config("spark.driver.bindAddress", "127.0.0.1")  # tests need no network
+        .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -221,7 +222,7 @@ def test_a_jdbc_write_creates_a_missing_table(spark, postgres):
 
 
 def test_a_wrong_password_is_one_line_without_the_password(spark, postgres):
-    wrong = Dataset(**{**jdbc(postgres, "tgt", "1").__dict__, "password": "not-it"})
+    wrong = replace(jdbc(postgres, "tgt", "1"), password="not-it")
     with pytest.raises(DatasetError) as caught:
         write(spark.createDataFrame([(1,)], "id INT"), wrong)
     message = str(caught.value)
