@@ -71,7 +71,8 @@ if [ "$kind" = postgres ] && [ -n "$postgres_reason" ]; then
   echo "$postgres_reason" >&2
   exit 3
 fi
-psql=$(command -v psql || echo "${PGBIN:-}/psql")
+psql=${PGBIN:+$PGBIN/psql}
+[ -n "$psql" ] && [ -x "$psql" ] || psql=$(command -v psql || echo psql)
 
 say "The source: $shards shards of $rows orders"
 show utility.sh createtables
