@@ -104,6 +104,28 @@ class ChunkBusy(DataflowError):
     def __init__(self, jobid: str, dataid: str, status: str):
         super().__init__(
             f"{jobid} {dataid} is {status}: wait for it to end (or release it) before changing it"
+
+
+# -- Spark: spark-submit, the job-side API, pipelines and their tests ------------------------
+
+
+class SparkUnavailable(DataflowError):
+    """spark-submit or Java cannot be found; raised before any chunk is claimed."""
+
+    def __init__(self, script: str, reason: str):
+        super().__init__(f"cannot run {script} through spark-submit: {reason}")
+
+
+class BadSparkArgs(DataflowError):
+    def __init__(self, source: str, reason: str):
+        super().__init__(f"cannot split {source} into spark-submit arguments: {reason}")
+
+
+class NotAJobEnvironment(DataflowError):
+    def __init__(self, missing: str):
+        super().__init__(
+            f"no dataflow job environment (${missing} is not set): run this script with "
+            "RunJob, or build a JobContext by hand for a test"
         )
 
 
@@ -114,3 +136,34 @@ class UnknownDataset(DataflowError):
 
 class RegistrationError(DataflowError):
     """A registration that would break the store's rules; nothing was changed."""
+
+
+    def __init__(self, jobid: str, direction: str, name: str | None, known: list[str]):
+        what = f"{direction} dataset '{name}'" if name else f"exactly one {direction} dataset"
+        have = ", ".join(known) if known else "none"
+        super().__init__(f"job '{jobid}' has no {what} (its {direction} datasets: {have})")
+
+
+class DatasetError(DataflowError):
+    """A dataset's metadata cannot be mapped to a Spark source or sink."""
+
+    def __init__(self, datasetid: str, reason: str):
+        super().__init__(f"dataset '{datasetid}': {reason}")
+
+
+class ChunkMissing(DataflowError):
+    def __init__(self, datasetid: str, dataid: str, where: str):
+        super().__init__(f"dataset '{datasetid}' has no chunk '{dataid}' at {where}")
+
+
+class PipelineError(DataflowError):
+    def __init__(self, where: str, reason: str):
+        super().__init__(f"pipeline {where}: {reason}")
+
+
+class TransformationMismatch(DataflowError, AssertionError):
+    """A transformation's output differs from the expected rows (the message is the diff)."""
+
+
+class VacuousTest(DataflowError, AssertionError):
+    """A transformation test whose input already equals its expected output proves nothing."""

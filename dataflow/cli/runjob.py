@@ -9,7 +9,7 @@ import shlex
 import signal
 import sys
 
-from .. import crypto, jobenv, lifecycle, runner
+from .. import crypto, jobenv, lifecycle, runner, sparksubmit
 from ..drain import Drain, Event, Summary
 from ..errors import UsageError
 from ..store import Store, locate
@@ -179,6 +179,8 @@ def run(options: argparse.Namespace) -> int:
     with Store.open(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
+        spark_args = {"spark_args": job.settings.spark_args}
+        argv = sparksubmit.job_argv(argv[0], options.args, spark_args)  # .py: spark-submit
         if options.dry_run:
             return _dry_run(store, job, env, argv)
         report = Report(script, jobid, drain_mode)

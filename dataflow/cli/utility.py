@@ -9,7 +9,7 @@ import sys
 from .. import crypto, lifecycle, output, schema
 from ..errors import PasskeyMissing, UsageError
 from ..store import Store, files_dir, locate, now
-from . import board, guarded, operations, registration, say  # noqa: F401  (they register commands)
+from . import board, guarded, operations, registration, say, validate  # noqa: F401  (they register commands)
 from .commands import COMMANDS, command, open_store, positional
 
 _open = open_store

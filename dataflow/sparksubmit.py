@@ -1,0 +1,152 @@
+"""The command line of a job: the script itself, or ``spark-submit ... job.py`` for a ``.py`` job.
+
+Built before the chunk is claimed, so a machine without Java or Spark says so while
+the store is still untouched. Only paths and options go into the argv: the chunk's
+environment (passwords included) reaches the Spark driver through the environment,
+which ``spark-submit`` passes on to the Python driver in client mode.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .errors import BadSparkArgs, SparkUnavailable
+
+SPARK_ARGS_ENV = "DATAFLOW_SPARK_ARGS"
+SPARK_ARGS_SETTING = "spark_args"
+
+
+def is_spark_job(script: str) -> bool:
+    """A ``.py`` script is a PySpark job, run through ``spark-submit``."""
+    return script.endswith(".py")
+
+
+def job_argv(
+    script: str,
+    args: Sequence[str],
+    settings: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """What RunJob executes for ``script``: ``[script, *args]``, or for a ``.py`` job
+    ``spark-submit [python confs] [spark_args] [$DATAFLOW_SPARK_ARGS] script *args``."""
+    if not is_spark_job(script):
+        return [script, *args]
+    return spark_argv(script, args, settings, os.environ if environ is None else environ)
+
+
+def spark_argv(
+    script: str, args: Sequence[str], settings: Mapping[str, str], environ: Mapping[str, str]
+) -> list[str]:
+    """``spark-submit`` with the job's ``spark_args`` setting, then ``$DATAFLOW_SPARK_ARGS``.
+
+    The environment variable comes last so that an operator's one-off
+    ``DATAFLOW_SPARK_ARGS='--driver-memory 8g' RunJob ./job.py`` wins over the stored
+    setting (for spark-submit, the last ``--conf`` or ``--master`` given wins).
+    """
+    find_java(script, environ)
+    submit = find_spark_submit(script, environ)
+    extra = split_args(settings.get(SPARK_ARGS_SETTING, ""), "the job setting spark_args")
+    extra += split_args(environ.get(SPARK_ARGS_ENV, ""), f"${SPARK_ARGS_ENV}")
+    return [submit, *python_confs(extra, environ), *extra, script, *args]
+
+
+def split_args(text: str, source: str) -> list[str]:
+    """Split like a shell would (quotes respected), but without running one."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise BadSparkArgs(source, str(exc)) from None
+
+
+def find_java(script: str, environ: Mapping[str, str]) -> str:
+    """The ``java`` spark-submit will use: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
+    home = environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if _executable(java):
+            return java
+        raise SparkUnavailable(
+            script,
+            f"JAVA_HOME={home} has no bin/java (point it at a Java 17+ runtime, or unset it)",
+        )
+    java = shutil.which("java", path=environ.get("PATH", os.defpath))
+    if java is None:
+        raise SparkUnavailable(
+            script,
+            "Java is not installed: install a Java 17+ runtime "
+            "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME",
+        )
+    return java
+
+
+def find_spark_submit(script: str, environ: Mapping[str, str]) -> str:
+    """``$SPARK_HOME/bin/spark-submit``; else a Spark distribution's on PATH; else the one
+    of the ``pyspark`` package this Python imports (what pip's ``spark-submit`` wrapper
+    in the venv's bin would run, minus its need for a ``python3`` with pyspark on PATH)."""
+    home = environ.get("SPARK_HOME")
+    if home:
+        submit = os.path.join(home, "bin", "spark-submit")
+        if _executable(submit):
+            return submit
+        raise SparkUnavailable(
+            script, f"SPARK_HOME={home} has no bin/spark-submit (fix SPARK_HOME, or unset it)"
+        )
+    on_path = shutil.which("spark-submit", path=environ.get("PATH", os.defpath))
+    if on_path and not _pip_wrapper(on_path):
+        return on_path
+    for submit in (_bundled(), str(Path(sys.executable).parent / "spark-submit"), on_path):
+        if submit and _executable(submit):
+            return submit
+    raise SparkUnavailable(
+        script,
+        "spark-submit not found: pip install pyspark, put Spark's bin on PATH, or set SPARK_HOME",
+    )
+
+
+def python_confs(extra: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+    """Run the Spark driver with this Python (it has ``dataflow`` installed), and in local
+    mode the Python workers too; unless the user chose a Python already."""
+    if environ.get("PYSPARK_PYTHON") or environ.get("PYSPARK_DRIVER_PYTHON"):
+        return []
+    if any("spark.pyspark." in arg for arg in extra):
+        return []
+    confs = ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
+    master = option(extra, "--master")
+    if master is None or master.startswith("local"):
+        # on a cluster the executors' Python is theirs: this path may not exist there
+        confs += ["--conf", f"spark.pyspark.python={sys.executable}"]
+    return confs
+
+
+def option(args: Sequence[str], name: str) -> str | None:
+    """The last value given to ``name`` (``--master yarn`` or ``--master=yarn``)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg[len(name) + 1 :]
+    return value
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _pip_wrapper(path: str) -> bool:
+    """pip's ``spark-submit`` in a venv's bin asks ``python3`` on PATH where Spark is."""
+    return os.path.exists(os.path.join(os.path.dirname(path), "find_spark_home.py"))
+
+
+def _bundled() -> str | None:
+    """``<site-packages>/pyspark/bin/spark-submit``, found without importing pyspark."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(next(iter(spec.submodule_search_locations)), "bin", "spark-submit")

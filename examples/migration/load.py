@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""Migration stage 2 (job ``load``): a landed shard, typed, into the lake table.
+
+``CHAOS_SHARD=<n>`` makes shard n fail, standing in for the 1% of jobs that fail on a
+busy cluster (seed 001): the chunk ends FAILED, the others go on, and a RESUBMIT
+reruns it later with nothing to clean up.
+"""
+
+import os
+
+from pyspark.sql import functions as F
+
+from dataflow.spark import context, read, write
+
+TARGET = [
+    ("order_id", "bigint"),
+    ("shard", "int"),
+    ("customer", "string"),
+    ("amount", "decimal(10,2)"),
+    ("ordered_at", "timestamp"),
+]
+
+ctx = context()
+if os.environ.get("CHAOS_SHARD") == ctx.dataid:
+    raise SystemExit(f"load: shard {ctx.dataid}: simulated failure (CHAOS_SHARD)")
+spark = ctx.session()
+landed = read(spark, ctx.input("landing_orders"))
+typed = landed.select(*[F.col(name).cast(kind).alias(name) for name, kind in TARGET])
+write(typed, ctx.output("lake_orders"))
+print(f"load: shard {ctx.dataid} loaded")

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Example (c): the migration of seed 001 at this machine's scale. A source table cut into
+# SHARDS shards (default 200) is extracted shard by shard and loaded into a Parquet lake;
+# one shard fails, the others go on, a RESUBMIT retries it, and a reconciliation proves
+# that source and lake hold the same number of rows in every shard.
+#
+# Usage: examples/migration/run.sh
+#   SHARDS=200 ROWS=50       size of the source (ROWS orders per shard)
+#   MIGRATION_SOURCE=auto    postgres | embedded | auto: PostgreSQL when it can be had
+#   PGHOST/PGPORT/PGUSER/PGPASSWORD/PGDATABASE  use that server (else a throwaway one is
+#                            started with pg_sandbox.sh, when the PostgreSQL packages are here)
+#   CHAOS_SHARD=7            the shard whose first load fails
+#   DEMO_DIR                 the scratch folder (default ./demo-run/migration)
+# Exit 3 when MIGRATION_SOURCE=postgres and PostgreSQL cannot be had (the reason on stderr).
+set -euo pipefail
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd -- "$here/../.." && pwd)
+dir=${DEMO_DIR:-$PWD/demo-run/migration}
+python=${DATAFLOW_PYTHON:-$root/.venv/bin/python}
+[ -x "$python" ] || python=python3
+shards=${SHARDS:-200} rows=${ROWS:-50} chaos=${CHAOS_SHARD:-7} kind=${MIGRATION_SOURCE:-auto}
+unset CHAOS_SHARD  # only the first loads get it
+jar=${POSTGRES_JDBC_JAR:-/usr/share/java/postgresql.jar}
+export PATH="$root/bin:$PATH" DATAFLOW_DB="$dir/dataflow.db"
+export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
+export PASSKEY=${PASSKEY:-$("$python" -c 'import secrets; print(secrets.token_urlsafe(24))')}
+rm -rf -- "$dir" && mkdir -p -- "$dir/lake" && cd -- "$dir"
+
+say() { printf '\n== %s\n' "$*"; }
+show() { printf '$ %s\n' "$*"; "$@"; }
+drain() {  # run a job until nothing is left for it (RunJob --all will do this in one call)
+  local job=$1 log launched=0 failed=0
+  shift  # the rest: VAR=value settings for the job's environment
+  log=$(mktemp)
+  while :; do
+    env "$@" RunJob "./$job.py" >"$log" 2>&1 || failed=$((failed + 1))
+    grep -q "no suitable data available" "$log" && break
+    grep -q "Launching" "$log" || { cat "$log" >&2; exit 1; }
+    launched=$((launched + 1))
+    grep -E "^(extract|load):|has failed|rows updated" "$log"  # the job's own lines, not Spark's
+  done
+  rm -f -- "$log"
+  echo "-- $job: $launched runs, $failed failed"
+}
+quiet() {  # a Spark tool run in-process, without Spark's start-up chatter; errors still show
+  local err rc=0
+  err=$(mktemp)
+  "$@" 2>"$err" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    grep -v -E "^(WARNING: Using incubator|Using Spark's default|Setting default log level|To adjust logging level|[0-9]{2}/[0-9]{2}/[0-9]{2} )" "$err" >&2 || true
+  fi
+  rm -f -- "$err"
+  return "$rc"
+}
+
+# -- the source: PostgreSQL when it can be had, else the embedded CSV files --------------
+postgres_reason=""
+if [ "$kind" != embedded ]; then
+  if [ ! -f "$jar" ]; then
+    postgres_reason="no PostgreSQL JDBC driver at $jar (apt-get install libpostgresql-jdbc-java)"
+  elif [ -z "${PGHOST:-}" ]; then
+    if sandbox=$("$here/pg_sandbox.sh" start 2>"$dir/sandbox.err"); then
+      trap '"$here/pg_sandbox.sh" stop "$sandbox"' EXIT
+      set -a; . "$sandbox/env"; set +a
+    else
+      postgres_reason=$(cat "$dir/sandbox.err")
+    fi
+  fi
+fi
+if [ "$kind" = postgres ] && [ -n "$postgres_reason" ]; then
+  echo "$postgres_reason" >&2
+  exit 3
+fi
+psql=${PGBIN:+$PGBIN/psql}
+[ -n "$psql" ] && [ -x "$psql" ] || psql=$(command -v psql || echo psql)
+
+say "The source: $shards shards of $rows orders"
+show utility.sh createtables
+if [ "$kind" != embedded ] && [ -z "$postgres_reason" ]; then
+  echo "PostgreSQL at $PGHOST:$PGPORT, database $PGDATABASE, table public.orders"
+  "$psql" -qX -v ON_ERROR_STOP=1 -v shards="$shards" -v rows="$rows" -f "$here/source.sql"
+  # encrypted in-process: the password is never an argument of any command
+  secret=$("$python" -c 'import os; from dataflow import crypto
+print(crypto.encrypt(os.environ["PGPASSWORD"], os.environ["PASSKEY"]))')
+  show utility.sh dml "insert into dataset values ('source_orders', '$PGHOST:$PGPORT',
+    '$PGDATABASE', 'public', 'orders', '$PGUSER', '$secret')"
+  extract_jars="--jars $jar"
+  reconcile_jars=$jar
+else
+  echo "embedded CSV source in $dir/source${postgres_reason:+ (PostgreSQL: $postgres_reason)}"
+  "$python" "$here/make_source.py" "$dir/source" "$shards" "$rows"
+  show utility.sh dml "insert into dataset (datasetid, database, schemaname, tablename)
+    values ('source_orders', 'csv', '$dir/source', 'orders')"
+  extract_jars="" reconcile_jars=""
+fi
+
+say "Register the lake datasets and the two jobs; the source's shards are READY"
+show utility.sh dml "insert into dataset (datasetid, database, schemaname, tablename) values
+  ('landing_orders', 'parquet', '$dir/lake', 'landing/orders'),
+  ('lake_orders', 'parquet', '$dir/lake', 'warehouse/orders')"
+# small, short jobs: one core, no UI, and a JVM that starts quicker (C1 JIT, serial GC)
+spark_args="--master local[1] --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false"
+spark_args+=" --conf spark.log.level=ERROR"
+spark_args+=" --driver-java-options \"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC\""
+show utility.sh dml "insert into job (jobid, itemtype, datasetid, itemvalue) values
+  ('extract', 'IN', 'source_orders', null), ('extract', 'OUT', 'landing_orders', null),
+  ('extract', 'source_orders_dataid_column', null, 'shard'),
+  ('extract', 'spark_args', null, '$spark_args $extract_jars'),
+  ('load', 'IN', 'landing_orders', null), ('load', 'OUT', 'lake_orders', null),
+  ('load', 'spark_args', null, '$spark_args')"
+show utility.sh dml "insert into datastatus (dataid, datasetid, jobid, locktype, modified, status)
+  with recursive shard(n) as (select 1 union all select n + 1 from shard where n < $shards)
+  select n, 'source_orders', 'source', 'OUT', now(), 'READY' from shard"
+for job in extract load; do ln -s "$here/$job.py" .; done
+
+say "Extract every shard, then load every shard (shard $chaos fails once)"
+drain extract
+drain load CHAOS_SHARD="$chaos"
+show utility.sh sql "select status, count(*) as chunks from datastatus
+  where jobid = 'load' group by status"
+
+say "Reconcile: the failed shard shows up as missing in the lake"
+show quiet "$python" "$here/reconcile.py" $reconcile_jars || true
+
+say "Retry it: RESUBMIT, and the same loop picks it up"
+show utility.sh endjob load "$chaos" RESUBMIT
+drain load
+
+say "Reconcile again: every shard must match"
+show quiet "$python" "$here/reconcile.py" $reconcile_jars
+printf '\nDone. Folder: %s (store dataflow.db, lake in lake/)\n' "$dir"

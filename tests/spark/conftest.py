@@ -1,0 +1,128 @@
+"""Spark tests: one local SparkSession for the whole test session, and a throwaway
+PostgreSQL server for the JDBC tests (skipped, with the reason, when none can be had).
+
+Every test in this folder is marked ``spark``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SANDBOX = ROOT / "examples" / "migration" / "pg_sandbox.sh"
+POSTGRES_JAR = Path(os.environ.get("POSTGRES_JDBC_JAR", "/usr/share/java/postgresql.jar"))
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode needs no network
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.spark)
+
+
+WARM_UP = """\
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+frame = spark.createDataFrame([(1, "a")], "n INT, s STRING")
+for fmt in ("parquet", "csv", "json", "orc"):
+    frame.write.mode("overwrite").format(fmt).save(f"{sys.argv[1]}/{fmt}")
+    spark.read.format(fmt).load(f"{sys.argv[1]}/{fmt}").groupBy("n").count().collect()
+"""
+
+
+@pytest.fixture(scope="session")
+def quick_jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """spark-submit arguments that start the driver JVM with a third of the CPU: C1 JIT
+    only, serial GC, and a class-data-sharing archive of Spark's classes dumped once per
+    test session (the JVM ignores an archive it cannot use). Startup only: the jobs run
+    the same Spark either way."""
+    from dataflow import sparksubmit
+
+    folder = tmp_path_factory.mktemp("jvm")
+    options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:disable -Xlog:all=warning:stderr"
+    archive = folder / "spark.jsa"
+    (folder / "warm_up.py").write_text(WARM_UP)
+    dump = f"--driver-java-options '{options} -XX:ArchiveClassesAtExit={archive}'"
+    settings = {"spark_args": f"--master local[1] --conf spark.ui.enabled=false {dump}"}
+    argv = sparksubmit.job_argv(str(folder / "warm_up.py"), [str(folder)], settings, {})
+    done = subprocess.run(argv, capture_output=True, timeout=600, check=False)
+    if done.returncode == 0 and archive.is_file():
+        options += f" -XX:SharedArchiveFile={archive}"
+    yield f"--driver-java-options '{options}'"
+    archive.unlink(missing_ok=True)  # some 180 MB
+
+
+@pytest.fixture
+def cli(cli, quick_jvm: str):
+    """The ``cli`` of tests/conftest.py, its spark-submits starting quicker."""
+    cli.env["DATAFLOW_SPARK_ARGS"] = quick_jvm
+    return cli
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """The one SparkSession of the test session: local[1], no UI, quiet."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .appName("dataflow tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
+    )
+    if POSTGRES_JAR.is_file():
+        builder = builder.config("spark.jars", str(POSTGRES_JAR))
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+class Postgres:
+    """The sandbox server: its libpq environment, and psql to run SQL on it."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.hostname = f"{env['PGHOST']}:{env['PGPORT']}"
+
+    def sql(self, statement: str) -> str:
+        """Run SQL as the login role; returns psql's unaligned, tuples-only output."""
+        done = subprocess.run(
+            [f"{self.env['PGBIN']}/psql", "-qXAt", "-v", "ON_ERROR_STOP=1", "-c", statement],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A throwaway PostgreSQL server (examples/migration/pg_sandbox.sh)."""
+    if not POSTGRES_JAR.is_file():
+        pytest.skip(f"PostgreSQL JDBC driver not at {POSTGRES_JAR} (libpostgresql-jdbc-java)")
+    started = subprocess.run(
+        [str(SANDBOX), "start"], capture_output=True, text=True, timeout=120, check=False
+    )
+    if started.returncode == 3:
+        pytest.skip(started.stderr.strip())
+    assert started.returncode == 0, started.stderr
+    folder = started.stdout.strip()
+    env = dict(line.split("=", 1) for line in Path(folder, "env").read_text().splitlines())
+    try:
+        yield Postgres(env)
+    finally:
+        subprocess.run([str(SANDBOX), "stop", folder], timeout=60, check=False)

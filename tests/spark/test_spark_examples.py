@@ -1,0 +1,117 @@
+"""The examples, run from their shell scripts as a user would: each must tell its story."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
+DAYS = ["2025-11-01", "2025-11-02", "2025-11-03", "2025-11-04"]
+
+
+def section(out: str, title: str) -> str:
+    """The output of the run.sh section whose heading starts with ``title``."""
+    return out.split(f"\n== {title}", 1)[1].split("\n== ", 1)[0]
+
+
+def test_daily_pipeline_catches_up_after_a_failure_and_rebuilds_one_day(cli, tmp_path):
+    result = cli(
+        str(EXAMPLES / "daily_pipeline" / "run.sh"),
+        env={"DEMO_DIR": str(tmp_path / "daily")},
+        timeout=1500,
+    )
+    assert result.code == 0, result.out[-3000:] + result.err[-3000:]
+    out = result.out
+    assert "4 transformations: 4 ok, 0 failed, 0 untested" in out
+
+    first = section(out, "Each job catches up")
+    assert "extract: the landing file of 2025-11-03 has columns" in first
+    assert (
+        "1 rows updated to FAILED for extract and 2025-11-03 1 IN file-local locks released"
+        in first
+    )
+    launched = re.findall(r"Launching \./(\w+)\.py with dataid (\S+)", first)
+    # every job goes on with the days it can do; 2025-11-03 stops at extract
+    assert launched == [("extract", d) for d in DAYS] + [
+        (job, d) for job in ("clean", "aggregate") for d in DAYS if d != "2025-11-03"
+    ]
+
+    redelivered = section(out, "The feed redelivers")
+    assert re.findall(r"Launching \./(\w+)\.py with dataid (\S+)", redelivered) == [
+        ("extract", "2025-11-03"),
+        ("clean", "2025-11-03"),
+        ("aggregate", "2025-11-03"),
+    ]
+
+    rebuilt = section(out, "Late orders")
+    assert re.findall(r"Launching \./(\w+)\.py with dataid (\S+)", rebuilt) == [
+        ("extract", "2025-11-02"),
+        ("clean", "2025-11-02"),
+        ("aggregate", "2025-11-02"),
+    ]
+    for day in DAYS:
+        state = "rebuilt" if day == "2025-11-02" else "untouched"
+        assert f"daily_totals {day}: {state}" in rebuilt
+
+    final = section(out, "Final state")
+    assert final.count("READY") == 12 and "FAILED" not in final
+    # the feed sends 40 orders a day (50 with the late ones): 2 invalid, 1 sent twice
+    orders = dict(re.findall(r"^(2025-\d\d-\d\d)\s+(\d+)\s", final, re.MULTILINE))
+    assert orders == {
+        "2025-11-01": "38",
+        "2025-11-02": "48",
+        "2025-11-03": "38",
+        "2025-11-04": "38",
+    }
+
+
+def run_migration(cli, tmp_path: Path, source: str, shards: int, rows: int, chaos: int):
+    return cli(
+        str(EXAMPLES / "migration" / "run.sh"),
+        env={
+            "DEMO_DIR": str(tmp_path / "migration"),
+            "MIGRATION_SOURCE": source,
+            "SHARDS": str(shards),
+            "ROWS": str(rows),
+            "CHAOS_SHARD": str(chaos),
+        },
+        timeout=1500,
+    )
+
+
+def check_migration(out: str, shards: int, rows: int, chaos: int) -> None:
+    total = shards * rows
+    assert f"-- extract: {shards} runs, 0 failed" in out
+    assert f"-- load: {shards} runs, 1 failed" in out
+    assert f"load: shard {chaos}: simulated failure (CHAOS_SHARD)" in out
+    assert (
+        f"reconciliation: {shards} shards, {shards - 1} match, 1 differ "
+        f"(source {total} rows, lake {total - rows} rows)\n"
+        f"  shard {chaos}: source {rows} rows, lake 0 rows"
+    ) in out
+    retry = section(out, "Retry it")
+    assert f"1 rows updated to RESUBMIT for load and {chaos} 0 IN" in retry
+    assert "-- load: 1 runs, 0 failed" in retry
+    final = section(out, "Reconcile again").strip().splitlines()
+    assert final[2] == (
+        f"reconciliation: {shards} shards, {shards} match, 0 differ "
+        f"(source {total} rows, lake {total} rows)"
+    )
+
+
+def test_migration_from_postgresql(cli, tmp_path):
+    result = run_migration(cli, tmp_path, "postgres", shards=3, rows=25, chaos=2)
+    if result.code == 3:
+        pytest.skip(f"PostgreSQL cannot be had here: {result.err.strip()}")
+    assert result.code == 0, result.out[-3000:] + result.err[-3000:]
+    assert re.search(r"^PostgreSQL at 127\.0\.0\.1:\d+, database source", result.out, re.MULTILINE)
+    check_migration(result.out, shards=3, rows=25, chaos=2)
+
+
+def test_migration_from_the_embedded_source(cli, tmp_path):
+    result = run_migration(cli, tmp_path, "embedded", shards=2, rows=10, chaos=2)
+    assert result.code == 0, result.out[-3000:] + result.err[-3000:]
+    assert "embedded CSV source in" in result.out
+    check_migration(result.out, shards=2, rows=10, chaos=2)
