@@ -104,6 +104,16 @@ class ChunkBusy(DataflowError):
     def __init__(self, jobid: str, dataid: str, status: str):
         super().__init__(
             f"{jobid} {dataid} is {status}: wait for it to end (or release it) before changing it"
+        )
+
+
+class UnknownDataset(DataflowError):
+    def __init__(self, datasetid: str):
+        super().__init__(f"unknown dataset '{datasetid}' (see 'utility datasets')")
+
+
+class RegistrationError(DataflowError):
+    """A registration that would break the store's rules; nothing was changed."""
 
 
 # -- Spark: spark-submit, the job-side API, pipelines and their tests ------------------------
@@ -129,15 +139,7 @@ class NotAJobEnvironment(DataflowError):
         )
 
 
-class UnknownDataset(DataflowError):
-    def __init__(self, datasetid: str):
-        super().__init__(f"unknown dataset '{datasetid}' (see 'utility datasets')")
-
-
-class RegistrationError(DataflowError):
-    """A registration that would break the store's rules; nothing was changed."""
-
-
+class NoSuchJobDataset(DataflowError):
     def __init__(self, jobid: str, direction: str, name: str | None, known: list[str]):
         what = f"{direction} dataset '{name}'" if name else f"exactly one {direction} dataset"
         have = ", ".join(known) if known else "none"

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import ChunkMissing, DatasetError, NotAJobEnvironment, PasskeyMissing, UnknownDataset
+from .errors import ChunkMissing, DatasetError, NoSuchJobDataset, NotAJobEnvironment, PasskeyMissing
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -232,7 +232,7 @@ class JobContext:
             return next(iter(datasets.values()))
         if name is not None and name in datasets:
             return datasets[name]
-        raise UnknownDataset(self.jobid, direction, name, sorted(datasets))
+        raise NoSuchJobDataset(self.jobid, direction, name, sorted(datasets))
 
 
 def context(environ: Mapping[str, str] | None = None) -> JobContext:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Cli, script
 from dataflow import board
+from support import Cli, script
 
 WINDOW = (1000, 600)
 FLAGS = [

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from conftest import script
+from support import script
 
 
 def snapshot(path):

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import BIN, script
 from dataflow.errors import NetworkFilesystem
 from dataflow.filesystems import mount_type, require_local
 from dataflow.locks import chunk_lock_path, is_held, safe_name
 from dataflow.store import now
+from support import BIN, script
 
 
 def wait_for(predicate, timeout=30.0, what="condition"):

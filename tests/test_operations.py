@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, script
+from support import BIN, script
 
 
 def query(tmp_path, sql, *params):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import BIN, STAMP
+from support import BIN, STAMP
 
 SETUP = [
     "./utility.sh createtables",

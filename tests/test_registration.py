@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from conftest import Cli
 from dataflow import crypto
+from support import Cli
 
 
 def rows(tmp_path, sql):

@@ -12,7 +12,7 @@ from datetime import date
 
 import pytest
 
-from conftest import BIN, STAMP, script
+from support import BIN, STAMP, script
 
 DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'
 

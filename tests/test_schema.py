@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from conftest import script
 from dataflow import schema
 from dataflow.dataids import natural_key
 from dataflow.store import _statements, now
+from support import script
 
 
 def test_a_version_1_store_upgrades_with_its_data(cli, tmp_path):

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import script
+from support import script
 
 CHUNKS = 1000
 JOBS = {"A": ["src"], "B": ["a"], "C": ["a", "b"]}

@@ -11,9 +11,9 @@ from dataflow import crypto
 from dataflow.errors import (
     ChunkMissing,
     DatasetError,
+    NoSuchJobDataset,
     NotAJobEnvironment,
     PasskeyMissing,
-    UnknownDataset,
 )
 from dataflow.spark import Dataset, chunk_folder, context, read, read_all, registered, write
 
@@ -56,11 +56,11 @@ def test_the_context_explains_what_is_missing():
     with pytest.raises(NotAJobEnvironment, match=r"\$dataid is not set\): run this script with"):
         context({"jobid": "x"})
     ctx = context(environment())
-    with pytest.raises(UnknownDataset) as caught:
+    with pytest.raises(NoSuchJobDataset) as caught:
         ctx.input("orders")
     assert str(caught.value) == "job 'clean' has no IN dataset 'orders' (its IN datasets: raw)"
     two = context(environment(extra_datasetid="extra", extra_itemtype="OUT"))
-    with pytest.raises(UnknownDataset, match=r"no exactly one OUT dataset \(.*: extra, tidy\)"):
+    with pytest.raises(NoSuchJobDataset, match=r"no exactly one OUT dataset \(.*: extra, tidy\)"):
         two.output()
 
 

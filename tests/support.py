@@ -1,0 +1,77 @@
+"""Test helpers: the real CLIs in subprocesses, job scripts, the shapes of our output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "bin"
+# `date`-style stamp of the SPEC §8 messages, e.g. "Mon Dec  1 04:08:50 PM CST 2025"
+STAMP = r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d [AP]M \S* ?\d{4}"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.out.splitlines()
+
+
+def base_env(tmp_path: Path) -> dict[str, str]:
+    """A clean environment for the CLIs: our bin/ first on PATH, the store in tmp_path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PASSKEY", "DATAFLOW_"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["DATAFLOW_DB"] = str(tmp_path / "dataflow.db")
+    env["DATAFLOW_PYTHON"] = sys.executable
+    return env
+
+
+class Cli:
+    """Runs ``utility``, ``RunJob`` or any shell line for real, in tmp_path."""
+
+    def __init__(self, tmp_path: Path):
+        self.cwd = tmp_path
+        self.env = base_env(tmp_path)
+
+    def __call__(self, *argv: str, env: dict[str, str] | None = None, **kw) -> Result:
+        done = subprocess.run(
+            list(argv),
+            cwd=self.cwd,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=kw.pop("timeout", 120),
+            **kw,
+        )
+        return Result(done.returncode, done.stdout, done.stderr)
+
+    def utility(self, *args: str, **kw) -> Result:
+        return self(str(BIN / "utility.sh"), *args, **kw)
+
+    def runjob(self, *args: str, **kw) -> Result:
+        return self(str(BIN / "RunJob"), *args, **kw)
+
+    def sh(self, line: str, **kw) -> Result:
+        return self("bash", "-c", line, **kw)
+
+    def ok(self, *args: str, **kw) -> Result:
+        """``utility`` that must succeed."""
+        result = self.utility(*args, **kw)
+        assert result.code == 0, result
+        return result
+
+
+def script(folder: Path, name: str, body: str) -> Path:
+    """Write an executable bash job script."""
+    path = folder / name
+    path.write_text("#!/usr/bin/env bash\n" + body + "\n")
+    path.chmod(0o755)
+    return path
