@@ -172,7 +172,8 @@ def _retire(new: str) -> str:
       AND dataid = {new}.dataid;"""
 
 
-# v4: the OUT-row triggers also retire their own chunk; stale pairs left before go.
+# v4: the OUT-row triggers also retire their own chunk; stale pairs left before go;
+# an index for the status view.
 _V4 = f"""
 DROP TRIGGER IF EXISTS candidate_on_insert;
 DROP TRIGGER IF EXISTS candidate_on_update;
@@ -180,6 +181,9 @@ CREATE TRIGGER candidate_on_insert AFTER INSERT ON datastatus
 WHEN NEW.locktype = 'OUT' BEGIN {_retire("NEW")} {_on_status("NEW")} END;
 CREATE TRIGGER candidate_on_update AFTER UPDATE ON datastatus
 WHEN NEW.locktype = 'OUT' BEGIN {_retire("NEW")} {_on_status("NEW")} END;
+-- utility status counts chunks per job and status from this index alone
+CREATE INDEX IF NOT EXISTS datastatus_by_job_status ON datastatus(jobid, status, dataid)
+    WHERE locktype = 'OUT';
 DELETE FROM candidate WHERE EXISTS (
     SELECT 1 FROM datastatus o WHERE o.jobid = candidate.jobid AND o.dataid = candidate.dataid
       AND o.locktype = 'OUT' AND o.status NOT IN ('RESUBMIT', 'FAILED'));
