@@ -32,10 +32,8 @@ from measure import (
 TARGET = 1.03
 WARMUP = 1
 JOB = "sparkjob"
-# Until RunJob runs a .py job through spark-submit itself (being built on another
-# branch), RunJob runs a shell job that calls spark-submit. Once it lands, this one
-# line becomes:  SCRIPT = "./sparkjob.py"
-SCRIPT = "./sparkjob.sh"
+# RunJob runs a .py job through spark-submit itself.
+SCRIPT = "./sparkjob.py"
 
 SPARK_JOB = """\
 from pyspark.sql import SparkSession
@@ -56,7 +54,7 @@ def bench(config: Config, work: Path) -> Section:
     store_path = work / "dataflow.db"
     repeats = config.spark_repeats
     stores.single_job(store_path, JOB, chunks=repeats + WARMUP + 2).close()
-    (work / f"{JOB}.py").write_text(SPARK_JOB)
+    write_script(work / f"{JOB}.py", SPARK_JOB)  # RunJob runs it through spark-submit
     write_script(work / f"{JOB}.sh", f'#!/bin/sh\nexec spark-submit {JOB}.py "$@"\n')
     env = base_env(store_path)
     env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
