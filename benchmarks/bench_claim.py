@@ -51,7 +51,7 @@ class _Subject:
             if job is None:  # loading the job is RunJob's work before the claim
                 job = self.jobs[jobid] = lifecycle.load_job(store, jobid)
             start = time.perf_counter()
-            dataid = lifecycle.claim(store, job)
+            dataid = stores.claim(store, job)
             claimed = time.perf_counter()
             if dataid is None:
                 raise RuntimeError(f"{jobid} ran out of work at cycle {i}; raise the backlog")
@@ -79,12 +79,12 @@ def _forward_import(work: Path, size: int) -> Row:
         firsts = []
         for _ in range(3):
             start = time.perf_counter()
-            lifecycle.claim(store, job)
+            stores.claim(store, job)
             firsts.append(time.perf_counter() - start)
         later = []
         for _ in range(50):
             start = time.perf_counter()
-            lifecycle.claim(store, job)
+            stores.claim(store, job)
             later.append(time.perf_counter() - start)
     steady = Dist.of(later)
     return Row(
@@ -150,7 +150,7 @@ def _plans(store_path: Path, chain: stores.Chain) -> list[stores.Plan]:
         job = lifecycle.load_job(store, chain.jobs[1])
         traced: list[str] = []
         store.conn.set_trace_callback(traced.append)
-        dataid = lifecycle.claim(store, job)
+        dataid = stores.claim(store, job)
         marker = len(traced)
         lifecycle.finish(store, job.jobid, dataid, lifecycle.READY)
         store.conn.set_trace_callback(None)

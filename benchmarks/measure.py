@@ -51,7 +51,7 @@ class Config:
             contention_counts=(1, 2, 4) if quick else (1, 2, 4, 8, 16),
             contention_chunks=1_000 if quick else 5_000,
             contention_repeats=1 if quick else 3,
-            spark_repeats=1 if quick else 4,
+            spark_repeats=1 if quick else 9,
             view_rounds=5 if quick else 20,
             view_chunks=10_000 if quick else 100_000,
         )

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dataflow import lifecycle
 from dataflow.store import Store
 
 SOURCE_JOB = "source"
@@ -161,3 +162,18 @@ def trigger_plans(conn: sqlite3.Connection, table: str, sample: dict[str, str]) 
             steps = explain(conn, bound, {n: sample.get(n, "") for n in names})
             plans.append(Plan(f"trigger {name}", " ".join(statement.split()), steps))
     return plans
+
+
+def claim(
+    store: Store, job: lifecycle.Job, held: list | None = None, recover: bool = True
+) -> str | None:
+    """One claim as RunJob makes it. The chunk lock is kept in ``held`` (a live run
+    holds it until it ends), else let go at once."""
+    result = lifecycle.claim(store, job, recover_dead=recover)
+    if result.claim is None:
+        return None
+    if held is None:
+        result.claim.lock.close()
+    else:
+        held.append(result.claim.lock)
+    return result.claim.dataid

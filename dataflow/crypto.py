@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import os
 from collections.abc import Mapping
 from functools import lru_cache
@@ -48,11 +47,15 @@ def _aesgcm(key: bytes):
 
 
 def _seed_key(passkey: str) -> bytes:
+    import hashlib  # loaded only when a password is decrypted
+
     return hashlib.sha512(passkey.encode("utf-8")).digest()[:32]
 
 
 @lru_cache(maxsize=64)
 def _derived_key(passkey: str, salt: bytes) -> bytes:
+    import hashlib
+
     return hashlib.scrypt(passkey.encode("utf-8"), salt=salt, **_SCRYPT)
 
 

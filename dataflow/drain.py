@@ -21,6 +21,7 @@ from .runner import Outcome, Run, child_environment
 from .store import Store
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
+RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Drain:
         self.summary = Summary()
         self._active: dict[int, tuple[Claim, Run]] = {}
         self._ended: queue.Queue[tuple[Claim, Outcome]] = queue.Queue()
+        self._recovered_at: float | None = None  # when dead runs were last looked for
 
     def stop(self, number: int) -> None:
         """Stop claiming and pass signal ``number`` to every running job (a signal handler)."""
@@ -108,11 +110,18 @@ class Drain:
             and len(self._active) < self.parallel
             and (self.limit is None or self.summary.started < self.limit)
         ):
-            result = lifecycle.claim(self.store, self.job, command=" ".join(self.argv))
+            now = time.monotonic()
+            recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
+            if recover:
+                self._recovered_at = now
+            result = lifecycle.claim(
+                self.store, self.job, command=" ".join(self.argv), recover_dead=recover
+            )
             for dataid in result.abandoned:
                 self.notify(Event("abandoned", dataid))
             if result.cap_full:
                 self.summary.cap_full = True
+                self._recovered_at = None  # dead runs may fill the cap: look next time
                 return Event("cap_full", live=result.live, cap=self.job_cap())
             if result.claim is None:
                 return None

@@ -7,7 +7,6 @@ transaction is held while a job runs.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -148,7 +147,7 @@ class _DryRun(Exception):
 
 def is_live(store: Store, jobid: str, dataid: str) -> bool:
     """Does a live process (a run or a child it left) hold the chunk's lock?"""
-    return locks.is_held(locks.chunk_lock_path(store.files, jobid, dataid))
+    return locks.is_held(store.files, jobid, dataid)
 
 
 def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
@@ -171,10 +170,10 @@ def _choose(store: Store, job: Job) -> Iterator[str]:
     if job.daily:
         yield dataids.today()
         return
-    seen = ""
-    while batch := store.candidates(job.jobid, _BATCH, after=seen):
+    seen, size = "", 4  # the first candidate is nearly always the one: fetch few first
+    while batch := store.candidates(job.jobid, size, after=seen):
         yield from batch
-        seen = batch[-1]
+        seen, size = batch[-1], _BATCH
 
 
 def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
@@ -189,19 +188,24 @@ def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
     return None
 
 
-def claim(store: Store, job: Job, *, command: str = "", dry_run: bool = False) -> ClaimResult:
+def claim(
+    store: Store, job: Job, *, command: str = "", dry_run: bool = False, recover_dead: bool = True
+) -> ClaimResult:
     """Atomically claim the job's smallest claimable chunk, in one short transaction:
-    recover dead runs, respect ``max_parallel``, lock the chunk, mark it RUNNING and
-    open its history row. With ``dry_run`` the transaction is rolled back."""
+    recover dead runs (``recover_dead``: RunJob does at its start, a drain now and then),
+    respect ``max_parallel``, lock the chunk, mark it RUNNING and open its history row.
+    With ``dry_run`` the transaction is rolled back."""
     result = ClaimResult()
     try:
         with store.transaction():
-            result.abandoned = [d for _, d in recover(store, job.jobid)]
+            if recover_dead:
+                result.abandoned = [d for _, d in recover(store, job.jobid)]
             settings = load_job(store, job.jobid).settings  # read at every start
-            result.live = len(store.running(job.jobid))
-            if settings.max_parallel and result.live >= settings.max_parallel:
-                result.cap_full = True
-                return result
+            if settings.max_parallel:
+                result.live = store.count_running(job.jobid)
+                if result.live >= settings.max_parallel:
+                    result.cap_full = True
+                    return result
             result.claim = _claim_first(store, replace(job, settings=settings), command)
             if dry_run and result.claim:
                 raise _DryRun
@@ -219,7 +223,7 @@ def _claim_first(store: Store, job: Job, command: str) -> Claim | None:
             # Stale: any later change that could make it claimable offers it again.
             store.drop_candidate(job.jobid, dataid)
             continue
-        lock = locks.ChunkLock(locks.chunk_lock_path(store.files, job.jobid, dataid))
+        lock = locks.ChunkLock(store.files, job.jobid, dataid)
         if not lock.try_acquire():
             continue  # a process of an earlier run of this chunk is still alive: keep it
         fresh = not any(r.status == FAILED for r in rows if r.locktype == "OUT") or any(
@@ -235,7 +239,7 @@ def _claim_first(store: Store, job: Job, command: str) -> Claim | None:
             attempt=attempt,
             retry=retry,
             pid=os.getpid(),
-            host=socket.gethostname(),
+            host=os.uname().nodename,
             command=command,
             logpath=str(logpath),
         )

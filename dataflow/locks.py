@@ -1,22 +1,30 @@
 """Per-chunk OS locks: how a live run is told from a dead one.
 
-A run holds an exclusive ``flock`` on its chunk's lock file from before its claim
-is committed until every process of the run has exited: the descriptor is handed
-to the job, so the job's own children hold it too. A RUNNING chunk whose lock is
-free therefore belongs to a dead run. Lock files live beside the store and are
-never deleted (unlinking a locked file would let two runs lock two inodes).
+A run holds an exclusive lock on its chunk from before its claim is committed
+until every process of the run has exited: the descriptor is handed to the job,
+so the job's own children hold it too. A RUNNING chunk whose lock is free
+therefore belongs to a dead run.
+
+Each job has one lock file; a chunk is one byte of it, at an offset derived from
+its dataid, locked with an open-file-description lock (``F_OFD_SETLK``). Like
+``flock``, such a lock belongs to the open file (so a child that inherits the
+descriptor holds it, and it is released when the last copy closes), but it
+covers a byte range: no file is created per chunk, which costs ~0.4 ms on a
+typical disk inside the claim's transaction and leaves a file per chunk behind.
 """
 
 from __future__ import annotations
 
-import hashlib
+import errno
+import fcntl
 import os
+import struct
 from pathlib import Path
-
-from filelock import lock_descriptor
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _MAX_NAME = 200  # bytes; file systems allow 255
+_FLOCK = "hhqqi4x"  # struct flock: type, whence, start, len, pid (and padding)
+_BUSY = (errno.EAGAIN, errno.EACCES)
 
 
 def safe_name(text: str) -> str:
@@ -27,30 +35,56 @@ def safe_name(text: str) -> str:
     if not name:
         return "%"  # the empty text; "%" alone never results from encoding
     if len(name) > _MAX_NAME:  # "%~" never results from encoding either
+        import hashlib
+
         name = name[:120] + "%~" + hashlib.sha256(data).hexdigest()
     return name
 
 
-def chunk_lock_path(folder: Path, jobid: str, dataid: str) -> Path:
-    return folder / "locks" / safe_name(jobid) / f"{safe_name(dataid)}.lock"
+def job_lock_path(folder: Path, jobid: str) -> Path:
+    return folder / "locks" / f"{safe_name(jobid)}.lock"
+
+
+def _offset(dataid: str) -> int:
+    """The chunk's byte in its job's lock file: 63 bits of a hash of the dataid."""
+    import hashlib
+
+    digest = hashlib.blake2b(dataid.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def _request(kind: int, offset: int) -> bytes:
+    return struct.pack(_FLOCK, kind, os.SEEK_SET, offset, 1, 0)
+
+
+def _open(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:  # the first lock of this store or job
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
 
 class ChunkLock:
-    """One exclusive lock on a chunk's lock file, through a descriptor we own."""
+    """One exclusive lock on a chunk, through an open file description of our own."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, folder: Path, jobid: str, dataid: str):
+        self.path = job_lock_path(folder, jobid)
+        self.offset = _offset(dataid)
         self.fd: int | None = None
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody holds it; never waits."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        if lock_descriptor(fd, blocking=False):
-            self.fd = fd
-            return True
-        os.close(fd)
-        return False
+        fd = _open(self.path)
+        try:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _request(fcntl.F_WRLCK, self.offset))
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in _BUSY:
+                return False
+            raise
+        self.fd = fd
+        return True
 
     def close(self) -> None:
         """Close our descriptor. The lock is released once no child holds it either."""
@@ -59,11 +93,14 @@ class ChunkLock:
             self.fd = None
 
 
-def is_held(path: Path) -> bool:
-    """Does a live process hold this chunk lock?"""
+def is_held(folder: Path, jobid: str, dataid: str) -> bool:
+    """Does a live process hold this chunk's lock?"""
+    path = job_lock_path(folder, jobid)
     if not path.exists():
         return False
-    probe = ChunkLock(path)
-    free = probe.try_acquire()
-    probe.close()
-    return not free
+    fd = _open(path)
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _request(fcntl.F_WRLCK, _offset(dataid)))
+    finally:
+        os.close(fd)
+    return struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK

@@ -60,8 +60,14 @@ def _refresh(jobid: str) -> str:
 def _on_status(new: str) -> str:
     """Offers made when a datastatus row ``new`` (NEW or OLD) appears or changes:
     its consumers when it is a READY output, its own job when it can be rerun."""
-    consumers = _offer(f"c.itemtype = 'IN' AND c.datasetid = {new}.datasetid", f"{new}.dataid")
-    itself = _offer(f"c.jobid = {new}.jobid", f"{new}.dataid")
+    # The status tests come first: a RUNNING or HOLD row offers nothing, cheaply.
+    consumers = _offer(
+        f"{new}.status = 'READY' AND c.itemtype = 'IN' AND c.datasetid = {new}.datasetid",
+        f"{new}.dataid",
+    )
+    itself = _offer(
+        f"{new}.status IN ('RESUBMIT', 'FAILED') AND c.jobid = {new}.jobid", f"{new}.dataid"
+    )
     return consumers + itself
 
 
@@ -148,8 +154,8 @@ CREATE INDEX IF NOT EXISTS datastatus_running ON datastatus(jobid, dataid)
 # Operations: validation results, frozen chunks, fast "last failure" look-ups.
 _V3 = """
 ALTER TABLE run ADD COLUMN validation TEXT;  -- NULL: no check; 'passed' or 'failed'
-CREATE INDEX IF NOT EXISTS run_by_status ON run(jobid, status, runid);
-CREATE INDEX IF NOT EXISTS run_by_started ON run(started);
+-- last failure per job: only FAILED rows, so claiming and succeeding never write it
+CREATE INDEX IF NOT EXISTS run_failures ON run(jobid, runid) WHERE status = 'FAILED';
 -- utility hold: the statuses a chunk had before it was frozen, restored on release
 CREATE TABLE IF NOT EXISTS hold(
     jobid     TEXT NOT NULL,
@@ -181,9 +187,14 @@ CREATE TRIGGER candidate_on_insert AFTER INSERT ON datastatus
 WHEN NEW.locktype = 'OUT' BEGIN {_retire("NEW")} {_on_status("NEW")} END;
 CREATE TRIGGER candidate_on_update AFTER UPDATE ON datastatus
 WHEN NEW.locktype = 'OUT' BEGIN {_retire("NEW")} {_on_status("NEW")} END;
--- utility status counts chunks per job and status from this index alone
+-- runs lists the newest OUT rows; IN rows, written and deleted by every run, stay out
+DROP INDEX IF EXISTS datastatus_by_modified;
+CREATE INDEX IF NOT EXISTS datastatus_out_by_modified ON datastatus(modified) WHERE locktype = 'OUT';
+-- utility status counts chunks per job and status from this index alone; it also finds
+-- a job's RUNNING chunks, so the narrower index of v2 goes (one b-tree less per claim)
 CREATE INDEX IF NOT EXISTS datastatus_by_job_status ON datastatus(jobid, status, dataid)
     WHERE locktype = 'OUT';
+DROP INDEX IF EXISTS datastatus_running;
 DELETE FROM candidate WHERE EXISTS (
     SELECT 1 FROM datastatus o WHERE o.jobid = candidate.jobid AND o.dataid = candidate.dataid
       AND o.locktype = 'OUT' AND o.status NOT IN ('RESUBMIT', 'FAILED'));

@@ -241,8 +241,7 @@ class Store(ViewQueries, ConfigQueries):
         )
         rows = [(d, jobid, dataid, "OUT") for d in outputs]
         rows += [(d, jobid, dataid, "IN") for d in inputs]
-        self.conn.executemany(upsert, rows)
-        self.drop_candidate(jobid, dataid)
+        self.conn.executemany(upsert, rows)  # the trigger retires the (job, dataid) candidate
 
     def finish(self, jobid: str, dataid: str, status: str) -> tuple[int, int]:
         """Set the job's OUT rows at ``dataid`` to ``status`` and release its IN rows."""
@@ -269,6 +268,14 @@ class Store(ViewQueries, ConfigQueries):
         if jobid is None:
             return [tuple(row) for row in self.conn.execute(sql)]
         return [tuple(row) for row in self.conn.execute(sql + " AND jobid = ?", (jobid,))]
+
+    def count_running(self, jobid: str) -> int:
+        """How many chunks of the job say RUNNING (live runs, once the dead are recovered)."""
+        return self.conn.execute(
+            "SELECT COUNT(DISTINCT dataid) FROM datastatus "
+            "WHERE jobid = ? AND status = 'RUNNING' AND locktype = 'OUT'",
+            (jobid,),
+        ).fetchone()[0]
 
     def count_candidates(self, jobid: str) -> int:
         return self.conn.execute(

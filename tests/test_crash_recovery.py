@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dataflow.errors import NetworkFilesystem
 from dataflow.filesystems import mount_type, require_local
-from dataflow.locks import chunk_lock_path, is_held, safe_name
+from dataflow.locks import is_held, safe_name
 from dataflow.store import now
 from support import BIN, script
 
@@ -99,8 +99,8 @@ def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
     runjob.wait()
     assert statuses(tmp_path, "work")["1"] == "RUNNING"
     # SIGKILL is delivered asynchronously: wait until every process of the run is gone.
-    lock = chunk_lock_path(tmp_path / "dataflow.db.d", "work", "1")
-    wait_for(lambda: not is_held(lock), what="the killed processes to exit")
+    files = tmp_path / "dataflow.db.d"
+    wait_for(lambda: not is_held(files, "work", "1"), what="the killed processes to exit")
 
     script(tmp_path, "work.sh", 'echo "$dataid" >> starts')
     ran = chain.runjob("./work.sh")
