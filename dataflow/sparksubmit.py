@@ -8,7 +8,6 @@ which ``spark-submit`` passes on to the Python driver in client mode.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shlex
 import shutil
@@ -146,6 +145,8 @@ def _pip_wrapper(path: str) -> bool:
 
 def _bundled() -> str | None:
     """``<site-packages>/pyspark/bin/spark-submit``, found without importing pyspark."""
+    import importlib.util  # only for a .py job
+
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
         return None

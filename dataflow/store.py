@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import quote
 
 from . import schema
 from .dataids import natural_key
@@ -61,7 +60,9 @@ class ChunkRow:
 
 
 def _connect(path: Path, create: bool) -> sqlite3.Connection:
-    uri = f"file:{quote(str(path))}?mode={'rwc' if create else 'rw'}"
+    # a URI names the open mode; "%", "?" and "#" are the characters it must escape
+    escaped = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    uri = f"file:{escaped}?mode={'rwc' if create else 'rw'}"
     try:
         # isolation_level=None: we issue BEGIN IMMEDIATE ourselves; Python's implicit
         # deferred transactions would let two processes read the same free chunk.
