@@ -122,14 +122,11 @@ class Drain:
             if result.cap_full:
                 self.summary.cap_full = True
                 self._recovered_at = None  # dead runs may fill the cap: look next time
-                return Event("cap_full", live=result.live, cap=self.job_cap())
+                return Event("cap_full", live=result.live, cap=result.cap)
             if result.claim is None:
                 return None
             self._launch(result.claim)
         return None
-
-    def job_cap(self) -> int | None:
-        return lifecycle.load_job(self.store, self.job.jobid).settings.max_parallel
 
     def _launch(self, claim: Claim) -> None:
         self.summary.started += 1

@@ -95,11 +95,6 @@ class NetworkFilesystem(DataflowError):
         )
 
 
-class StoreBusy(DataflowError):
-    def __init__(self, path: str):
-        super().__init__(f"store {path} stayed locked by other processes for too long; try again")
-
-
 class ChunkBusy(DataflowError):
     def __init__(self, jobid: str, dataid: str, status: str):
         super().__init__(

@@ -168,7 +168,7 @@ def _safe(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]
         else:
             lines.append(f"FAILED; automatic retry {retry + 1} of {job.settings.retries} is due")
     cap = job.settings.max_parallel
-    live_runs = len(store.running(job.jobid))
+    live_runs = store.count_running(job.jobid)
     if cap:
         lines.append(f"{live_runs} of max_parallel {cap} runs are live")
         if live_runs >= cap:

@@ -136,7 +136,8 @@ class Claim:
 @dataclass
 class ClaimResult:
     claim: Claim | None = None
-    live: int = 0  # runs of the job alive before this claim
+    live: int = 0  # runs of the job alive before this claim (counted when a cap is set)
+    cap: int | None = None  # the max_parallel setting read by this claim
     cap_full: bool = False  # max_parallel live runs already: nothing claimed
     abandoned: list[str] = field(default_factory=list)  # dead runs just marked FAILED
 
@@ -201,6 +202,7 @@ def claim(
             if recover_dead:
                 result.abandoned = [d for _, d in recover(store, job.jobid)]
             settings = load_job(store, job.jobid).settings  # read at every start
+            result.cap = settings.max_parallel
             if settings.max_parallel:
                 result.live = store.count_running(job.jobid)
                 if result.live >= settings.max_parallel:

@@ -53,8 +53,9 @@ def select_dataids(
     return sorted(chosen, key=natural_key)
 
 
-def _statuses(store: Store, jobid: str, dataid: str) -> str:
-    return ",".join(sorted({status for _, status in store.out_status(jobid, dataid)}))
+def _joined(outs: list[tuple[str, str]]) -> str:
+    """The distinct statuses of a chunk's OUT rows, e.g. "READY" or "FAILED,READY"."""
+    return ",".join(sorted({status for _, status in outs}))
 
 
 def resubmit(
@@ -66,7 +67,7 @@ def resubmit(
     try:
         with store.transaction():
             for dataid in dataids:
-                before = _statuses(store, jobid, dataid)
+                before = _joined(store.out_status(jobid, dataid))
                 if not before:
                     raise UnknownChunk(jobid, dataid)
                 if RUNNING in before or HOLD in before:
@@ -87,7 +88,7 @@ def _cascade(store: Store, jobid: str, dataid: str) -> list[Change]:
     for _, consumer, outs in downstream(store, jobid, dataid).steps:
         if not outs:
             continue  # it never produced this chunk: nothing to redo
-        before = ",".join(sorted({status for _, status in outs}))
+        before = _joined(outs)
         if RUNNING in before or HOLD in before:
             note = "running now" if RUNNING in before else "on hold"
             changes.append(Change(consumer, dataid, before, "unchanged", note))

@@ -155,7 +155,9 @@ class Report:
 def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[str]) -> int:
     result = lifecycle.claim(store, job, command=shlex.join(argv), dry_run=True)
     if result.cap_full:
-        say(f"{result.live} runs of {job.jobid} are live (max_parallel reached): would not start")
+        say(
+            f"{result.live} runs of {job.jobid} are live (max_parallel {result.cap}): would not start"
+        )
         return 0
     if result.claim is None:
         say(f"{stamp()}: no suitable data available for job. Not running it")

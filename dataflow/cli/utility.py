@@ -12,8 +12,6 @@ from ..store import Store, files_dir, locate, now
 from . import board, guarded, operations, registration, say, validate  # noqa: F401  (they register commands)
 from .commands import COMMANDS, command, open_store, positional
 
-_open = open_store
-
 
 def _print_listing(options: argparse.Namespace, columns, rows) -> int:
     say(output.listing(columns, rows, options.json))
@@ -46,13 +44,13 @@ def where(options: argparse.Namespace) -> int:
 
 @command("sql", "run one read-only SQL statement and print its rows", positional("statement"))
 def sql(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         columns, rows = store.query(options.statement)
     return _print_listing(options, columns, rows)
 
 
 def _change(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         columns, rows, changed = store.execute(options.statement)
     if columns:
         return _print_listing(options, columns, rows)
@@ -77,7 +75,7 @@ command(
     lambda p: p.add_argument("--limit", type=int, default=20, help="how many (default 20)"),
 )
 def runs(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         rows = store.runs(options.limit)
     say(output.records(rows, options.json))
     return 0
@@ -85,7 +83,7 @@ def runs(options: argparse.Namespace) -> int:
 
 @command("jobs", "list every registered job row")
 def jobs(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         rows = store.jobs()
     say(output.records(rows, options.json))
     return 0
@@ -98,7 +96,7 @@ def _shorten(token: object) -> str:
 
 @command("datasets", "list registered datasets (passwords shortened)")
 def datasets(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         rows = list(store.datasets().values())
     for row in rows:
         row["encryptedpass"] = _shorten(row["encryptedpass"])
@@ -108,7 +106,7 @@ def datasets(options: argparse.Namespace) -> int:
 
 @command("getjob", "show a job's datasets, their metadata and its other items", positional("jobid"))
 def getjob(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         job = lifecycle.load_job(store, options.jobid)
         metadata = store.datasets(job.inputs + job.outputs)
         items = store.job_items(options.jobid)
@@ -142,7 +140,7 @@ def getjob(options: argparse.Namespace) -> int:
 )
 def endjob(options: argparse.Namespace) -> int:
     status = options.status.upper()
-    with _open(options) as store:
+    with open_store(options) as store:
         updated, released = lifecycle.end_chunk(store, options.jobid, options.dataid, status)
     say(
         f"{updated} rows updated to {status} for {options.jobid} and {options.dataid} "
@@ -158,7 +156,7 @@ def endjob(options: argparse.Namespace) -> int:
 )
 def forcejob(options: argparse.Namespace) -> int:
     dataid = options.dataid or now().replace(" ", "T")
-    with _open(options) as store:
+    with open_store(options) as store:
         job = lifecycle.load_job(store, options.jobid)
         lifecycle.force(store, job, dataid)
     say(f"{options.jobid} forced to RUNNING at dataid {dataid}")
@@ -172,7 +170,7 @@ def forcejob(options: argparse.Namespace) -> int:
 
 @command("deleterun", "delete every status row of a job at a dataid", positional("jobid", "dataid"))
 def deleterun(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         deleted = lifecycle.delete_chunk(store, options.jobid, options.dataid)
     say(f"{deleted} rows deleted for {options.jobid} and {options.dataid}")
     return 0
@@ -184,7 +182,7 @@ def deleterun(options: argparse.Namespace) -> int:
     positional(optional=("jobid",)),
 )
 def recover(options: argparse.Namespace) -> int:
-    with _open(options) as store, store.transaction():
+    with open_store(options) as store, store.transaction():
         dead = lifecycle.recover(store, options.jobid)
     for jobid, dataid in dead:
         say(f"{jobid} {dataid}: run died; marked FAILED (abandoned)")
@@ -207,7 +205,7 @@ def _log_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("history", "list runs (one row per attempt), newest first", _history_arguments)
 def history(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         if options.jobid:
             lifecycle.load_job(store, options.jobid)  # an unknown job is an error, not "no rows"
         rows = store.history(options.jobid, options.dataid, options.limit)
@@ -220,7 +218,7 @@ def history(options: argparse.Namespace) -> int:
 
 @command("log", "print the log of a chunk's last run (or of --attempt K)", _log_arguments)
 def log(options: argparse.Namespace) -> int:
-    with _open(options) as store:
+    with open_store(options) as store:
         run = store.run_log(options.jobid, options.dataid, options.attempt)
     if run is None:
         which = f"attempt {options.attempt} of " if options.attempt else ""
