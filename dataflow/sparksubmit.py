@@ -63,17 +63,24 @@ def split_args(text: str, source: str) -> list[str]:
         raise BadSparkArgs(source, str(exc)) from None
 
 
+def _from_home(
+    script: str, environ: Mapping[str, str], variable: str, tool: str, advice: str
+) -> str | None:
+    """``$VARIABLE/bin/tool`` when the variable is set (an error if it lacks the tool)."""
+    home = environ.get(variable)
+    if not home:
+        return None
+    path = os.path.join(home, "bin", tool)
+    if _executable(path):
+        return path
+    raise SparkUnavailable(script, f"{variable}={home} has no bin/{tool} ({advice}, or unset it)")
+
+
 def find_java(script: str, environ: Mapping[str, str]) -> str:
     """The ``java`` spark-submit will use: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
-    home = environ.get("JAVA_HOME")
-    if home:
-        java = os.path.join(home, "bin", "java")
-        if _executable(java):
-            return java
-        raise SparkUnavailable(
-            script,
-            f"JAVA_HOME={home} has no bin/java (point it at a Java 17+ runtime, or unset it)",
-        )
+    java = _from_home(script, environ, "JAVA_HOME", "java", "point it at a Java 17+ runtime")
+    if java:
+        return java
     java = shutil.which("java", path=environ.get("PATH", os.defpath))
     if java is None:
         raise SparkUnavailable(
@@ -88,14 +95,9 @@ def find_spark_submit(script: str, environ: Mapping[str, str]) -> str:
     """``$SPARK_HOME/bin/spark-submit``; else a Spark distribution's on PATH; else the one
     of the ``pyspark`` package this Python imports (what pip's ``spark-submit`` wrapper
     in the venv's bin would run, minus its need for a ``python3`` with pyspark on PATH)."""
-    home = environ.get("SPARK_HOME")
-    if home:
-        submit = os.path.join(home, "bin", "spark-submit")
-        if _executable(submit):
-            return submit
-        raise SparkUnavailable(
-            script, f"SPARK_HOME={home} has no bin/spark-submit (fix SPARK_HOME, or unset it)"
-        )
+    submit = _from_home(script, environ, "SPARK_HOME", "spark-submit", "fix SPARK_HOME")
+    if submit:
+        return submit
     on_path = shutil.which("spark-submit", path=environ.get("PATH", os.defpath))
     if on_path and not _pip_wrapper(on_path):
         return on_path
