@@ -10,8 +10,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 
 from . import lifecycle
 from .errors import DataflowError
@@ -24,31 +24,29 @@ CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
 
 
-@dataclass
-class Event:
+class Event(
+    namedtuple(
+        "Event",
+        "kind dataid claim outcome status counts live cap",
+        defaults=("", None, None, "", (0, 0), 0, None),
+    )
+):
     """Something a person may want to see: ``abandoned``, ``cap_full``, ``launch``,
-    ``ending`` (the job ended, the status is not yet recorded) or ``ended``."""
+    ``ending`` (the job ended, the status is not yet recorded) or ``ended``.
+    counts: OUT rows updated and IN rows released; live and cap: for ``cap_full``."""
 
-    kind: str
-    dataid: str = ""
-    claim: Claim | None = None
-    outcome: Outcome | None = None
-    status: str = ""
-    counts: tuple[int, int] = (0, 0)  # OUT rows updated, IN rows released
-    live: int = 0
-    cap: int | None = None
+    __slots__ = ()
 
 
-@dataclass
 class Summary:
-    started: int = 0
-    ready: int = 0
-    failed: int = 0
-    running: int = 0
-    cap_full: bool = False
-    interrupted: int | None = None
-    last: Outcome | None = None
-    began: float = field(default_factory=time.monotonic)
+    """What a drain did so far."""
+
+    def __init__(self) -> None:
+        self.started = self.ready = self.failed = self.running = 0
+        self.cap_full = False
+        self.interrupted: int | None = None
+        self.last: Outcome | None = None
+        self.began = time.monotonic()
 
     @property
     def elapsed(self) -> float:
@@ -167,7 +165,7 @@ class Drain:
                 passed = check.wait().ok
             except DataflowError:  # the check cannot even start: the chunk is not validated
                 passed = False
-            outcome = replace(outcome, validation="passed" if passed else "failed")
+            outcome = outcome._replace(validation="passed" if passed else "failed")
         self._ended.put((claim, outcome))
 
     def _next_ended(self) -> tuple[Claim, Outcome]:

@@ -7,7 +7,6 @@ Values go straight into the child's environment (no shell ever sees them), so
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from . import crypto
 from .errors import JobConfigError, PasskeyMissing
@@ -20,12 +19,12 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 RESERVED = ("dataid", "jobid")
 
 
-@dataclass
 class JobEnv:
     """Variables for the child, and the secrets among them (to mask in logs)."""
 
-    variables: dict[str, str] = field(default_factory=dict)
-    secrets: list[str] = field(default_factory=list)
+    def __init__(self, variables: dict[str, str]) -> None:
+        self.variables = variables
+        self.secrets: list[str] = []
 
     def for_chunk(self, dataid: str) -> dict[str, str]:
         return {**self.variables, "dataid": dataid}

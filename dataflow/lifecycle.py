@@ -7,13 +7,11 @@ transaction is held while a job runs.
 from __future__ import annotations
 
 import os
+from collections import namedtuple
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from . import dataids, locks, logs
 from .errors import BadStatus, JobConfigError, UnknownChunk, UnknownJob
-from .locks import ChunkLock
 from .store import ChunkRow, Store
 
 TODAY = "today"
@@ -26,26 +24,36 @@ ABANDONED = "abandoned"  # the reason recorded for a run that died without endin
 _BATCH = 64
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Job settings: ``job`` rows with a reserved itemtype, the value in itemvalue."""
-
-    retries: int = 0  # automatic reruns of a FAILED chunk
-    max_parallel: int | None = None  # live runs of the job at once, across processes
-    timeout: float | None = None  # seconds before the job is killed
-    spark_args: str = ""  # extra spark-submit arguments
+# Value types of the run path are named tuples and plain classes, not dataclasses:
+# ``dataclasses`` imports ``inspect`` and builds each class with exec, about 20 ms
+# of every RunJob's start-up (benchmarks/findings.md).
 
 
-@dataclass(frozen=True)
-class Job:
-    """A job as registered in table ``job``."""
+class Settings(namedtuple("Settings", "retries max_parallel timeout spark_args")):
+    """Job settings: ``job`` rows with a reserved itemtype, the value in itemvalue.
 
-    jobid: str
-    inputs: tuple[str, ...]  # IN datasets, without the special ``today``
-    outputs: tuple[str, ...]
-    daily: bool = False  # has the IN dataset ``today``
-    settings: Settings = field(default_factory=Settings)
-    extras: tuple[tuple[str, str], ...] = ()  # other rows: environment items
+    retries: automatic reruns of a FAILED chunk; max_parallel: live runs of the job
+    at once, across processes (None: no cap); timeout: seconds before the job is
+    killed (None: never); spark_args: extra spark-submit arguments.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, retries=0, max_parallel=None, timeout=None, spark_args=""):
+        return super().__new__(cls, retries, max_parallel, timeout, spark_args)
+
+
+class Job(namedtuple("Job", "jobid inputs outputs daily settings extras")):
+    """A job as registered in table ``job``.
+
+    inputs: IN datasets, without the special ``today``; daily: it has the IN
+    dataset ``today``; extras: other rows, (itemtype, itemvalue) environment items.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, jobid, inputs, outputs, daily=False, settings=None, extras=()):
+        return super().__new__(cls, jobid, inputs, outputs, daily, settings or Settings(), extras)
 
 
 def _number(jobid: str, name: str, value: str, kind: type, least: float) -> float:
@@ -122,24 +130,22 @@ def claimable(
     return (last_retry or 0) < job.settings.retries
 
 
-@dataclass
-class Claim:
-    """A chunk this process now owns: its lock is held until the run ends."""
+class Claim(namedtuple("Claim", "dataid attempt runid lock logpath")):
+    """A chunk this process now owns: its lock (a ChunkLock) is held until the run
+    ends; runid names its history row, logpath its log file."""
 
-    dataid: str
-    attempt: int
-    runid: int
-    lock: ChunkLock
-    logpath: Path
+    __slots__ = ()
 
 
-@dataclass
 class ClaimResult:
-    claim: Claim | None = None
-    live: int = 0  # runs of the job alive before this claim (counted when a cap is set)
-    cap: int | None = None  # the max_parallel setting read by this claim
-    cap_full: bool = False  # max_parallel live runs already: nothing claimed
-    abandoned: list[str] = field(default_factory=list)  # dead runs just marked FAILED
+    """What a claim found: the claim itself, or why there is none."""
+
+    def __init__(self) -> None:
+        self.claim: Claim | None = None
+        self.live = 0  # runs of the job alive before this claim (counted when a cap is set)
+        self.cap: int | None = None  # the max_parallel setting read by this claim
+        self.cap_full = False  # max_parallel live runs already: nothing claimed
+        self.abandoned: list[str] = []  # dead runs just marked FAILED
 
 
 class _DryRun(Exception):
@@ -208,7 +214,7 @@ def claim(
                 if result.live >= settings.max_parallel:
                     result.cap_full = True
                     return result
-            result.claim = _claim_first(store, replace(job, settings=settings), command)
+            result.claim = _claim_first(store, job._replace(settings=settings), command)
             if dry_run and result.claim:
                 raise _DryRun
     except _DryRun:

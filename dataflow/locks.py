@@ -46,11 +46,13 @@ def job_lock_path(folder: Path, jobid: str) -> Path:
 
 
 def _offset(dataid: str) -> int:
-    """The chunk's byte in its job's lock file: 63 bits of a hash of the dataid."""
-    import hashlib
-
-    digest = hashlib.blake2b(dataid.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 1
+    """The chunk's byte in its job's lock file: 63 bits of the dataid's 64-bit FNV-1a
+    hash (a few lines instead of ``hashlib``, whose OpenSSL import costs ~4 ms of
+    every RunJob; two dataids of a job share a byte with odds of about n²/2⁶⁴)."""
+    value = 0xCBF29CE484222325
+    for byte in dataid.encode("utf-8", "surrogatepass"):
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value >> 1
 
 
 def _request(kind: int, offset: int) -> bytes:

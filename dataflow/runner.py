@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from .errors import ScriptError
@@ -65,15 +65,22 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How the job's process ended."""
+class Outcome(
+    namedtuple(
+        "Outcome",
+        "returncode duration timeout interrupted validation",
+        defaults=(0.0, None, None, None),
+    )
+):
+    """How the job's process ended.
 
-    returncode: int  # negative: killed by that signal, as subprocess reports it
-    duration: float = 0.0
-    timeout: float | None = None  # set when the job was killed for running too long
-    interrupted: int | None = None  # the signal RunJob received and passed on
-    validation: str | None = None  # "passed" or "failed" when a check ran after the job
+    returncode: negative when killed by that signal, as subprocess reports it;
+    timeout: set when the job was killed for running too long; interrupted: the
+    signal RunJob received and passed on; validation: "passed" or "failed" when a
+    check ran after the job.
+    """
+
+    __slots__ = ()
 
     @property
     def ok(self) -> bool:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections import namedtuple
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -41,22 +41,9 @@ def now() -> str:
     return datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-@dataclass(frozen=True)
-class JobItem:
-    """One row of table ``job``."""
-
-    itemtype: str
-    datasetid: str | None
-    itemvalue: str | None
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    """One datastatus row of a job at a dataid."""
-
-    datasetid: str
-    locktype: str
-    status: str
+# named tuples, not dataclasses: see lifecycle.Settings
+JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
+ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
 
 
 def _connect(path: Path, create: bool) -> sqlite3.Connection:
