@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # utility.sh: the admin CLI (see 'utility.sh --help'). A thin wrapper over
 # `python -m dataflow.cli.utility`; it may be symlinked anywhere or put on PATH.
-here=$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")
+src=${BASH_SOURCE[0]}
+[ -L "$src" ] && src=$(readlink -f -- "$src")   # a symlink: find the checkout it points into
+case $src in */*) here=${src%/*} ;; *) here=. ;; esac   # no dirname process: a quicker start
 if [ -z "${DATAFLOW_PYTHON:-}" ] && [ -x "$here/../.venv/bin/utility" ]; then
     exec "$here/../.venv/bin/utility" "$@"   # the installed entry point: quickest start
 fi

@@ -11,7 +11,6 @@ Two formats decrypt:
 
 from __future__ import annotations
 
-import base64
 import binascii
 import os
 from collections.abc import Mapping
@@ -61,6 +60,8 @@ def _derived_key(passkey: str, salt: bytes) -> bytes:
 
 def encrypt(text: str, passkey: str, seed_format: bool = False) -> str:
     """Encrypt ``text``; the versioned scrypt format unless ``seed_format``."""
+    import base64  # here and in decrypt: RunJob imports this module, most runs need neither
+
     nonce = os.urandom(12)
     if seed_format:
         sealed = _aesgcm(_seed_key(passkey)).encrypt(nonce, text.encode("utf-8"), None)
@@ -72,6 +73,8 @@ def encrypt(text: str, passkey: str, seed_format: bool = False) -> str:
 
 def decrypt(token: str, passkey: str, what: str = "the text") -> str:
     """Decrypt either format; :class:`WrongPasskey` if the passkey does not fit."""
+    import base64
+
     from cryptography.exceptions import InvalidTag
 
     versioned = token.startswith(PREFIX)

@@ -102,6 +102,11 @@ def test_utility_usage_errors(loadbob):
 def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
     db = tmp_path / "dataflow.db"
     before = snapshot(db)
+    for argv in ((), ("--all",), ("--bogus", "./loadbob.sh")):
+        usage = loadbob.runjob(*argv)
+        assert usage.code == 2 and len(usage.err.splitlines()) == 2, usage  # usage + error
+        assert usage.err.startswith("usage: RunJob [--db PATH]") and not usage.out, usage
+    assert "RunJob ./loadbob.sh" in loadbob.runjob().err  # it says what is missing
     one_line_error(loadbob.runjob("./missing.sh"), "cannot run ./missing.sh: no such file")
     (tmp_path / "noexec.sh").write_text("echo hi\n")
     one_line_error(loadbob.runjob("./noexec.sh"), "cannot run ./noexec.sh: it is not executable")
