@@ -19,6 +19,7 @@ import errno
 import fcntl
 import os
 import struct
+from functools import lru_cache
 from pathlib import Path
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -41,6 +42,7 @@ def safe_name(text: str) -> str:
     return name
 
 
+@lru_cache(maxsize=256)  # a drain builds it once per claim; a Path costs ~10 µs
 def job_lock_path(folder: Path, jobid: str) -> Path:
     return folder / "locks" / f"{safe_name(jobid)}.lock"
 

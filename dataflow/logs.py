@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 
 from .locks import safe_name
@@ -12,7 +13,12 @@ MASK = b"***"
 
 def log_path(folder: Path, jobid: str, dataid: str, attempt: int) -> Path:
     """Where attempt ``attempt`` of a chunk writes its output."""
-    return folder / "logs" / safe_name(jobid) / f"{safe_name(dataid)}.{attempt}.log"
+    return _job_logs(folder, jobid) / f"{safe_name(dataid)}.{attempt}.log"
+
+
+@lru_cache(maxsize=256)  # a drain needs it at every claim
+def _job_logs(folder: Path, jobid: str) -> Path:
+    return folder / "logs" / safe_name(jobid)
 
 
 class Redactor:

@@ -110,9 +110,8 @@ class Store(ViewQueries, ConfigQueries):
                 found = store._version()
                 if found > schema.VERSION:
                     raise StoreVersion(str(path), found, schema.VERSION)
-                for script in schema.MIGRATIONS[found:]:
-                    for statement in _statements(script):
-                        store.conn.execute(statement)
+                for version in range(found + 1, schema.VERSION + 1):
+                    store._migrate(version)
                 store.conn.execute(f"PRAGMA user_version = {schema.VERSION}")
         except sqlite3.DatabaseError as exc:
             store.close()
@@ -121,6 +120,22 @@ class Store(ViewQueries, ConfigQueries):
             store.close()
             raise
         return store, schema.VERSION - found
+
+    def _migrate(self, version: int) -> None:
+        """Apply one migration; a table it rebuilds gets back its users' indexes and triggers."""
+        table = schema.REBUILDS.get(version)
+        theirs = []
+        if table:
+            rows = self.conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL "
+                "AND type IN ('index', 'trigger')",
+                (table,),
+            )
+            theirs = [sql for name, sql in rows if name not in schema.OURS]
+        for statement in _statements(schema.MIGRATIONS[version - 1]):
+            self.conn.execute(statement)
+        for sql in theirs:
+            self.conn.execute(sql)
 
     def _version(self) -> int:
         try:

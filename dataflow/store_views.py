@@ -34,9 +34,17 @@ class ViewQueries:
 
     def chunk_of_dataset(self, datasetid: str, dataid: str) -> list[Row]:
         """Every datastatus row of one dataset at one dataid (producers and consumers)."""
+        # datastatus_by_chunk holds OUT rows only; a consumer's IN row is found through
+        # the jobs that list the dataset as IN (only RunJob writes IN rows, for them)
         rows = self.conn.execute(
-            "SELECT jobid, locktype, status, modified FROM datastatus "
-            "WHERE datasetid = ? AND dataid = ? ORDER BY locktype DESC, jobid",
+            """
+            SELECT jobid, locktype, status, modified FROM datastatus
+            WHERE datasetid = ?1 AND dataid = ?2 AND locktype = 'OUT'
+            UNION ALL
+            SELECT d.jobid, d.locktype, d.status, d.modified FROM job j JOIN datastatus d
+              ON d.jobid = j.jobid AND d.dataid = ?2 AND d.datasetid = ?1
+            WHERE j.datasetid = ?1 AND j.itemtype = 'IN' AND d.locktype = 'IN'
+            ORDER BY 2 DESC, 1""",
             (datasetid, dataid),
         )
         return [dict(row) for row in rows]

@@ -226,6 +226,27 @@ def test_lineage_follows_the_chain_and_survives_a_cycle(pipeline, tmp_path):
     assert pipeline.ok("resubmit", "A", "1", "--cascade").out.splitlines()[-1] == "3 chunks changed"
 
 
+def test_lineage_names_a_live_consumer(pipeline, tmp_path):
+    pipeline.ok("dml", "insert into datastatus values ('src','fakejob','4','OUT','READY',now())")
+    assert pipeline.runjob("./A.sh").code == 0  # a 4 READY
+    script(tmp_path, "B.sh", "touch started; sleep 30")
+    consumer = subprocess.Popen(
+        [str(BIN / "RunJob"), "./B.sh"], cwd=tmp_path, env=pipeline.env, stdout=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        shown = json.loads(pipeline.ok("--json", "lineage", "a", "4").out)
+        assert [(r["jobid"], r["locktype"]) for r in shown["consumers_now"]] == [("B", "IN")]
+        assert [r["jobid"] for r in shown["producers"]] == ["A"]
+        assert "  being consumed by B since " in pipeline.ok("lineage", "a", "4").out
+    finally:
+        consumer.terminate()
+        consumer.wait(timeout=30)
+    assert json.loads(pipeline.ok("--json", "lineage", "a", "4").out)["consumers_now"] == []
+
+
 def test_validation_gate(pipeline, tmp_path):
     pipeline.ok(
         "dml",

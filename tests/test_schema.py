@@ -10,13 +10,20 @@ from dataflow.store import _statements, now
 from support import script
 
 
-def test_a_version_1_store_upgrades_with_its_data(cli, tmp_path):
-    conn = sqlite3.connect(tmp_path / "dataflow.db", isolation_level=None)
+def old_store(path, version: int) -> sqlite3.Connection:
+    """A store as release ``version`` of the schema made it."""
+    conn = sqlite3.connect(path, isolation_level=None)
     conn.create_function("now", 0, now)
     conn.create_function("dataflow_natkey", 1, natural_key)
-    for statement in _statements(schema.MIGRATIONS[0]):
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
+    for migration in schema.MIGRATIONS[:version]:
+        for statement in _statements(migration):
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    return conn
+
+
+def test_a_version_1_store_upgrades_with_its_data(cli, tmp_path):
+    conn = old_store(tmp_path / "dataflow.db", 1)
     conn.execute("insert into dataset (datasetid) values ('bobin'), ('bobout')")
     conn.execute(
         "insert into job (datasetid,itemtype,jobid) values ('bobout','OUT','loadbob'), ('bobin','IN','loadbob')"
@@ -43,3 +50,56 @@ def test_a_version_1_store_upgrades_with_its_data(cli, tmp_path):
     with sqlite3.connect(tmp_path / "dataflow.db") as check:
         assert check.execute("select count(*) from candidate").fetchone() == (0,)
         assert check.execute("pragma user_version").fetchone() == (schema.VERSION,)
+
+
+def test_rebuilding_datastatus_keeps_rows_claims_and_what_users_added(cli, tmp_path):
+    """v5 rebuilds datastatus: every row, a live claim, and a user's own index, trigger
+    and view survive it."""
+    db = tmp_path / "dataflow.db"
+    conn = old_store(db, 4)
+    conn.execute("insert into dataset (datasetid) values ('bobin'), ('bobout')")
+    conn.execute(
+        "insert into job (datasetid,itemtype,jobid) values ('bobout','OUT','loadbob'), "
+        "('bobin','IN','loadbob')"
+    )
+    for dataid in ("1.0", "2.0", "3.0", "10.0"):
+        conn.execute(
+            f"insert into datastatus values ('bobin','fakejob','{dataid}','OUT','READY',now())"
+        )
+    conn.execute("insert into datastatus values ('bobout','loadbob','1.0','OUT','READY',now())")
+    conn.execute("insert into datastatus values ('bobout','loadbob','2.0','OUT','RUNNING',now())")
+    conn.execute("insert into datastatus values ('bobin','loadbob','2.0','IN','RUNNING',now())")
+    conn.execute("create index mine on datastatus(status, dataid)")
+    conn.execute("create table audit(dataid text, status text)")
+    conn.execute(
+        "create trigger audited after update on datastatus "
+        "begin insert into audit values (new.dataid, new.status); end"
+    )
+    conn.execute("create view ready_rows as select * from datastatus where status = 'READY'")
+    rows = sorted(conn.execute("select * from datastatus"))
+    candidates = sorted(conn.execute("select * from candidate"))
+    conn.close()
+
+    cli.ok("createtables")
+    with sqlite3.connect(db) as check:
+        assert sorted(check.execute("select * from datastatus")) == rows
+        assert sorted(check.execute("select * from candidate")) == candidates
+        assert check.execute("select count(*) from ready_rows").fetchone() == (5,)
+        plan = check.execute(
+            "explain query plan select dataid from datastatus where status = 'READY'"
+        ).fetchall()
+        assert "USING COVERING INDEX mine" in plan[-1][-1], plan
+        kinds = dict(check.execute("select name, type from sqlite_master"))
+        assert kinds["audited"] == "trigger" and "datastatus_by_job" not in kinds
+        assert "datastatus_v5" not in kinds
+
+    # the RUNNING chunk has no live run: recovered as FAILED, then 3.0 runs
+    script(tmp_path, "loadbob.sh", "echo ran $dataid")
+    ran = cli.runjob("./loadbob.sh")
+    assert "ran 3.0" in ran.out, ran
+    with sqlite3.connect(db) as check:
+        audit = check.execute("select dataid, status from audit").fetchall()
+        assert ("2.0", "FAILED") in audit and ("3.0", "READY") in audit, audit
+        assert check.execute(
+            "select count(*) from datastatus where locktype = 'IN'"
+        ).fetchone() == (0,)
