@@ -74,13 +74,9 @@ class Store(ViewQueries, ConfigQueries):
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = path
         self.conn = conn
+        self.files = files_dir(path)  # the folder of this store's lock files and run logs
 
     # -- opening -----------------------------------------------------------------
-
-    @property
-    def files(self) -> Path:
-        """The folder of this store's lock files and run logs."""
-        return files_dir(self.path)
 
     @classmethod
     def open(cls, path: Path) -> Store:
