@@ -244,7 +244,10 @@ VERSION = len(MIGRATIONS)
 # the tables a migration rebuilds (by its version): indexes and triggers a user made on
 # them are put back after it
 REBUILDS = {5: "datastatus"}
-# every index and trigger a migration makes or drops; any other one is a user's
-OURS = frozenset(
-    re.findall(r"(?:INDEX|TRIGGER) (?:IF (?:NOT )?EXISTS )?(\w+)", "".join(MIGRATIONS))
-)
+
+
+def ours() -> frozenset[str]:
+    """Every index and trigger a migration makes or drops; any other one is a user's."""
+    return frozenset(
+        re.findall(r"(?:INDEX|TRIGGER) (?:IF (?:NOT )?EXISTS )?(\w+)", "".join(MIGRATIONS))
+    )

@@ -127,7 +127,8 @@ class Store(ViewQueries, ConfigQueries):
                 "AND type IN ('index', 'trigger')",
                 (table,),
             )
-            theirs = [sql for name, sql in rows if name not in schema.OURS]
+            ours = schema.ours()
+            theirs = [sql for name, sql in rows if name not in ours]
         for statement in _statements(schema.MIGRATIONS[version - 1]):
             self.conn.execute(statement)
         for sql in theirs:
