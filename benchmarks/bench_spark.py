@@ -32,7 +32,6 @@ from measure import (
 TARGET = 1.03
 WARMUP = 1
 JOB = "sparkjob"
-# RunJob runs a .py job through spark-submit itself.
 SCRIPT = "./sparkjob.py"
 
 SPARK_JOB = """\
@@ -55,7 +54,6 @@ def bench(config: Config, work: Path) -> Section:
     repeats = config.spark_repeats
     stores.single_job(store_path, JOB, chunks=repeats + WARMUP + 2).close()
     write_script(work / f"{JOB}.py", SPARK_JOB)  # RunJob runs it through spark-submit
-    write_script(work / f"{JOB}.sh", f'#!/bin/sh\nexec spark-submit {JOB}.py "$@"\n')
     env = base_env(store_path)
     env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     direct = [str(submit), f"{JOB}.py"]
@@ -96,13 +94,6 @@ def bench(config: Config, work: Path) -> Section:
     section.text(
         f"{repeats} pairs after {WARMUP} warm-up pair, alternating which runs first. "
         f"`{JOB}.py` builds a `local[1]` SparkSession, sums a 1,000-row range and stops. "
-        f"RunJob runs `{SCRIPT}`"
-        + (
-            f" (a shell job whose only line is `exec spark-submit {JOB}.py`), because "
-            "RunJob does not yet run `.py` jobs through spark-submit itself; switching is "
-            "the one `SCRIPT` line in `benchmarks/bench_spark.py`."
-            if SCRIPT.endswith(".sh")
-            else "."
-        ),
+        f"RunJob runs `{SCRIPT}`.",
     )
     return section
