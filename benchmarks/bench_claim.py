@@ -21,8 +21,8 @@ from pathlib import Path
 import stores
 from measure import INFO, Config, Dist, Row, Section, ms, times, verdict
 
-from dataflow import lifecycle
-from dataflow.store import Store
+from dataflow.run import lifecycle
+from dataflow.store import Store, open_store
 
 TARGET_P50 = 0.005  # seconds, at 1M rows
 TARGET_GROWTH = 2.0  # p50 at the largest size ÷ p50 at the smallest
@@ -39,13 +39,13 @@ class _Subject:
         self.store: Store | None = None
         self.jobs: dict[str, lifecycle.Job] = {}
         if mode != MODES[0]:
-            self.store = Store.open(path)
+            self.store = open_store(path)
             if "temp_store" in mode:
                 self.store.conn.execute("PRAGMA temp_store = MEMORY")
 
     def cycle(self, i: int) -> None:
         jobid = self.chain.jobs[i % len(self.chain.jobs)]
-        store = self.store or Store.open(self.path)
+        store = self.store or open_store(self.path)
         try:
             job = self.jobs.get(jobid) if self.store else None
             if job is None:  # loading the job is RunJob's work before the claim
@@ -73,7 +73,7 @@ def _forward_import(work: Path, size: int) -> Row:
     chain = stores.Chain.with_rows(size)
     path = work / f"forward-{size}.db"
     chain.build(path, outputs_first=False).close()
-    with Store.open(path) as store:
+    with open_store(path) as store:
         stale = store.conn.execute("SELECT count(*) FROM candidate").fetchone()[0]
         job = lifecycle.load_job(store, chain.jobs[0])
         firsts = []
@@ -146,7 +146,7 @@ class _CommitFloor:
 
 def _plans(store_path: Path, chain: stores.Chain) -> list[stores.Plan]:
     """Plans of every statement one claim + finish issues, and of the triggers they fire."""
-    with Store.open(store_path) as store:
+    with open_store(store_path) as store:
         job = lifecycle.load_job(store, chain.jobs[1])
         traced: list[str] = []
         store.conn.set_trace_callback(traced.append)

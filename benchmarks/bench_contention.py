@@ -22,8 +22,9 @@ from pathlib import Path
 import stores
 from measure import MET, MISSED, Config, Dist, Row, Section, verdict
 
-from dataflow import lifecycle
-from dataflow.store import BUSY_TIMEOUT_S, Store
+from dataflow.run import lifecycle
+from dataflow.store import open_store
+from dataflow.store.sqlite.store import BUSY_TIMEOUT_S
 
 TARGET = 0.5  # claim throughput / raw throughput, at every process count
 JOB = "work"
@@ -45,7 +46,7 @@ def _claimer(db: str, tickets, barrier, results) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one descriptor per claim
     held: list = []
-    with Store.open(Path(db)) as store:
+    with open_store(Path(db)) as store:
         job = lifecycle.load_job(store, JOB)
         barrier.wait()
         start = time.perf_counter()
@@ -137,7 +138,7 @@ def bench(config: Config, work: Path) -> Section:
             counts = Counter(claimed)
             duplicates += sum(c - 1 for c in counts.values() if c > 1)
             missing += quota * SLICES - len(counts)
-            with Store.open(claim_db) as store:
+            with open_store(claim_db) as store:
                 running = store.conn.execute(
                     "SELECT count(*) FROM datastatus WHERE jobid = ? AND locktype = 'OUT'"
                     " AND status = 'RUNNING'",

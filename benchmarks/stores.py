@@ -1,6 +1,6 @@
 """Stores for the benchmarks, built fast but honestly.
 
-Rows go in through a :class:`dataflow.store.Store` connection inside one
+Rows go in through a :class:`dataflow.store.sqlite.SqliteStore` connection inside one
 transaction, so the ``candidate`` triggers run for every row exactly as they do
 for ``utility dml``. Outputs are inserted before their inputs (last job of the
 chain first): that leaves the ``candidate`` table as a history of real claims
@@ -16,14 +16,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataflow import lifecycle
-from dataflow.store import Store
+from dataflow.run import lifecycle
+from dataflow.store import Store, create_store
 
 SOURCE_JOB = "source"
 
 
 def create(path: Path, temp_store_memory: bool = True) -> Store:
-    store, _ = Store.create(path)
+    store, _ = create_store(path)
     if temp_store_memory:
         # Setup only, it changes no result: without it each row's triggers write
         # temporary b-trees to a temp file, and a bulk load takes about twice as long

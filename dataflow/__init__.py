@@ -1,7 +1,19 @@
 """OpenDataFlow for Python: run batch ETL jobs over partitioned data, safely.
 
-The library never prints and never exits; the command-line tools live in
-:mod:`dataflow.cli`.
+May import: errors, spark.
+
+The packages, in the direction data flows (``cli → ops/run → store``; ``spark`` on its
+own beside them):
+
+- ``cli``: the command-line tools, ``RunJob`` and ``utility``; the only place that prints;
+- ``ops``: operator commands (explain, status, lineage, resubmit, registry, purge, board);
+- ``run``: claiming and finishing chunks, locks, the job's environment and process;
+- ``store``: the store interface and its backends (``store.sqlite``), all the SQL;
+- ``spark``: the job side (``from dataflow import spark as df``), pipelines, testing.
+
+``errors``, ``dataids`` and ``crypto`` are shared by all of them; ``dataflow.pipeline``
+and ``dataflow.testing`` are the public names of ``dataflow.spark.pipeline`` and
+``dataflow.spark.testing``.
 """
 
 __version__ = "0.1.0"

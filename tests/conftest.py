@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dataflow.store import Store
+from dataflow.store import create_store
 from support import Cli
 
 
@@ -18,6 +18,6 @@ def cli(tmp_path: Path) -> Cli:
 @pytest.fixture
 def store(tmp_path: Path):
     """A fresh store on a real file."""
-    created, _ = Store.create(tmp_path / "dataflow.db")
+    created, _ = create_store(tmp_path / "dataflow.db")
     yield created
     created.close()

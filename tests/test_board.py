@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dataflow import board
+from dataflow.ops import board
 from support import Cli, script
 
 WINDOW = (1000, 600)

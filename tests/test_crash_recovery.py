@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dataflow.errors import NetworkFilesystem
-from dataflow.filesystems import mount_type, require_local
-from dataflow.locks import is_held, safe_name
+from dataflow.run.locks import is_held, safe_name
 from dataflow.store import now
+from dataflow.store.sqlite.filesystems import mount_type, require_local
 from support import BIN, script
 
 

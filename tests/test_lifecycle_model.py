@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from dataflow import lifecycle
 from dataflow.dataids import natural_key
-from dataflow.store import Store
+from dataflow.run import lifecycle
+from dataflow.store import create_store
 
 JOBS = {"A": (("src",), "a"), "B": (("a",), "b"), "C": (("a", "b"), "c")}
 RETRIES = {"A": 0, "B": 1, "C": 0}  # B reruns a FAILED chunk once by itself
@@ -34,7 +34,7 @@ class Lifecycle(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.folder = Path(tempfile.mkdtemp())
-        self.store, _ = Store.create(self.folder / "dataflow.db")
+        self.store, _ = create_store(self.folder / "dataflow.db")
         for name in ("src", "a", "b", "c"):
             self.store.execute(f"insert into dataset (datasetid) values ('{name}')")
         for jobid, (inputs, output) in JOBS.items():

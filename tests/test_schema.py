@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from dataflow import schema
 from dataflow.dataids import natural_key
-from dataflow.store import _statements, now
+from dataflow.store import now
+from dataflow.store.sqlite import schema
+from dataflow.store.sqlite.store import _statements
 from support import script
 
 

@@ -1,13 +1,16 @@
-"""Command-line entry points: ``RunJob`` and ``utility``. Thin: parse, call, print."""
+"""Command-line entry points: ``RunJob`` and ``utility``. Thin: parse, call, print.
+
+May import: ops, run, spark, store, errors, crypto.
+"""
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import time
 from collections.abc import Callable
 
 from ..errors import DataflowError
+from ..store import DRIVER_ERRORS
 
 
 def stamp() -> str:
@@ -30,7 +33,7 @@ def guarded(command: Callable[[], int]) -> int:
     except DataflowError as exc:
         fail(str(exc))
         return exc.exit_code
-    except sqlite3.Error as exc:  # the store itself failed: disk full, I/O error, corruption
+    except tuple(DRIVER_ERRORS) as exc:  # the store itself failed: disk full, I/O error...
         fail(f"store error: {exc}")
         return 3
     except BrokenPipeError:  # `utility runs | head`

@@ -7,9 +7,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import board, lifecycle
 from ..errors import UsageError
-from ..store import Store, locate, now
+from ..ops import board
+from ..run import lifecycle
+from ..store import locate, now, open_store
 from . import say
 from .commands import command
 
@@ -35,7 +36,7 @@ def write(options: argparse.Namespace) -> int:
     if options.last < 1:
         raise UsageError(f"--last must be at least 1, not {options.last}")
     path = locate(options.db)
-    with Store.open(path) as store:
+    with open_store(path) as store:
         if options.job:
             lifecycle.load_job(store, options.job)  # an unknown job is an error, not an empty page
         rows = store.board(options.job)

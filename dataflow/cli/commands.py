@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import output
 from ..store import Store, locate
-from . import say
+from ..store import open_store as _open
+from . import output, say
 
 Arguments = Callable[[argparse.ArgumentParser], None]
 Handler = Callable[[argparse.Namespace], int]
@@ -48,7 +48,7 @@ def positional(*names: str, optional: tuple[str, ...] = ()) -> Arguments:
 
 
 def open_store(options: argparse.Namespace) -> Store:
-    return Store.open(locate(options.db))
+    return _open(locate(options.db))
 
 
 def show(options: argparse.Namespace, rows: list[dict]) -> int:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import explain as explaining
-from .. import housekeeping, lifecycle, lineage, reruns, status
 from ..errors import UsageError
+from ..ops import explain as explaining
+from ..ops import housekeeping, lineage, reruns, status
+from ..run import lifecycle
 from . import say
 from .commands import command, open_store, positional, show
 

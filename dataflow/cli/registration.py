@@ -8,9 +8,10 @@ import getpass
 import sys
 from pathlib import Path
 
-from .. import crypto, registry
+from .. import crypto
 from ..errors import UsageError
-from ..store_config import DATASET_COLUMNS
+from ..ops import registry
+from ..store import DATASET_COLUMNS
 from . import say
 from .commands import command, open_store, positional
 

@@ -9,10 +9,11 @@ import shlex
 import signal
 import sys
 
-from .. import crypto, jobenv, lifecycle, runner, sparksubmit
-from ..drain import Drain, Event, Summary
+from .. import crypto
 from ..errors import UsageError
-from ..store import Store, locate
+from ..run import jobenv, lifecycle, runner, sparksubmit
+from ..run.drain import Drain, Event, Summary
+from ..store import Store, locate, open_store
 from . import guarded, say, stamp
 
 USAGE = "RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]"
@@ -189,7 +190,7 @@ def run(options: argparse.Namespace) -> int:
     drain_mode = options.all or options.parallel is not None
     if options.parallel is not None and options.parallel < 1:
         raise UsageError("--parallel needs a number >= 1")
-    with Store.open(locate(options.db)) as store:
+    with open_store(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
         spark_args = {"spark_args": job.settings.spark_args}

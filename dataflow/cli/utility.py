@@ -6,10 +6,11 @@ import argparse
 import os
 import sys
 
-from .. import crypto, lifecycle, output, schema
+from .. import crypto
 from ..errors import PasskeyMissing, UsageError
-from ..store import Store, files_dir, locate, now
-from . import board, guarded, operations, registration, say, validate  # noqa: F401  (they register commands)
+from ..run import lifecycle
+from ..store import create_store, files_of, locate, now
+from . import board, guarded, operations, output, registration, say, validate  # noqa: F401  (they register commands)
 from .commands import COMMANDS, command, open_store, positional
 
 
@@ -24,12 +25,12 @@ def _print_listing(options: argparse.Namespace, columns, rows) -> int:
 @command("createtables", "create (or upgrade) the store and its tables; safe to repeat")
 def createtables(options: argparse.Namespace) -> int:
     path = locate(options.db)
-    store, applied = Store.create(path)
+    store, applied = create_store(path)
     store.close()
-    if applied == schema.VERSION:
+    if applied == store.version:
         say(f"tables created in {path}")
     elif applied:
-        say(f"store {path} upgraded to schema version {schema.VERSION}")
+        say(f"store {path} upgraded to schema version {store.version}")
     else:
         say(f"store {path} is up to date")
     return 0
@@ -38,7 +39,7 @@ def createtables(options: argparse.Namespace) -> int:
 @command("where", "show the store in use and the folder of its locks and logs")
 def where(options: argparse.Namespace) -> int:
     path = locate(options.db)
-    rows = [("store", str(path)), ("files", str(files_dir(path)))]
+    rows = [("store", str(path)), ("files", str(files_of(path)))]
     return _print_listing(options, ["item", "path"], rows)
 
 

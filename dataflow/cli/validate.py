@@ -7,7 +7,8 @@ import argparse
 import json
 import os
 
-from .. import pipeline, sparksubmit, testing
+from ..run import sparksubmit
+from ..spark import pipeline, testing
 from . import say
 from .commands import command
 

@@ -44,7 +44,7 @@ def quick_jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     only, serial GC, and a class-data-sharing archive of Spark's classes dumped once per
     test session (the JVM ignores an archive it cannot use). Startup only: the jobs run
     the same Spark either way."""
-    from dataflow import sparksubmit
+    from dataflow.run import sparksubmit
 
     folder = tmp_path_factory.mktemp("jvm")
     options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:disable -Xlog:all=warning:stderr"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dataflow import sparksubmit
 from dataflow.errors import BadSparkArgs, SparkUnavailable
+from dataflow.run import sparksubmit
 
 
 def executable(path: Path, body: str = "#!/bin/sh\nexit 0\n") -> Path:

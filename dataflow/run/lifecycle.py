@@ -10,9 +10,10 @@ import os
 from collections import namedtuple
 from collections.abc import Iterator
 
-from . import dataids, locks, logs
-from .errors import BadStatus, JobConfigError, UnknownChunk, UnknownJob
-from .store import ChunkRow, Store
+from .. import dataids
+from ..errors import BadStatus, JobConfigError, UnknownChunk, UnknownJob
+from ..store import ChunkRow, Store
+from . import locks, logs
 
 TODAY = "today"
 READY, FAILED, RESUBMIT, RUNNING, HOLD = "READY", "FAILED", "RESUBMIT", "RUNNING", "HOLD"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .lifecycle import TODAY
-from .store import Store
+from ..run.lifecycle import TODAY
+from ..store import Store
 
 
 @dataclass

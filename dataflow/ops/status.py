@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import lifecycle
-from .errors import DataflowError
-from .store import Row, Store
+from ..errors import DataflowError
+from ..run import lifecycle
+from ..store import Row, Store
 
 STATUSES = ("READY", "RUNNING", "FAILED", "RESUBMIT", "HOLD")
 

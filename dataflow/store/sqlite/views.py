@@ -1,13 +1,13 @@
 """Store queries behind the read-only views: status, lineage, explain, purge.
 
-Part of the store layer (mixed into :class:`dataflow.store.Store`): SQL only.
+Part of the SQLite backend (mixed into :class:`.store.SqliteStore`): SQL only.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-Row = dict[str, object]
+from ..base import Row
 
 
 class ViewQueries:

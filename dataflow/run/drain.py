@@ -13,12 +13,12 @@ import time
 from collections import namedtuple
 from collections.abc import Callable
 
+from ..errors import DataflowError
+from ..store import Store
 from . import lifecycle
-from .errors import DataflowError
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Claim, Job
 from .runner import Outcome, Run, child_environment
-from .store import Store
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job

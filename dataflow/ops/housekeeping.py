@@ -10,7 +10,7 @@ import contextlib
 import os
 from datetime import datetime, timedelta
 
-from .store import Row, Store
+from ..store import Row, Store
 
 
 def purge(

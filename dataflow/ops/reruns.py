@@ -8,12 +8,12 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from . import lifecycle
-from .dataids import natural_key
-from .errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
-from .lifecycle import FAILED, HOLD, RESUBMIT, RUNNING
+from ..dataids import natural_key
+from ..errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
+from ..run import lifecycle
+from ..run.lifecycle import FAILED, HOLD, RESUBMIT, RUNNING
+from ..store import Store
 from .lineage import downstream
-from .store import Store
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Store queries behind registration, export/import, rekey and hold/release.
 
-Part of the store layer (mixed into :class:`dataflow.store.Store`): SQL only.
+Part of the SQLite backend (mixed into :class:`.store.SqliteStore`): SQL only.
 """
 
 from __future__ import annotations
@@ -8,16 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-Row = dict[str, object]
-DATASET_COLUMNS = (
-    "datasetid",
-    "hostname",
-    "database",
-    "schemaname",
-    "tablename",
-    "username",
-    "encryptedpass",
-)
+from ..base import DATASET_COLUMNS, Row
 
 
 class ConfigQueries:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from . import crypto, lifecycle
-from .errors import DataflowError, RegistrationError, UnknownDataset, UnknownJob, WrongPasskey
-from .jobenv import is_variable_name
-from .lifecycle import SETTINGS, TODAY
+from .. import crypto
+from ..errors import DataflowError, RegistrationError, UnknownDataset, UnknownJob, WrongPasskey
+from ..run import lifecycle
+from ..run.jobenv import is_variable_name
+from ..run.lifecycle import SETTINGS, TODAY
+from ..store import DATASET_COLUMNS, Row, Store
 from .lineage import find_cycle, job_graph
-from .store import Row, Store
-from .store_config import DATASET_COLUMNS
 
 EXPORT_VERSION = 1
 

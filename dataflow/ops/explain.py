@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import dataids, lifecycle
-from .dataids import natural_key
-from .jobenv import FIELDS
-from .lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY, Job
-from .store import Store
+from .. import dataids
+from ..dataids import natural_key
+from ..run import lifecycle
+from ..run.jobenv import FIELDS
+from ..run.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY, Job
+from ..store import Store
 
 QUESTIONS = ("ready", "right data", "location", "validated", "safe")
 

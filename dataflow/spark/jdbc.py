@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .errors import DatasetError
+from ..errors import DatasetError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .spark import Dataset
+    from .datasets import Dataset
 
 # java.sql.Types -> Spark SQL type of the chunk column (anything else: string)
 _SQL_TYPES = {-6: "int", 5: "int", 4: "int", -5: "bigint", 6: "double", 8: "double"}

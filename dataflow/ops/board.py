@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
 
-from .dataids import natural_key
+from ..dataids import natural_key
 
 # Okabe-Ito colours: told apart by people with the common colour-vision deficiencies.
 COLOURS = {

@@ -20,7 +20,7 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
-from .errors import ScriptError
+from ..errors import ScriptError
 from .logs import Redactor
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them

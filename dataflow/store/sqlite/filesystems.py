@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import NetworkFilesystem
+from ...errors import NetworkFilesystem
 
 NETWORK = frozenset(
     {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs"}

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .errors import BadSparkArgs, SparkUnavailable
+from ..errors import BadSparkArgs, SparkUnavailable
 
 SPARK_ARGS_ENV = "DATAFLOW_SPARK_ARGS"
 SPARK_ARGS_SETTING = "spark_args"

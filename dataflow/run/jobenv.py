@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
-from . import crypto
-from .errors import JobConfigError, PasskeyMissing
+from .. import crypto
+from ..errors import JobConfigError, PasskeyMissing
+from ..store import Row
 from .lifecycle import Job
-from .store import Row
 
 FIELDS = ("datasetid", "hostname", "database", "schemaname", "tablename", "username")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -1,49 +1,29 @@
-"""The status store: one SQLite file in WAL mode. All SQL of the toolkit lives here.
+"""The SQLite store: one file in WAL mode; its connection, transactions, migrations
+and the claim's queries. Its other queries live in :mod:`.views`, :mod:`.config` and
+:mod:`.history`.
 
 The store knows tables and transactions, nothing of processes or rules: the
-claim and finish rules are in :mod:`dataflow.lifecycle`.
+claim and finish rules are in :mod:`dataflow.run.lifecycle`.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from collections import namedtuple
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 
+from ...dataids import natural_key
+from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreMissing, StoreVersion
+from ..base import DRIVER_ERRORS, ChunkRow, JobItem, Row, Store, now
 from . import schema
-from .dataids import natural_key
-from .errors import BadSQL, NotAStore, ReadOnlySQL, StoreMissing, StoreVersion
+from .config import ConfigQueries
 from .filesystems import require_local
-from .store_config import ConfigQueries
-from .store_views import ViewQueries
+from .history import HistoryQueries
+from .views import ViewQueries
 
-DEFAULT_NAME = "dataflow.db"
 BUSY_TIMEOUT_S = 60.0
-Row = dict[str, object]
-
-
-def locate(db: str | None = None) -> Path:
-    """The store's path: ``--db``, else ``DATAFLOW_DB``, else ``./dataflow.db``."""
-    return Path(db or os.environ.get("DATAFLOW_DB") or DEFAULT_NAME).expanduser().absolute()
-
-
-def files_dir(path: Path) -> Path:
-    """The folder beside the store that holds its lock files and run logs."""
-    return path.with_name(path.name + ".d")
-
-
-def now() -> str:
-    """Local time as the seed stores it: ``YYYY-MM-DD HH:MM:SS.ffffff``."""
-    return datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-# named tuples, not dataclasses: see lifecycle.Settings
-JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
-ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
+DRIVER_ERRORS.append(sqlite3.Error)
 
 
 def _connect(path: Path, create: bool) -> sqlite3.Connection:
@@ -67,19 +47,25 @@ def _connect(path: Path, create: bool) -> sqlite3.Connection:
     return conn
 
 
-class Store(ViewQueries, ConfigQueries):
-    """An open store. Use :meth:`open` or :meth:`create`. Its queries for the views
-    and for configuration live in :mod:`store_views` and :mod:`store_config`."""
+class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
+    """An open SQLite store. Use :meth:`open` or :meth:`create`."""
+
+    version = schema.VERSION
 
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = path
         self.conn = conn
-        self.files = files_dir(path)  # the folder of this store's lock files and run logs
+        self.files = self.files_of(path)
+
+    @staticmethod
+    def files_of(path: Path) -> Path:
+        """The folder beside the store that holds its lock files and run logs."""
+        return path.with_name(path.name + ".d")
 
     # -- opening -----------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path) -> Store:
+    def open(cls, path: Path) -> SqliteStore:
         """Open an existing store at the current schema version; never creates one."""
         if not path.exists():
             raise StoreMissing(str(path))
@@ -94,7 +80,7 @@ class Store(ViewQueries, ConfigQueries):
         return store
 
     @classmethod
-    def create(cls, path: Path) -> tuple[Store, int]:
+    def create(cls, path: Path) -> tuple[SqliteStore, int]:
         """Create or upgrade the store; returns it with the number of migrations applied."""
         if not path.parent.is_dir():
             raise NotAStore(str(path), f"folder {path.parent} does not exist")
@@ -142,12 +128,6 @@ class Store(ViewQueries, ConfigQueries):
 
     def close(self) -> None:
         self.conn.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -281,88 +261,6 @@ class Store(ViewQueries, ConfigQueries):
         return self.conn.execute(
             "SELECT COUNT(*) FROM candidate WHERE jobid = ?", (jobid,)
         ).fetchone()[0]
-
-    # -- run history -----------------------------------------------------------------
-
-    def last_run(self, jobid: str, dataid: str) -> Row | None:
-        row = self.conn.execute(
-            "SELECT * FROM run WHERE jobid = ? AND dataid = ? ORDER BY attempt DESC LIMIT 1",
-            (jobid, dataid),
-        ).fetchone()
-        return dict(row) if row else None
-
-    def start_run(self, **run: object) -> int:
-        """Insert a RUNNING history row; returns its runid."""
-        columns = ", ".join(run)
-        marks = ", ".join("?" * len(run))
-        return self.conn.execute(
-            f"INSERT INTO run(status, started, {columns}) VALUES ('RUNNING', now(), {marks})",
-            tuple(run.values()),
-        ).lastrowid
-
-    def end_run(self, runid: int, status: str, **outcome: object) -> None:
-        """Close a history row: its status, end time and how it ended."""
-        sets = "".join(f", {name} = ?" for name in outcome)
-        self.conn.execute(
-            f"UPDATE run SET status = ?, ended = now(){sets} WHERE runid = ?",
-            (status, *outcome.values(), runid),
-        )
-
-    def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
-        """Close the RUNNING history rows of a chunk whose run died."""
-        self.conn.execute(
-            "UPDATE run SET status = 'FAILED', ended = now(), reason = ? "
-            "WHERE jobid = ? AND dataid = ? AND status = 'RUNNING'",
-            (reason, jobid, dataid),
-        )
-
-    def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
-        """Run history, newest first, optionally for one job or one chunk."""
-        where, params = [], []
-        for column, value in (("jobid", jobid), ("dataid", dataid)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        sql = (
-            "SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal, "
-            "pid, host, command, logpath, reason FROM run"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY runid DESC LIMIT ?"
-        )
-        return [dict(row) for row in self.conn.execute(sql, (*params, limit))]
-
-    def run_log(self, jobid: str, dataid: str, attempt: int | None) -> Row | None:
-        """The history row of one attempt (the last one when ``attempt`` is None)."""
-        if attempt is None:
-            return self.last_run(jobid, dataid)
-        row = self.conn.execute(
-            "SELECT * FROM run WHERE jobid = ? AND dataid = ? AND attempt = ?",
-            (jobid, dataid, attempt),
-        ).fetchone()
-        return dict(row) if row else None
-
-    # -- listings --------------------------------------------------------------------
-
-    def runs(self, limit: int = 20) -> list[Row]:
-        """The newest OUT rows, newest first."""
-        sql = (
-            "SELECT dataid, datasetid, jobid, locktype, modified, status FROM datastatus "
-            "WHERE locktype = 'OUT' ORDER BY modified DESC LIMIT ?"
-        )
-        return [dict(row) for row in self.conn.execute(sql, (limit,))]
-
-    def board(self, jobid: str | None = None) -> list[Row]:
-        """Per registered job and dataid: the status of its OUT rows and its last run."""
-        sql = """
-            SELECT d.jobid, d.dataid, MIN(d.status) AS status, r.attempt, r.duration,
-                   r.exitcode, r.signal, r.reason, r.started, r.ended
-            FROM datastatus d
-            LEFT JOIN run r ON r.runid = (
-                SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)
-            WHERE d.locktype = 'OUT' AND d.jobid IN (SELECT jobid FROM job)
-              AND (? IS NULL OR d.jobid = ?)
-            GROUP BY d.jobid, d.dataid"""
-        return [dict(row) for row in self.conn.execute(sql, (jobid, jobid))]
 
     # -- SQL typed by users -------------------------------------------------------------
 

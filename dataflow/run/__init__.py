@@ -1,0 +1,8 @@
+"""The run path: claiming and finishing chunks (the rules), chunk locks, the job's
+environment, the child process, spark-submit's command line, drains and run logs.
+
+May import: store, errors, dataids, crypto.
+
+RunJob imports only this package, the store and the CLI: keep it free of what a run
+does not need (benchmarks/findings.md measures every millisecond of start-up).
+"""

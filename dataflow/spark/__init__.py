@@ -1,0 +1,61 @@
+"""The PySpark side of a job: which chunk it works on, and where each dataset's chunk lives.
+
+A job run by ``RunJob ./job.py`` (through spark-submit) does::
+
+    from dataflow.spark import context, read, write
+
+    ctx = context()                          # dataid, jobid, datasets: from the environment
+    spark = ctx.session()
+    orders = read(spark, ctx.input())        # exactly chunk ctx.dataid of the input
+    write(orders.dropDuplicates(), ctx.output())  # replaces that chunk of the output, only it
+
+A dataset row maps to a Spark source or sink (see docs/spark.md):
+
+- file dataset: ``database`` is the format (parquet, csv, json, orc; the seed's ``file:``
+  means parquet), ``schemaname`` the base path or URI, ``tablename`` the folder; chunk d
+  lives in ``<base>/<table>/dataid=<d>`` (Spark's partition layout, so the whole dataset
+  reads back as one table with a ``dataid`` column);
+- JDBC dataset: ``hostname`` is ``host[:port]`` (PostgreSQL) or a ``jdbc:...://host[:port]``
+  URL prefix, ``database`` the database, ``schemaname.tablename`` the table (or
+  ``tablename`` a ``SELECT`` query), ``username`` and the password the credentials; chunk d
+  is the rows whose chunk column equals d. The chunk column is ``dataid`` unless the job
+  has an item ``<dataset>_dataid_column`` or ``dataid_column`` naming another.
+
+pyspark is imported only when a session or a DataFrame is needed.
+
+This package is the job side, on its own beside the run and store packages:
+``datasets`` (where a chunk lives), ``context`` (what RunJob told the job),
+``chunks`` (read and write one chunk), ``jdbc``, ``pipeline`` and ``testing``.
+
+May import: errors, crypto, store.
+"""
+
+from .chunks import READ_DEFAULTS, WRITE_DEFAULTS, read, read_all, write
+from .context import JobContext, context, registered
+from .datasets import (
+    CHUNK_COLUMN,
+    CHUNK_COLUMN_ITEM,
+    DEFAULT_FORMAT,
+    FORMATS,
+    JDBC_DRIVERS,
+    Dataset,
+    chunk_folder,
+)
+
+__all__ = [
+    "CHUNK_COLUMN",
+    "CHUNK_COLUMN_ITEM",
+    "DEFAULT_FORMAT",
+    "FORMATS",
+    "JDBC_DRIVERS",
+    "READ_DEFAULTS",
+    "WRITE_DEFAULTS",
+    "Dataset",
+    "JobContext",
+    "chunk_folder",
+    "context",
+    "read",
+    "read_all",
+    "registered",
+    "write",
+]

@@ -1,0 +1,151 @@
+"""A dataset of the job at the job's chunk: where that chunk lives (a folder, or rows
+behind a JDBC URL) and how to name it safely in a path or in SQL."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import DatasetError
+
+FORMATS = ("parquet", "csv", "json", "orc")
+DEFAULT_FORMAT = "parquet"  # what the seed's ``file:`` means
+CHUNK_COLUMN = "dataid"  # the JDBC chunk column by convention
+CHUNK_COLUMN_ITEM = "dataid_column"  # job item naming another one
+JDBC_DRIVERS = {
+    "postgresql": "org.postgresql.Driver",
+    "mysql": "com.mysql.cj.jdbc.Driver",
+    "mariadb": "org.mariadb.jdbc.Driver",
+    "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
+    "oracle": "oracle.jdbc.OracleDriver",
+    "db2": "com.ibm.db2.jcc.DB2Driver",
+    "h2": "org.h2.Driver",
+    "sqlite": "org.sqlite.JDBC",
+}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
+_QUERY = re.compile(r"\s*(select|with)\s", re.IGNORECASE)
+# Spark's own escaping of partition values in paths (ExternalCatalogUtils.escapePathName)
+_PATH_SPECIAL = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(1, 32)}
+
+
+def chunk_folder(dataid: str) -> str:
+    """``dataid=<d>`` with the characters Spark escapes in partition folders escaped."""
+    return "dataid=" + "".join(f"%{ord(c):02X}" if c in _PATH_SPECIAL else c for c in dataid)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One dataset of the job, at the job's chunk. The password never shows in its repr."""
+
+    datasetid: str
+    dataid: str
+    itemtype: str = "IN"
+    hostname: str = ""
+    database: str = ""
+    schemaname: str = ""
+    tablename: str = ""
+    username: str = ""
+    password: str = field(default="", repr=False)
+    chunk_column: str = CHUNK_COLUMN
+
+    @property
+    def kind(self) -> str:
+        """``file`` or ``jdbc``."""
+        database = self.database.strip().lower()
+        if database in FORMATS or database in ("file:", "file"):
+            return "file"
+        if self.hostname:
+            return "jdbc"
+        raise DatasetError(
+            self.datasetid,
+            "set database to a file format (parquet, csv, json, orc or file:) "
+            "or hostname to a database server",
+        )
+
+    # -- file datasets -------------------------------------------------------------------
+
+    @property
+    def format(self) -> str:
+        database = self.database.strip().lower()
+        return database if database in FORMATS else DEFAULT_FORMAT
+
+    @property
+    def table_path(self) -> str:
+        """``<base>/<table>``: the folder holding every chunk (``s3a://``, ``hdfs://`` kept)."""
+        if not self.schemaname:
+            raise DatasetError(self.datasetid, "schemaname (the base path or URI) is empty")
+        base = self.schemaname.rstrip("/") or "/"
+        table = self.tablename.strip("/")
+        return f"{base.rstrip('/')}/{table}" if table else base
+
+    @property
+    def chunk_path(self) -> str:
+        if not self.dataid:
+            raise DatasetError(self.datasetid, "the dataid is empty")
+        return f"{self.table_path}/{chunk_folder(self.dataid)}"
+
+    # -- JDBC datasets -------------------------------------------------------------------
+
+    @property
+    def jdbc_url(self) -> str:
+        host = self.hostname.strip()
+        if host.startswith("jdbc:"):
+            return f"{host.rstrip('/')}/{self.database}" if self.database else host
+        return f"jdbc:postgresql://{host}/{self.database}"
+
+    @property
+    def jdbc_driver(self) -> str | None:
+        return JDBC_DRIVERS.get(self.jdbc_url.split(":")[1])
+
+    def jdbc_options(self) -> dict[str, str]:
+        """URL, credentials and driver for Spark's ``jdbc`` source (holds the password)."""
+        options = {"url": self.jdbc_url}
+        if self.username:
+            options["user"] = self.username
+        if self.password:
+            options["password"] = self.password
+        if self.jdbc_driver:
+            options["driver"] = self.jdbc_driver
+        return options
+
+    @property
+    def is_query(self) -> bool:
+        return bool(_QUERY.match(self.tablename))
+
+    @property
+    def table(self) -> str:
+        """``schema.table`` (or ``table``), each part checked to be a plain identifier."""
+        if self.is_query:
+            raise DatasetError(self.datasetid, "its tablename is a query, not a table to write")
+        parts = [p for p in (self.schemaname, self.tablename) if p]
+        if not parts or not all(_IDENTIFIER.match(p) for p in parts):
+            raise DatasetError(
+                self.datasetid,
+                f"'{'.'.join(parts)}' is not a table name (schemaname.tablename, "
+                "letters, digits, _ and $)",
+            )
+        return ".".join(parts)
+
+    def chunk_literal(self) -> str:
+        """The dataid as an SQL string literal (databases coerce it to the column's type)."""
+        if not self.dataid or any(c == "\\" or ord(c) < 32 for c in self.dataid):
+            raise DatasetError(
+                self.datasetid,
+                f"dataid {self.dataid!r} cannot be used in SQL (empty, \\ or control)",
+            )
+        if not _IDENTIFIER.match(self.chunk_column):
+            raise DatasetError(
+                self.datasetid, f"chunk column '{self.chunk_column}' is not a column name"
+            )
+        return "'" + self.dataid.replace("'", "''") + "'"
+
+    def source_sql(self) -> str:
+        """The dataset's rows, all chunks: its table, or its query in parentheses."""
+        if self.is_query:
+            return f"({self.tablename.strip().rstrip(';')}) dataflow_source"
+        return self.table
+
+    def chunk_sql(self) -> str:
+        """A ``dbtable`` that yields exactly this chunk; the filter runs in the database."""
+        where = f"{self.chunk_column} = {self.chunk_literal()}"
+        return f"(SELECT * FROM {self.source_sql()} WHERE {where}) dataflow_chunk"

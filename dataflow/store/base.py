@@ -1,0 +1,250 @@
+"""The store's interface: every operation the rest of the toolkit may ask of a store.
+
+Domain code (claim and finish rules, operator commands) calls these named
+operations and never sees SQL or a driver; a backend (``dataflow.store.sqlite``)
+implements each of them. A second backend subclasses :class:`Store` beside it.
+Every operation that writes runs inside the caller's :meth:`Store.transaction`.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections import namedtuple
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from pathlib import Path
+
+DEFAULT_NAME = "dataflow.db"
+Row = dict[str, object]
+# named tuples, not dataclasses: see run.lifecycle.Settings
+JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
+ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
+DATASET_COLUMNS = (
+    "datasetid",
+    "hostname",
+    "database",
+    "schemaname",
+    "tablename",
+    "username",
+    "encryptedpass",
+)
+# Exception classes of the drivers of loaded backends (each adds its own on import):
+# the CLI reports them as store errors (disk full, I/O error, lost connection).
+DRIVER_ERRORS: list[type[Exception]] = []
+
+
+def locate(db: str | None = None) -> Path:
+    """The store's address: ``--db``, else ``DATAFLOW_DB``, else ``./dataflow.db``."""
+    return Path(db or os.environ.get("DATAFLOW_DB") or DEFAULT_NAME).expanduser().absolute()
+
+
+def now() -> str:
+    """Local time as the seed stores it: ``YYYY-MM-DD HH:MM:SS.ffffff``."""
+    return datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+class Store(ABC):
+    """An open store. ``files`` is the local folder of its chunk locks and run logs;
+    ``version`` the schema version it is at."""
+
+    path: Path
+    files: Path
+    version: int
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """A write transaction taken up front: two claimers never read the same free chunk."""
+
+    # -- registration: tables dataset and job ------------------------------------------
+
+    @abstractmethod
+    def job_items(self, jobid: str) -> list[JobItem]:
+        """A job's rows of table ``job``, in the order they were registered."""
+
+    @abstractmethod
+    def datasets(self, ids: Iterable[str] | None = None) -> dict[str, Row]:
+        """Dataset rows by datasetid: the given ones, or all."""
+
+    @abstractmethod
+    def jobs(self) -> list[Row]:
+        """Every row of table ``job``, by jobid."""
+
+    @abstractmethod
+    def job_rows(self) -> list[Row]:
+        """Every row of table ``job`` without its timestamp (for export)."""
+
+    @abstractmethod
+    def job_ids(self) -> list[str]: ...
+
+    @abstractmethod
+    def put_dataset(self, row: Row) -> None:
+        """Insert or replace a dataset row."""
+
+    @abstractmethod
+    def delete_dataset(self, datasetid: str) -> int: ...
+
+    @abstractmethod
+    def put_job(self, jobid: str, items: Iterable[tuple[str, str | None, str | None]]) -> None:
+        """Replace a job's rows with (itemtype, datasetid, itemvalue) items."""
+
+    @abstractmethod
+    def delete_job(self, jobid: str) -> int: ...
+
+    @abstractmethod
+    def jobs_using(self, datasetid: str, itemtype: str) -> list[str]:
+        """Jobs that list the dataset as IN (consumers) or OUT (producers)."""
+
+    @abstractmethod
+    def passwords(self) -> list[tuple[str, str]]:
+        """(datasetid, encryptedpass) of every dataset with a stored password."""
+
+    @abstractmethod
+    def set_password(self, datasetid: str, token: str) -> None: ...
+
+    # -- the claim ---------------------------------------------------------------------
+
+    @abstractmethod
+    def candidates(self, jobid: str, limit: int, after: str = "") -> list[str]:
+        """The job's candidate dataids in natural order: the first ``limit`` past ``after``.
+        A candidate may be stale; the claim checks each one and drops the stale."""
+
+    @abstractmethod
+    def drop_candidate(self, jobid: str, dataid: str) -> None: ...
+
+    @abstractmethod
+    def count_candidates(self, jobid: str) -> int: ...
+
+    @abstractmethod
+    def ready_inputs(self, datasetids: Sequence[str], dataid: str) -> int:
+        """How many of these datasets have a READY output row at ``dataid``."""
+
+    @abstractmethod
+    def chunk_rows(self, jobid: str, dataid: str) -> list[ChunkRow]:
+        """The job's own datastatus rows (OUT and IN) at ``dataid``."""
+
+    @abstractmethod
+    def mark_running(
+        self, jobid: str, dataid: str, outputs: Sequence[str], inputs: Sequence[str]
+    ) -> None:
+        """Record a claim: OUT/RUNNING for each output, IN/RUNNING for each input."""
+
+    @abstractmethod
+    def finish(self, jobid: str, dataid: str, status: str) -> tuple[int, int]:
+        """Set the job's OUT rows at ``dataid`` to ``status``, delete its IN rows; both counts."""
+
+    @abstractmethod
+    def set_out_status(self, jobid: str, dataid: str, status: str) -> int: ...
+
+    @abstractmethod
+    def delete_chunk(self, jobid: str, dataid: str) -> int:
+        """Delete every datastatus row of the job at ``dataid``."""
+
+    @abstractmethod
+    def running(self, jobid: str | None = None) -> list[tuple[str, str]]:
+        """(jobid, dataid) of every chunk whose OUT rows say RUNNING."""
+
+    @abstractmethod
+    def count_running(self, jobid: str) -> int:
+        """How many chunks of the job say RUNNING."""
+
+    # -- hold / release ------------------------------------------------------------------
+
+    @abstractmethod
+    def held(self, jobid: str, dataid: str) -> list[Row]: ...
+
+    @abstractmethod
+    def hold_chunk(
+        self, jobid: str, dataid: str, previous: Sequence[tuple[str, str | None]]
+    ) -> None:
+        """Freeze a chunk: remember each output's previous status, set it to HOLD."""
+
+    @abstractmethod
+    def release_chunk(self, jobid: str, dataid: str) -> list[tuple[str, str | None]]:
+        """Unfreeze a chunk: restore (or delete) each output row; returns what was restored."""
+
+    # -- run history ---------------------------------------------------------------------
+
+    @abstractmethod
+    def last_run(self, jobid: str, dataid: str) -> Row | None: ...
+
+    @abstractmethod
+    def start_run(self, **run: object) -> int:
+        """Insert a RUNNING history row; returns its runid."""
+
+    @abstractmethod
+    def end_run(self, runid: int, status: str, **outcome: object) -> None:
+        """Close a history row: its status, end time and how it ended."""
+
+    @abstractmethod
+    def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
+        """Close the RUNNING history rows of a chunk whose run died."""
+
+    @abstractmethod
+    def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
+        """Run history, newest first, optionally for one job or one chunk."""
+
+    @abstractmethod
+    def run_log(self, jobid: str, dataid: str, attempt: int | None) -> Row | None:
+        """The history row of one attempt (the last one when ``attempt`` is None)."""
+
+    @abstractmethod
+    def last_failure(self, jobid: str) -> Row | None: ...
+
+    @abstractmethod
+    def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
+        """History rows that may go: ended, older than ``before``, and not the last run
+        of a FAILED chunk (its retry count gates automatic reruns)."""
+
+    @abstractmethod
+    def delete_runs(self, runids: list[int]) -> int: ...
+
+    # -- views -----------------------------------------------------------------------------
+
+    @abstractmethod
+    def runs(self, limit: int = 20) -> list[Row]:
+        """The newest OUT rows, newest first."""
+
+    @abstractmethod
+    def board(self, jobid: str | None = None) -> list[Row]:
+        """Per registered job and dataid: the status of its OUT rows and its last run."""
+
+    @abstractmethod
+    def status_counts(self) -> list[Row]:
+        """Chunks per registered job and OUT status."""
+
+    @abstractmethod
+    def chunk_of_dataset(self, datasetid: str, dataid: str) -> list[Row]:
+        """Every datastatus row of one dataset at one dataid (producers and consumers)."""
+
+    @abstractmethod
+    def out_status(self, jobid: str, dataid: str) -> list[tuple[str, str]]:
+        """(datasetid, status) of a job's OUT rows at a dataid."""
+
+    @abstractmethod
+    def dataids_of_job(self, jobid: str, statuses: tuple[str, ...] = ()) -> list[str]:
+        """The dataids at which a job has OUT rows (optionally only with these statuses)."""
+
+    @abstractmethod
+    def waiting_upstream(self, datasetid: str) -> list[Row]:
+        """Rows of a dataset that are not READY: chunks a consumer is waiting for."""
+
+    # -- SQL typed by users ------------------------------------------------------------------
+
+    @abstractmethod
+    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """Run one read-only statement; returns column names and rows."""
+
+    @abstractmethod
+    def execute(self, sql: str) -> tuple[list[str], list[tuple], int]:
+        """Run one statement in its own write transaction; columns, rows, rows changed."""

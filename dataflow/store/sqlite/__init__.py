@@ -1,0 +1,8 @@
+"""The SQLite backend: one file in WAL mode, its schema and migrations, all its SQL.
+
+May import: store.base, errors, dataids.
+"""
+
+from .store import SqliteStore
+
+__all__ = ["SqliteStore"]

@@ -1,0 +1,96 @@
+"""SQLite queries of the run history (table ``run``) and of the listings built on it.
+
+Part of the SQLite backend (mixed into :class:`.store.SqliteStore`): SQL only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..base import Row
+
+
+class HistoryQueries:
+    conn: sqlite3.Connection
+
+    # -- run history -----------------------------------------------------------------
+
+    def last_run(self, jobid: str, dataid: str) -> Row | None:
+        row = self.conn.execute(
+            "SELECT * FROM run WHERE jobid = ? AND dataid = ? ORDER BY attempt DESC LIMIT 1",
+            (jobid, dataid),
+        ).fetchone()
+        return dict(row) if row else None
+
+    def start_run(self, **run: object) -> int:
+        """Insert a RUNNING history row; returns its runid."""
+        columns = ", ".join(run)
+        marks = ", ".join("?" * len(run))
+        return self.conn.execute(
+            f"INSERT INTO run(status, started, {columns}) VALUES ('RUNNING', now(), {marks})",
+            tuple(run.values()),
+        ).lastrowid
+
+    def end_run(self, runid: int, status: str, **outcome: object) -> None:
+        """Close a history row: its status, end time and how it ended."""
+        sets = "".join(f", {name} = ?" for name in outcome)
+        self.conn.execute(
+            f"UPDATE run SET status = ?, ended = now(){sets} WHERE runid = ?",
+            (status, *outcome.values(), runid),
+        )
+
+    def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
+        """Close the RUNNING history rows of a chunk whose run died."""
+        self.conn.execute(
+            "UPDATE run SET status = 'FAILED', ended = now(), reason = ? "
+            "WHERE jobid = ? AND dataid = ? AND status = 'RUNNING'",
+            (reason, jobid, dataid),
+        )
+
+    def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
+        """Run history, newest first, optionally for one job or one chunk."""
+        where, params = [], []
+        for column, value in (("jobid", jobid), ("dataid", dataid)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = (
+            "SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal, "
+            "pid, host, command, logpath, reason FROM run"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY runid DESC LIMIT ?"
+        )
+        return [dict(row) for row in self.conn.execute(sql, (*params, limit))]
+
+    def run_log(self, jobid: str, dataid: str, attempt: int | None) -> Row | None:
+        """The history row of one attempt (the last one when ``attempt`` is None)."""
+        if attempt is None:
+            return self.last_run(jobid, dataid)
+        row = self.conn.execute(
+            "SELECT * FROM run WHERE jobid = ? AND dataid = ? AND attempt = ?",
+            (jobid, dataid, attempt),
+        ).fetchone()
+        return dict(row) if row else None
+
+    # -- listings --------------------------------------------------------------------
+
+    def runs(self, limit: int = 20) -> list[Row]:
+        """The newest OUT rows, newest first."""
+        sql = (
+            "SELECT dataid, datasetid, jobid, locktype, modified, status FROM datastatus "
+            "WHERE locktype = 'OUT' ORDER BY modified DESC LIMIT ?"
+        )
+        return [dict(row) for row in self.conn.execute(sql, (limit,))]
+
+    def board(self, jobid: str | None = None) -> list[Row]:
+        """Per registered job and dataid: the status of its OUT rows and its last run."""
+        sql = """
+            SELECT d.jobid, d.dataid, MIN(d.status) AS status, r.attempt, r.duration,
+                   r.exitcode, r.signal, r.reason, r.started, r.ended
+            FROM datastatus d
+            LEFT JOIN run r ON r.runid = (
+                SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)
+            WHERE d.locktype = 'OUT' AND d.jobid IN (SELECT jobid FROM job)
+              AND (? IS NULL OR d.jobid = ?)
+            GROUP BY d.jobid, d.dataid"""
+        return [dict(row) for row in self.conn.execute(sql, (jobid, jobid))]

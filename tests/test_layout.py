@@ -1,0 +1,170 @@
+"""The library keeps its shape: no import circles, short modules, and each package imports
+only what its ``__init__`` docstring allows (its ``May import:`` line).
+
+The checks read the code itself with ``ast``: every import counts, including those inside
+functions and under ``TYPE_CHECKING`` (a circle deferred to run time is still a circle).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import dataflow
+
+ROOT = Path(dataflow.__file__).parent
+MAX_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    parts = ("dataflow", *path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The dataflow modules that module ``name`` imports, anywhere in its code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            # "from pkg import name" imports the submodule pkg.name when there is one
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
+        else:
+            continue
+        found.update(t for t in targets if t in known and t != name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph[node]):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _rule(package: str, modules: dict[str, Path]) -> list[str]:
+    """The ``May import:`` line of a package's docstring, as dotted prefixes."""
+    doc = ast.get_docstring(ast.parse(modules[package].read_text())) or ""
+    match = re.search(r"^May import:(.*)$", doc, re.MULTILINE)
+    assert match, f"{package}/__init__.py's docstring has no 'May import:' line"
+    return [
+        f"dataflow.{word.strip()}" for word in match.group(1).rstrip(".").split(",") if word.strip()
+    ]
+
+
+def _governing_package(name: str, modules: dict[str, Path]) -> str:
+    """The nearest package (the module itself, if a package) whose docstring has a rule."""
+    package = name if modules[name].name == "__init__.py" else name.rpartition(".")[0]
+    while package != "dataflow":
+        doc = ast.get_docstring(ast.parse(modules[package].read_text())) or ""
+        if "May import:" in doc:
+            return package
+        package = package.rpartition(".")[0]
+    return package
+
+
+def _layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    modules = _modules()
+    wrong = []
+    for name, targets in sorted(graph.items()):
+        package = _governing_package(name, modules)
+        allowed = _rule(package, modules)
+        for target in sorted(targets):
+            # a package may import its own modules; top-level modules only the listed ones
+            inside = package != "dataflow" and f"{target}.".startswith(f"{package}.")
+            if not inside and not any(target == a or target.startswith(a + ".") for a in allowed):
+                wrong.append(
+                    f"{name} imports {target} ({package} may import: {', '.join(allowed)})"
+                )
+    return wrong
+
+
+def test_no_import_circles():
+    assert _cycles(_graph()) == []
+
+
+def test_modules_are_short():
+    long = {
+        name: lines
+        for name, path in _modules().items()
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"modules over {MAX_LINES} lines: split them by concept"
+
+
+def test_packages_import_only_what_their_docstring_allows():
+    assert _layer_violations(_graph()) == []
+
+
+def test_checks_catch_a_circle_and_a_forbidden_import():
+    """The checks above can fail: a store module importing the run package breaks both."""
+    graph = _graph()
+    graph["dataflow.store.base"] = graph["dataflow.store.base"] | {"dataflow.run.lifecycle"}
+    assert any("dataflow.store.base" in cycle for cycle in _cycles(graph))
+    assert any(
+        v.startswith("dataflow.store.base imports dataflow.run") for v in _layer_violations(graph)
+    )
+
+
+def test_graph_sees_lazy_and_relative_imports():
+    graph = _graph()
+    # registered() imports the store inside the function; jdbc names Dataset for typing only
+    assert "dataflow.store" in graph["dataflow.spark.context"]
+    assert "dataflow.spark.datasets" in graph["dataflow.spark.jdbc"]
+    assert "dataflow.run.lifecycle" in graph["dataflow.cli.runjob"]
+
+
+@pytest.mark.parametrize("name", ["dataflow.testing", "dataflow.pipeline"])
+def test_public_aliases_are_the_spark_modules(name):
+    __import__(name)
+    assert sys.modules[name] is sys.modules[name.replace("dataflow.", "dataflow.spark.")]
