@@ -21,3 +21,19 @@ def store(tmp_path: Path):
     created, _ = create_store(tmp_path / "dataflow.db")
     yield created
     created.close()
+
+
+@pytest.fixture
+def chain(cli, tmp_path):
+    """Job ``work`` (src -> dst), chunks 1..3 of src READY."""
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('work','IN','src'), ('work','OUT','dst')",
+    )
+    cli.ok(
+        "dml",
+        "insert into datastatus select 'src','fakejob',value,'OUT','READY',now() from (select '1' value union select '2' union select '3')",
+    )
+    return cli

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,3 +77,56 @@ def script(folder: Path, name: str, body: str) -> Path:
     path.write_text("#!/usr/bin/env bash\n" + body + "\n")
     path.chmod(0o755)
     return path
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def rows(tmp_path: Path, sql: str, *params) -> list[tuple]:
+    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def statuses(tmp_path, jobid):
+    return dict(
+        rows(
+            tmp_path,
+            "select dataid, status from datastatus where jobid=? and locktype='OUT'",
+            jobid,
+        )
+    )
+
+
+def in_rows(tmp_path, jobid):
+    return rows(tmp_path, "select dataid from datastatus where jobid=? and locktype='IN'", jobid)
+
+
+def history(tmp_path, jobid):
+    return rows(
+        tmp_path,
+        "select dataid, attempt, status, exitcode, signal, reason from run where jobid=? order by runid",
+        jobid,
+    )
+
+
+def setting(cli, name, value):
+    cli.ok("dml", f"delete from job where jobid='work' and itemtype='{name}'")
+    cli.ok("dml", f"insert into job (jobid,itemtype,itemvalue) values ('work','{name}','{value}')")
+
+
+def start_runjob(cli, *args, **kw):
+    return subprocess.Popen(
+        [str(BIN / "RunJob"), *args],
+        cwd=cli.cwd,
+        env=cli.env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,76 +14,7 @@ from dataflow.errors import NetworkFilesystem
 from dataflow.run.locks import is_held, safe_name
 from dataflow.store import now
 from dataflow.store.sqlite.filesystems import mount_type, require_local
-from support import BIN, script
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def rows(tmp_path: Path, sql: str, *params) -> list[tuple]:
-    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def statuses(tmp_path, jobid):
-    return dict(
-        rows(
-            tmp_path,
-            "select dataid, status from datastatus where jobid=? and locktype='OUT'",
-            jobid,
-        )
-    )
-
-
-def in_rows(tmp_path, jobid):
-    return rows(tmp_path, "select dataid from datastatus where jobid=? and locktype='IN'", jobid)
-
-
-def history(tmp_path, jobid):
-    return rows(
-        tmp_path,
-        "select dataid, attempt, status, exitcode, signal, reason from run where jobid=? order by runid",
-        jobid,
-    )
-
-
-@pytest.fixture
-def chain(cli, tmp_path):
-    """Job ``work`` (src -> dst), chunks 1..3 of src READY."""
-    cli.ok("createtables")
-    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
-    cli.ok(
-        "dml",
-        "insert into job (jobid,itemtype,datasetid) values ('work','IN','src'), ('work','OUT','dst')",
-    )
-    cli.ok(
-        "dml",
-        "insert into datastatus select 'src','fakejob',value,'OUT','READY',now() from (select '1' value union select '2' union select '3')",
-    )
-    return cli
-
-
-def setting(cli, name, value):
-    cli.ok("dml", f"delete from job where jobid='work' and itemtype='{name}'")
-    cli.ok("dml", f"insert into job (jobid,itemtype,itemvalue) values ('work','{name}','{value}')")
-
-
-def start_runjob(cli, *args, **kw):
-    return subprocess.Popen(
-        [str(BIN / "RunJob"), *args],
-        cwd=cli.cwd,
-        env=cli.env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        **kw,
-    )
+from support import BIN, history, in_rows, rows, script, setting, start_runjob, statuses, wait_for
 
 
 def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):

@@ -5,6 +5,8 @@ May import: ops, run, spark, store, errors, crypto.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -19,7 +21,40 @@ def stamp() -> str:
 
 
 def say(message: str) -> None:
-    print(message, flush=True)
+    """Print a line. A stdout that fails (closed, ``| head -1`` gone, a full disk) is
+    reported once on stderr and dropped: RunJob must go on and record its chunk."""
+    if sys.stdout is None or isinstance(sys.stdout, _LostStream):
+        return
+    try:
+        print(message, flush=True)
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        if not isinstance(exc, BrokenPipeError):  # `| head` is no news to the one who typed it
+            warn(f"stdout: {why}; further output to it is dropped")
+        with contextlib.suppress(OSError, ValueError):  # so that the flush at exit is quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stdout = _LostStream(why)  # a job's output is not copied to it either
+
+
+class _LostStream:
+    """What stdout becomes once it failed: takes text and drops it, has no descriptor."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        raise OSError(self.why)
+
+
+def warn(message: str) -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def fail(message: str) -> None:

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..run import jobenv, lifecycle, runner, sparksubmit
 from ..run.drain import Drain, Event, Summary
 from ..store import Store, locate, open_store
-from . import guarded, say, stamp
+from . import guarded, say, stamp, warn
 
 USAGE = "RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]"
 DESCRIPTION = """\
@@ -87,9 +87,16 @@ class Report:
         self.bar = drain and sys.stdout.isatty()
         self.left = lambda: 0
         self.summary: Summary | None = None
+        self.lost_said: set[str] = set()  # output destinations already reported as failed
 
     def __call__(self, event: Event) -> None:
         kind = event.kind
+        if kind == "ended" and set(event.outcome.lost) - self.lost_said:
+            self.lost_said.update(event.outcome.lost)
+            warn(
+                f"{self.jobid} {event.dataid}: output not written to "
+                f"{', '.join(event.outcome.lost)} (recorded in its history)"
+            )
         if kind == "abandoned":
             self._line(
                 f"{stamp()}: chunk {event.dataid} of {self.jobid} belonged to a dead run; "
@@ -182,7 +189,18 @@ def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[st
     return 0
 
 
+def _hold_standard_descriptors() -> None:
+    """Put /dev/null on a closed stdin, stdout or stderr (``RunJob ... >&-``), so that no
+    file opened later (the store, a log) becomes descriptor 1 and takes output."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+
+
 def run(options: argparse.Namespace) -> int:
+    _hold_standard_descriptors()
     passkey = _seed_passkey(options) or crypto.read_passkey()
     script = options.script
     jobid = runner.job_name(script)

@@ -155,18 +155,22 @@ class Drain:
         )
 
     def _wait(self, claim: Claim, run: Run) -> None:
-        """In the run's thread: wait for the job, then for its check, then report."""
-        outcome = run.wait()
-        if outcome.ok and self.validate and not self.summary.interrupted:
-            check = self._run(self.validate, claim, append=True)
-            self._active[claim.runid] = (claim, check)  # a signal now reaches the check
-            try:
-                check.start()
-                passed = check.wait().ok
-            except DataflowError:  # the check cannot even start: the chunk is not validated
-                passed = False
-            outcome = outcome._replace(validation="passed" if passed else "failed")
-        self._ended.put((claim, outcome))
+        """In the run's thread: wait for the job, then for its check, then report. The
+        drain waits for this report: it is always made, whatever goes wrong here."""
+        outcome = Outcome(1, lost=("RunJob: the run's thread failed",))
+        try:
+            outcome = run.wait()
+            if outcome.ok and self.validate and not self.summary.interrupted:
+                check = self._run(self.validate, claim, append=True)
+                self._active[claim.runid] = (claim, check)  # a signal now reaches the check
+                try:
+                    check.start()
+                    passed = check.wait().ok
+                except DataflowError:  # the check cannot even start: not validated
+                    passed = False
+                outcome = outcome._replace(validation="passed" if passed else "failed")
+        finally:
+            self._ended.put((claim, outcome))
 
     def _next_ended(self) -> tuple[Claim, Outcome]:
         while True:  # a timeout, so that signal handlers run promptly
@@ -199,7 +203,7 @@ class Drain:
                 exitcode=outcome.returncode if outcome.returncode >= 0 else None,
                 signal=outcome.signal,
                 duration=outcome.duration,
-                reason=outcome.reason,
+                reason=outcome.note,
                 validation=outcome.validation,
             )
         finally:

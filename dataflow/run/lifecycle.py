@@ -62,7 +62,8 @@ def _number(jobid: str, name: str, value: str, kind: type, least: float) -> floa
         number = kind(value)
     except ValueError:
         number = None
-    if number is None or number < least:
+    # "nan" and "inf" parse as floats; neither is a number of seconds or of runs
+    if number is None or not number < float("inf") or number < least:
         raise JobConfigError(jobid, f"setting {name} must be a number >= {least}, not '{value}'")
     return number
 
@@ -173,12 +174,13 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
     return dead
 
 
-def _choose(store: Store, job: Job) -> Iterator[str]:
-    """Candidate dataids of the job, in natural order."""
+def _choose(store: Store, job: Job) -> Iterator[tuple[str, str]]:
+    """Candidates of the job as (sortkey, dataid), in natural order."""
     if job.daily:
-        yield dataids.today()
+        day = dataids.today()
+        yield dataids.natural_key(day), day
         return
-    seen, size = "", 4  # the first candidate is nearly always the one: fetch few first
+    seen, size = None, 4  # the first candidate is nearly always the one: fetch few first
     while batch := store.candidates(job.jobid, size, after=seen):
         yield from batch
         seen, size = batch[-1], _BATCH
@@ -186,7 +188,7 @@ def _choose(store: Store, job: Job) -> Iterator[str]:
 
 def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
     """The chunk the job would claim next, read-only (locks are not probed)."""
-    for seen, dataid in enumerate(_choose(store, job)):
+    for seen, (_, dataid) in enumerate(_choose(store, job)):
         if seen >= limit:
             break
         last = store.last_run(job.jobid, dataid)
@@ -202,7 +204,7 @@ def claim(
     """Atomically claim the job's smallest claimable chunk, in one short transaction:
     recover dead runs (``recover_dead``: RunJob does at its start, a drain now and then),
     respect ``max_parallel``, lock the chunk, mark it RUNNING and open its history row.
-    With ``dry_run`` the transaction is rolled back."""
+    With ``dry_run`` the transaction is always rolled back and no lock is taken."""
     result = ClaimResult()
     try:
         with store.transaction():
@@ -212,48 +214,68 @@ def claim(
             result.cap = settings.max_parallel
             if settings.max_parallel:
                 result.live = store.count_running(job.jobid)
-                if result.live >= settings.max_parallel:
-                    result.cap_full = True
-                    return result
-            result.claim = _claim_first(store, job._replace(settings=settings), command)
-            if dry_run and result.claim:
+                result.cap_full = result.live >= settings.max_parallel
+            if not result.cap_full:
+                job = job._replace(settings=settings)
+                result.claim = _claim_first(store, job, command, dry_run)
+            if dry_run:
                 raise _DryRun
     except _DryRun:
-        result.claim.lock.close()
+        pass
     return result
 
 
-def _claim_first(store: Store, job: Job, command: str) -> Claim | None:
-    for dataid in _choose(store, job):
-        rows = store.chunk_rows(job.jobid, dataid)
-        last = store.last_run(job.jobid, dataid)
-        ready = store.ready_inputs(job.inputs, dataid)
-        if not claimable(job, rows, ready, last and last["retry"]):
-            # Stale: any later change that could make it claimable offers it again.
-            store.drop_candidate(job.jobid, dataid)
-            continue
-        lock = locks.ChunkLock(store.files, job.jobid, dataid)
-        if not lock.try_acquire():
-            continue  # a process of an earlier run of this chunk is still alive: keep it
-        fresh = not any(r.status == FAILED for r in rows if r.locktype == "OUT") or any(
-            r.status == RESUBMIT for r in rows
-        )
-        attempt = (last["attempt"] + 1) if last else 1
-        retry = 0 if fresh or not last else last["retry"] + 1
-        logpath = logs.log_path(store.files, job.jobid, dataid, attempt)
-        store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
-        runid = store.start_run(
-            jobid=job.jobid,
-            dataid=dataid,
-            attempt=attempt,
-            retry=retry,
-            pid=os.getpid(),
-            host=os.uname().nodename,
-            command=command,
-            logpath=str(logpath),
-        )
-        return Claim(dataid, attempt, runid, lock, logpath)
+def _claim_first(store: Store, job: Job, command: str, dry_run: bool) -> Claim | None:
+    """The first claimable candidate, claimed. A candidate whose sort key is not its
+    dataid's (an outside client wrote it) is put back in its place and looked at again;
+    the scan is over rows as read, so it always ends."""
+    for _ in range(2):  # a second pass only after repairs
+        repaired = False
+        for key, dataid in _choose(store, job):
+            if key != dataids.natural_key(dataid):
+                store.drop_candidate(job.jobid, key, dataid)
+                store.put_candidate(job.jobid, dataid)
+                repaired = True
+                continue
+            rows = store.chunk_rows(job.jobid, dataid)
+            last = store.last_run(job.jobid, dataid)
+            ready = store.ready_inputs(job.inputs, dataid)
+            if not claimable(job, rows, ready, last and last["retry"]):
+                # Stale: any later change that could make it claimable offers it again.
+                store.drop_candidate(job.jobid, key, dataid)
+                continue
+            lock = locks.ChunkLock(store.files, job.jobid, dataid)
+            if dry_run:
+                if locks.is_held(store.files, job.jobid, dataid):
+                    continue
+            elif not lock.try_acquire():
+                continue  # a process of an earlier run of this chunk is still alive: keep it
+            return _mark(store, job, dataid, rows, last, lock, command)
+        if not repaired:
+            break
     return None
+
+
+def _mark(store: Store, job: Job, dataid: str, rows, last, lock, command: str) -> Claim:
+    """Record the claim of a locked chunk: RUNNING rows and a history row."""
+    fresh = not any(r.status == FAILED for r in rows if r.locktype == "OUT") or any(
+        r.status == RESUBMIT for r in rows
+    )
+    attempt = (last["attempt"] + 1) if last else 1
+    retry = 0 if fresh or not last else last["retry"] + 1
+    logpath = logs.log_path(store.files, job.jobid, dataid, attempt)
+    store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
+    runid = store.start_run(
+        jobid=job.jobid,
+        dataid=dataid,
+        attempt=attempt,
+        retry=retry,
+        pid=os.getpid(),
+        host=os.uname().nodename,
+        command=command,
+        logpath=str(logpath),
+    )
+    return Claim(dataid, attempt, runid, lock, logpath)
 
 
 def finish(

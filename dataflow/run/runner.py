@@ -11,21 +11,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import selectors
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import namedtuple
 from pathlib import Path
 
 from ..errors import ScriptError
-from .logs import Redactor
+from .output import Copier, Sink
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
-WITHHELD = ("PASSKEY",)
-KILL_GRACE_S = 10.0  # after SIGTERM on timeout, before SIGKILL
+# (nor the file that holds the key)
+WITHHELD = ("PASSKEY", "PASSKEY_FILE")
+KILL_GRACE_S = 10.0  # after SIGTERM (a timeout, or a signal passed on), before SIGKILL
+_POLL_S = 0.2  # how often a wait looks at the clock
 DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the job exits
 
 
@@ -69,8 +69,8 @@ def signal_name(number: int) -> str:
 class Outcome(
     namedtuple(
         "Outcome",
-        "returncode duration timeout interrupted validation",
-        defaults=(0.0, None, None, None),
+        "returncode duration timeout interrupted validation lost",
+        defaults=(0.0, None, None, None, ()),
     )
 ):
     """How the job's process ended.
@@ -78,7 +78,7 @@ class Outcome(
     returncode: negative when killed by that signal, as subprocess reports it;
     timeout: set when the job was killed for running too long; interrupted: the
     signal RunJob received and passed on; validation: "passed" or "failed" when a
-    check ran after the job.
+    check ran after the job; lost: destinations its output could not be written to.
     """
 
     __slots__ = ()
@@ -118,6 +118,12 @@ class Outcome(
             return f"killed by {signal_name(-self.returncode)}"
         return f"exit code {self.returncode}" if self.returncode else None
 
+    @property
+    def note(self) -> str | None:
+        """The reason, and any output that could not be written: for the history."""
+        lost = f"output not written to {', '.join(self.lost)}" if self.lost else None
+        return "; ".join(part for part in (self.reason, lost) if part) or None
+
 
 class Run:
     """One job process, started in its own process group, its output tee'd to a log."""
@@ -139,16 +145,28 @@ class Run:
         self.append = append
         self.process: subprocess.Popen | None = None
         self.interrupted: int | None = None
-        self._stop_tee = threading.Event()
+        self._terminated_at: float | None = None  # when the group was first asked to end
 
     def start(self) -> None:
         self._started = time.monotonic()
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path or os.devnull, "ab" if self.append else "wb")  # noqa: SIM115 (closed in wait)
         self.process = self._spawn(self.argv)
-        self._tee = threading.Thread(target=self._copy_output, daemon=True)
-        self._tee.start()
+        self._log = log = self._open_log()
+        routes = [(self.process.stdout, [log]), (self.process.stderr, [log])]
+        if self.echo:
+            routes[0][1].append(Sink.console("stdout", sys.stdout))
+            routes[1][1].append(Sink.console("stderr", sys.stderr))
+        self._copier = Copier(routes, self.secrets)
+        self._copier.start()
+
+    def _open_log(self) -> Sink:
+        if self.log_path is None:
+            return Sink("log", None)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if self.append else os.O_TRUNC)
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            return Sink("log", os.open(self.log_path, flags, 0o644))
+        except OSError as exc:  # checked before the claim; lost since: run without it
+            return Sink("log", None, f"log: {exc.strerror or exc}")
 
     def _spawn(self, argv: list[str]) -> subprocess.Popen:
         try:
@@ -170,8 +188,10 @@ class Run:
         return self._spawn([which("bash") or "/bin/sh", *argv])
 
     def signal(self, number: int) -> None:
-        """Pass a signal RunJob received to the job's whole process group."""
+        """Pass a signal RunJob received to the job's whole process group; a job still
+        alive KILL_GRACE_S later gets SIGKILL (see :meth:`wait`)."""
         self.interrupted = self.interrupted or number
+        self._terminated_at = self._terminated_at or time.monotonic()
         self._kill_group(number)
 
     def _kill_group(self, number: int) -> None:
@@ -180,54 +200,27 @@ class Run:
                 os.killpg(self.process.pid, number)
 
     def wait(self) -> Outcome:
-        """Wait for the job (killing it on timeout) and for its output to be copied."""
+        """Wait for the job (SIGTERM on timeout, SIGKILL when a SIGTERM or a signal passed
+        on is ignored for KILL_GRACE_S) and for its output to be copied."""
         assert self.process is not None
-        timed_out = None
-        try:
-            code = self.process.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = self.timeout
-            self._kill_group(signal.SIGTERM)
+        timed_out, killed = None, False
+        while True:
             try:
-                code = self.process.wait(timeout=KILL_GRACE_S)
+                code = self.process.wait(timeout=_POLL_S)
+                break
             except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if self.timeout is not None and timed_out is None and now - self._started > self.timeout:
+                timed_out = self.timeout
+                self._terminated_at = self._terminated_at or now
+                self._kill_group(signal.SIGTERM)
+            elif self._terminated_at and not killed and now - self._terminated_at > KILL_GRACE_S:
+                killed = True
                 self._kill_group(signal.SIGKILL)
-                code = self.process.wait()
-        self._tee.join(DRAIN_AFTER_EXIT_S)
-        self._stop_tee.set()  # a grandchild keeps the pipe open: stop copying
-        self._tee.join()
-        self._log.close()
-        duration = time.monotonic() - self._started
-        return Outcome(code, round(duration, 3), timed_out, self.interrupted)
-
-    def _copy_output(self) -> None:
-        assert self.process is not None
-        streams = {
-            self.process.stdout: (Redactor(self.secrets), sys.stdout.buffer),
-            self.process.stderr: (Redactor(self.secrets), sys.stderr.buffer),
-        }
-        with selectors.DefaultSelector() as selector:
-            for pipe in streams:
-                selector.register(pipe, selectors.EVENT_READ)
-            while selector.get_map() and not self._stop_tee.is_set():
-                for key, _ in selector.select(timeout=0.1):
-                    redactor, echo_to = streams[key.fileobj]
-                    data = os.read(key.fd, 65536)
-                    if not data:
-                        selector.unregister(key.fileobj)
-                        data = redactor.flush()
-                    else:
-                        data = redactor.feed(data)
-                    self._write(data, echo_to)
-        for pipe, (redactor, echo_to) in streams.items():
-            self._write(redactor.flush(), echo_to)
-            pipe.close()
-
-    def _write(self, data: bytes, echo_to) -> None:
-        if not data:
-            return
-        self._log.write(data)
-        self._log.flush()
-        if self.echo:
-            echo_to.write(data)
-            echo_to.flush()
+        self._copier.stop(DRAIN_AFTER_EXIT_S)
+        if self._log.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._log.fd)
+        duration = round(time.monotonic() - self._started, 3)
+        return Outcome(code, duration, timed_out, self.interrupted, lost=self._copier.lost())

@@ -115,12 +115,19 @@ class Store(ABC):
     # -- the claim ---------------------------------------------------------------------
 
     @abstractmethod
-    def candidates(self, jobid: str, limit: int, after: str = "") -> list[str]:
-        """The job's candidate dataids in natural order: the first ``limit`` past ``after``.
-        A candidate may be stale; the claim checks each one and drops the stale."""
+    def candidates(
+        self, jobid: str, limit: int, after: tuple[str, str] | None = None
+    ) -> list[tuple[str, str]]:
+        """The job's candidates as (sortkey, dataid) in natural order: the first ``limit``
+        past the pair ``after``. A candidate may be stale, or carry a wrong sort key if an
+        outside client wrote it; the claim checks each one and drops or repairs it."""
 
     @abstractmethod
-    def drop_candidate(self, jobid: str, dataid: str) -> None: ...
+    def drop_candidate(self, jobid: str, sortkey: str, dataid: str) -> None: ...
+
+    @abstractmethod
+    def put_candidate(self, jobid: str, dataid: str) -> None:
+        """Offer a dataid to a job, under its natural sort key."""
 
     @abstractmethod
     def count_candidates(self, jobid: str) -> int: ...

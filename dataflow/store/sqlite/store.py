@@ -170,24 +170,35 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
 
     # -- the claim -------------------------------------------------------------------
 
-    def candidates(self, jobid: str, limit: int, after: str = "") -> list[str]:
-        """The job's candidate dataids in natural order: the first ``limit`` past ``after``."""
-        if not after:
+    def candidates(
+        self, jobid: str, limit: int, after: tuple[str, str] | None = None
+    ) -> list[tuple[str, str]]:
+        """The job's candidates as (sortkey, dataid), in natural order: the first ``limit``
+        past ``after`` (a pair as returned, so a row with a wrong key is passed, not looped
+        over)."""
+        if after is None:
             rows = self.conn.execute(
-                "SELECT dataid FROM candidate WHERE jobid = ? ORDER BY sortkey, dataid LIMIT ?",
+                "SELECT sortkey, dataid FROM candidate WHERE jobid = ? "
+                "ORDER BY sortkey, dataid LIMIT ?",
                 (jobid, limit),
             )
         else:
             rows = self.conn.execute(
-                "SELECT dataid FROM candidate WHERE jobid = ? AND (sortkey, dataid) > (?, ?) "
+                "SELECT sortkey, dataid FROM candidate WHERE jobid = ? AND (sortkey, dataid) > (?, ?) "
                 "ORDER BY sortkey, dataid LIMIT ?",
-                (jobid, natural_key(after), after, limit),
+                (jobid, *after, limit),
             )
-        return [row[0] for row in rows]
+        return [tuple(row) for row in rows]
 
-    def drop_candidate(self, jobid: str, dataid: str) -> None:
+    def drop_candidate(self, jobid: str, sortkey: str, dataid: str) -> None:
         self.conn.execute(
             "DELETE FROM candidate WHERE jobid = ? AND sortkey = ? AND dataid = ?",
+            (jobid, sortkey, dataid),
+        )
+
+    def put_candidate(self, jobid: str, dataid: str) -> None:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO candidate(jobid, sortkey, dataid) VALUES (?, ?, ?)",
             (jobid, natural_key(dataid), dataid),
         )
 

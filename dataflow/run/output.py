@@ -1,0 +1,90 @@
+"""Copying a job's output to RunJob's console and to the run's log.
+
+The job writes into pipes; a thread copies them out. Whatever happens to a
+destination (a closed stdout, ``| head -1`` gone, a full disk under the log) the
+pipes are read to their end: a destination that fails once is dropped and named in
+the outcome, so the job never blocks on it. Writes go to raw descriptors, never
+through Python's buffered streams, whose locks a blocked write would hold at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import threading
+from collections.abc import Iterable
+
+from .logs import Redactor
+
+
+class Sink:
+    """One destination: a raw descriptor; after its first write error it drops data."""
+
+    def __init__(self, name: str, fd: int | None, lost: str | None = None):
+        self.name, self.fd, self.lost = name, fd, lost
+
+    @classmethod
+    def console(cls, name: str, stream: object) -> Sink:
+        """RunJob's stdout or stderr, if it has one (``RunJob ... >&-`` leaves none)."""
+        try:
+            return cls(name, stream.fileno())  # type: ignore[attr-defined]
+        except OSError as exc:  # it failed before
+            return cls(name, None, f"{name}: {exc}")
+        except (AttributeError, ValueError):
+            return cls(name, None, f"{name}: closed")
+
+    def write(self, data: bytes) -> None:
+        if self.fd is None or self.lost or not data:
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError as exc:
+            self.lost = f"{self.name}: {exc.strerror or exc}"
+
+
+class Copier:
+    """Copies each pipe, with the job's secrets masked, to its sinks until every pipe
+    is at its end (or :meth:`stop` is called: a grandchild may keep a pipe open)."""
+
+    def __init__(self, routes: Iterable[tuple[object, Iterable[Sink]]], secrets: Iterable[str]):
+        self.routes = {pipe: (Redactor(secrets), tuple(sinks)) for pipe, sinks in routes}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._copy, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for the pipes to end, then stop copying."""
+        self._thread.join(grace)
+        self._stop.set()
+        # bounded: a console that blocks (a reader that stopped reading) must not hang us
+        self._thread.join(grace)
+
+    def lost(self) -> list[str]:
+        """The destinations that failed, with why."""
+        sinks = {sink for _, sinks in self.routes.values() for sink in sinks}
+        return sorted({sink.lost for sink in sinks if sink.lost})
+
+    def _copy(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            for pipe in self.routes:
+                selector.register(pipe, selectors.EVENT_READ)
+            while selector.get_map() and not self._stop.is_set():
+                for key, _ in selector.select(timeout=0.1):
+                    redactor, sinks = self.routes[key.fileobj]
+                    data = os.read(key.fd, 65536)
+                    if data:
+                        data = redactor.feed(data)
+                    else:
+                        selector.unregister(key.fileobj)
+                        data = redactor.flush()
+                    for sink in sinks:
+                        sink.write(data)
+        for pipe, (redactor, sinks) in self.routes.items():
+            rest = redactor.flush()
+            for sink in sinks:
+                sink.write(rest)
+            pipe.close()  # type: ignore[attr-defined]
