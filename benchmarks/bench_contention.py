@@ -197,7 +197,7 @@ def bench(config: Config, work: Path) -> Section:
         f"{config.contention_repeats} race(s) per process count, each cut into {SLICES} "
         f"slices of {quota:,}; claim and raw slices alternate ABBA; fresh stores per race. "
         "Each claimer opens its store and loads the job before the barrier, then calls "
-        "`lifecycle.claim` once per ticket. A claim's transaction reads the candidate "
+        "`claims.claim` once per ticket. A claim's transaction reads the candidate "
         "index, checks the chunk's rows and inputs and upserts two rows (the triggers run); "
         "the raw transaction inserts one row. On 2 cores, more processes than cores "
         "mostly adds lock hand-over and busy-handler sleeps on both sides. Chunks left "

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataflow.run import lifecycle
+from dataflow.run import claims, lifecycle
 from dataflow.store import Store, create_store
 
 SOURCE_JOB = "source"
@@ -169,7 +169,7 @@ def claim(
 ) -> str | None:
     """One claim as RunJob makes it. The chunk lock is kept in ``held`` (a live run
     holds it until it ends), else let go at once."""
-    result = lifecycle.claim(store, job, recover_dead=recover)
+    result = claims.claim(store, job, recover_dead=recover)
     if result.claim is None:
         return None
     if held is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import UTC
 
 _RUNS = re.compile(r"([0-9]+)")  # ASCII digits only: int() would take any script's digits
 
@@ -29,6 +29,20 @@ def natural_key(dataid: str) -> str:
     return "".join(parts)
 
 
+SYSTEM_ZONE = "/etc/localtime"
+
+
 def today() -> str:
-    """The dataid of the special IN dataset ``today``: the local date."""
-    return date.today().isoformat()
+    """The dataid of the special IN dataset ``today``: the date in the host's system time
+    zone (``/etc/localtime``; UTC without one). Not ``$TZ``: cron and a login shell
+    may set it differently, and one day must have one dataid, whoever asks."""
+    from datetime import datetime
+
+    try:
+        from zoneinfo import ZoneInfo  # only a daily job pays for this import
+
+        with open(SYSTEM_ZONE, "rb") as file:
+            zone = ZoneInfo.from_file(file)
+    except (OSError, ValueError):
+        zone = UTC
+    return datetime.now(zone).date().isoformat()

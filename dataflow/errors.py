@@ -34,14 +34,26 @@ class NotAStore(DataflowError):
         super().__init__(f"{path} is not a usable dataflow store: {reason}")
 
 
+class StoreUnavailable(DataflowError):
+    """The store's file cannot be read or written: disk full, I/O error, read-only."""
+
+    exit_code = 3  # as a driver error that reaches the CLI
+
+    def __init__(self, verb: str, path: object, reason: str):
+        super().__init__(f"cannot {verb} the store {path}: {reason}")
+
+
 class BadSQL(DataflowError):
     def __init__(self, reason: str):
         super().__init__(f"SQL failed: {reason}")
 
 
 class ReadOnlySQL(DataflowError):
-    def __init__(self) -> None:
-        super().__init__("'sql' is read-only; use 'utility dml' to change data")
+    def __init__(self, refused: str | None = None) -> None:
+        what = f" ({refused} is refused)" if refused else ""
+        super().__init__(
+            f"'utility sql' is read-only{what}; use 'utility dml' or 'utility ddl' for changes"
+        )
 
 
 class UnknownJob(DataflowError):
@@ -69,6 +81,11 @@ class BadStatus(DataflowError):
 class ScriptError(DataflowError):
     def __init__(self, script: str, reason: str):
         super().__init__(f"cannot run {script}: {reason}")
+
+
+class RunSetupError(DataflowError):
+    def __init__(self, what: str, path: str, reason: str):
+        super().__init__(f"cannot prepare the {what} {path}: {reason}; nothing was claimed")
 
 
 class PasskeyMissing(DataflowError):
@@ -99,6 +116,22 @@ class ChunkBusy(DataflowError):
     def __init__(self, jobid: str, dataid: str, status: str):
         super().__init__(
             f"{jobid} {dataid} is {status}: wait for it to end (or release it) before changing it"
+        )
+
+
+class StoreLinked(DataflowError):
+    def __init__(self, path: str, links: int):
+        super().__init__(
+            f"store {path} has {links} hard links: its chunk locks are kept beside one of its "
+            "names, so two names could run a live chunk twice; keep one name (a symlink is fine)"
+        )
+
+
+class ChunkLive(DataflowError):
+    def __init__(self, jobid: str, dataid: str, where: str):
+        super().__init__(
+            f"{jobid} {dataid} is being run now ({where}): wait for it to end, or add --force "
+            "if you know that run is lost"
         )
 
 

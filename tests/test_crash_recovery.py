@@ -27,8 +27,8 @@ def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
     runjob.wait()
     assert statuses(tmp_path, "work")["1"] == "RUNNING"
     # SIGKILL is delivered asynchronously: wait until every process of the run is gone.
-    files = tmp_path / "dataflow.db.d"
-    wait_for(lambda: not is_held(files, "work", "1"), what="the killed processes to exit")
+    lockfile = tmp_path / "dataflow.db-locks"
+    wait_for(lambda: not is_held(lockfile, "work", "1"), what="the killed processes to exit")
 
     script(tmp_path, "work.sh", 'echo "$dataid" >> starts')
     ran = chain.runjob("./work.sh")
@@ -62,7 +62,9 @@ def test_kill_9_of_runjob_alone_never_starts_the_chunk_twice(chain, tmp_path):
     assert "dead run" not in again.out
     assert statuses(tmp_path, "work")["1"] == "RUNNING"
     assert chain.ok("recover").out.endswith("0 abandoned chunks recovered\n")
-    chain.ok("endjob", "work", "1", "RESUBMIT")  # an operator insists: still not while it lives
+    refused = chain.utility("endjob", "work", "1", "RESUBMIT")  # not while a run lives
+    assert refused.code != 0 and f"pid {runjob.pid} on host" in refused.err, refused
+    chain.ok("endjob", "work", "1", "RESUBMIT", "--force")  # an operator insists: still not
     for _ in range(3):
         ran = chain.runjob("./work.sh")
         assert "with dataid 1" not in ran.out

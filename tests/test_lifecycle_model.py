@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from dataflow.dataids import natural_key
-from dataflow.run import lifecycle
+from dataflow.run import claims, lifecycle
 from dataflow.store import create_store
 
 JOBS = {"A": (("src",), "a"), "B": (("a",), "b"), "C": (("a", "b"), "c")}
@@ -98,7 +98,7 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(jobid=st.sampled_from(sorted(JOBS)))
     def claim(self, jobid):
         expected = min(self.claimable(jobid), key=reference_order, default=None)
-        claim = lifecycle.claim(self.store, self.jobs[jobid]).claim
+        claim = claims.claim(self.store, self.jobs[jobid]).claim
         got = claim and claim.dataid
         assert got == expected, f"{jobid} claimed {got!r}, model says {expected!r}"
         if claim is not None:

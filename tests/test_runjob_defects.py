@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from dataflow.dataids import natural_key
 from support import BIN, history, rows, script, setting, start_runjob, statuses, wait_for
 
 LOUD = "for i in $(seq 1 20000); do echo line $i; done; echo done >&2"
@@ -132,3 +133,214 @@ def test_no_standard_descriptor_is_ever_taken_by_the_store(chain, tmp_path):
     }
     assert fds["1"] == "/dev/null" and fds["2"] == "/dev/null"
     assert os.path.exists(tmp_path / "dataflow.db")
+
+
+# -- a live chunk is live whatever path reaches the store -------------------------------
+
+HOLD = "touch started; while [ ! -e release ]; do sleep 0.05; done"
+
+
+def started_run(chain, tmp_path, *args):
+    """RunJob on ./work.sh (chunk 1 of work), alive until the test touches ``release``."""
+    script(tmp_path, "work.sh", f'echo "$dataid" >> starts; [ "$dataid" = 1 ] || exit 0; {HOLD}')
+    runjob = start_runjob(chain, *args, "./work.sh")
+    wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+    return runjob
+
+
+def starts(tmp_path) -> list[str]:
+    return (tmp_path / "starts").read_text().split()
+
+
+def test_a_symlinked_store_sees_the_live_run(chain, tmp_path):
+    runjob = started_run(chain, tmp_path)
+    (tmp_path / "alias.db").symlink_to("dataflow.db")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "far.db").symlink_to(tmp_path / "dataflow.db")
+    for db in ("alias.db", "elsewhere/far.db", "./elsewhere/../dataflow.db"):
+        again = chain.runjob("--db", db, "./work.sh")
+        assert "dead run" not in again.out, again
+        assert chain.ok("--db", db, "recover").out.endswith("0 abandoned chunks recovered\n")
+    assert statuses(tmp_path, "work")["1"] == "RUNNING"
+    (tmp_path / "release").touch()
+    assert runjob.wait(timeout=30) == 0
+    assert starts(tmp_path).count("1") == 1
+    where = chain.ok("--db", "alias.db", "where").out
+    assert str(tmp_path / "dataflow.db-locks") in where and str(tmp_path / "dataflow.db.d") in where
+
+
+def test_deleting_the_logs_folder_never_makes_a_live_run_look_dead(chain, tmp_path):
+    import shutil
+
+    runjob = started_run(chain, tmp_path)
+    shutil.rmtree(tmp_path / "dataflow.db.d")
+    again = chain.runjob("./work.sh")
+    assert "dead run" not in again.out
+    assert statuses(tmp_path, "work")["1"] == "RUNNING"
+    (tmp_path / "release").touch()
+    assert runjob.wait(timeout=30) == 0
+    assert starts(tmp_path).count("1") == 1
+
+
+def test_a_second_hard_link_to_the_store_is_refused(chain, tmp_path):
+    os.link(tmp_path / "dataflow.db", tmp_path / "twin.db")
+    script(tmp_path, "work.sh", "true")
+    before = dump(tmp_path)
+    refused = chain.runjob("--db", "twin.db", "./work.sh")
+    assert refused.code != 0 and "has 2 hard links" in refused.err, refused
+    assert refused.err.count("\n") == 1
+    assert dump(tmp_path) == before
+
+
+# -- hands off a live chunk ---------------------------------------------------------------
+
+
+def test_endjob_and_deleterun_refuse_a_live_chunk_unless_forced(chain, tmp_path):
+    runjob = started_run(chain, tmp_path)
+    before = dump(tmp_path)
+    for argv in (("endjob", "work", "1", "READY"), ("deleterun", "work", "1")):
+        refused = chain.utility(*argv)
+        assert refused.code != 0, refused
+        assert f"work 1 is being run now (pid {runjob.pid} on host " in refused.err
+        assert "--force" in refused.err and refused.err.count("\n") == 1
+    assert dump(tmp_path) == before
+    chain.ok("endjob", "work", "1", "FAILED", "--force")
+    assert statuses(tmp_path, "work")["1"] == "FAILED"
+    (tmp_path / "release").touch()
+    runjob.wait(timeout=30)
+
+
+def test_a_producer_never_rewrites_a_chunk_its_consumer_is_reading(chain, tmp_path):
+    """work (src -> dst) then read (dst -> out): resubmit work 1 --cascade while read
+    reads dst/1; work waits for read to end, and read, its input stale, ends RESUBMIT
+    and reruns on the rebuilt chunk."""
+    chain.ok("dml", "delete from datastatus where dataid in ('2', '3')")
+    chain.ok("dml", "insert into dataset (datasetid) values ('out')")
+    chain.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('read','IN','dst'), ('read','OUT','out')",
+    )
+    script(tmp_path, "work.sh", 'echo "work $dataid" >> starts')
+    assert chain.runjob("./work.sh").code == 0
+    script(tmp_path, "read.sh", f'echo "read $dataid" >> starts; {HOLD}')
+    reader = start_runjob(chain, "./read.sh")
+    wait_for(lambda: (tmp_path / "started").exists(), what="the consumer to start")
+
+    cascade = chain.ok("resubmit", "work", "1", "--cascade")
+    assert "RESUBMIT when it ends" in cascade.out
+    for _ in range(2):
+        assert "with dataid 1" not in chain.runjob("./work.sh").out  # read is reading dst/1
+    (tmp_path / "release").touch()
+    assert reader.wait(timeout=30) == 0
+    assert statuses(tmp_path, "read") == {"1": "RESUBMIT"}
+
+    (tmp_path / "started").unlink()
+    script(tmp_path, "read.sh", 'echo "read $dataid" >> starts')
+    assert "with dataid 1" in chain.runjob("./work.sh").out
+    assert "with dataid 1" in chain.runjob("./read.sh").out
+    assert starts(tmp_path) == ["work", "1", "read", "1", "work", "1", "read", "1"]
+    assert statuses(tmp_path, "read") == {"1": "READY"}
+
+
+# -- what can be checked is checked before a claim ------------------------------------------
+
+
+def test_a_log_folder_that_cannot_be_made_costs_no_chunk(chain, tmp_path):
+    (tmp_path / "dataflow.db.d").write_text("not a folder")
+    script(tmp_path, "work.sh", "true")
+    before = dump(tmp_path)
+    refused = chain.runjob("./work.sh")
+    assert refused.code != 0 and "cannot prepare the log folder" in refused.err, refused
+    assert "nothing was claimed" in refused.err and refused.err.count("\n") == 1
+    assert dump(tmp_path) == before
+
+
+def test_a_missing_interpreter_is_named_and_costs_no_chunk(chain, tmp_path):
+    (tmp_path / "work.sh").write_text("#!/nonexistent/interp\necho hi\n")
+    (tmp_path / "work.sh").chmod(0o755)
+    before = dump(tmp_path)
+    refused = chain.runjob("./work.sh")
+    assert refused.code != 0, refused
+    assert refused.err == (
+        "error: cannot run ./work.sh: its interpreter /nonexistent/interp (first line) is not there\n"
+    )
+    assert dump(tmp_path) == before
+
+
+def test_a_job_that_cannot_start_gives_its_claim_back(chain, tmp_path):
+    """An interpreter that is there but cannot be executed (a folder) fails at exec time."""
+    (tmp_path / "interp").mkdir()
+    (tmp_path / "work.sh").write_text(f"#!{tmp_path}/interp\n")
+    (tmp_path / "work.sh").chmod(0o755)
+    before = rows(tmp_path, "select * from datastatus order by 1, 2, 3")
+    failed = chain.runjob("./work.sh")
+    assert failed.code != 0 and failed.err.startswith("error: cannot run"), failed
+    assert "Traceback" not in failed.err
+    assert rows(tmp_path, "select * from datastatus order by 1, 2, 3") == before
+    assert rows(tmp_path, "select count(*) from run") == [(0,)]
+
+
+def test_a_dataid_no_environment_can_carry_is_skipped(chain, tmp_path):
+    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+        conn.create_function("now", 0, lambda: "2026-01-01 00:00:00")
+        conn.create_function("dataflow_natkey", 1, natural_key)
+        conn.execute("insert into datastatus values ('src','up',?,'OUT','READY',now())", ("0\0x",))
+    script(tmp_path, "work.sh", 'echo "$dataid" >> starts')
+    ran = chain.runjob("./work.sh")
+    assert ran.code == 0 and "with dataid 1" in ran.out, ran
+    assert "cannot be handed to a job" in ran.err and "Traceback" not in ran.err
+
+
+# -- a helper that leaves the job's group and closes its descriptors -----------------------
+
+DETACH = (
+    "python3 -c \"import subprocess; subprocess.Popen(['sleep', '300'], "
+    "start_new_session=True, close_fds=True, stdout=subprocess.DEVNULL, "
+    "stderr=subprocess.DEVNULL); open('detached', 'w')\""
+)
+
+
+def test_a_detached_helper_keeps_its_chunk_live(chain, tmp_path):
+    script(tmp_path, "work.sh", f'echo "$dataid" >> starts; [ "$dataid" = 1 ] && {DETACH}; exit 0')
+    assert chain.runjob("./work.sh").code == 0  # the job ends READY; its helper works on
+    assert (tmp_path / "detached").exists()
+    helper = int(shell(chain, "pgrep -f -n 'sleep 300'").stdout.split()[0])
+    try:
+        chain.ok("endjob", "work", "1", "RESUBMIT")  # the chunk is READY: a rerun is asked
+        for _ in range(2):
+            assert "with dataid 1" not in chain.runjob("./work.sh").out
+        assert starts(tmp_path).count("1") == 1
+    finally:
+        os.kill(helper, signal.SIGKILL)
+    wait_for(lambda: "with dataid 1" in chain.runjob("./work.sh").out, what="the rerun")
+    assert starts(tmp_path).count("1") == 2
+
+
+def test_a_daily_job_runs_once_whatever_tz_each_run_has(cli, tmp_path):
+    """UTC-12 and UTC+14 are always on different dates: one day, one chunk."""
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid) values ('daily_out')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('daily','IN','today'), "
+        "('daily','OUT','daily_out')",
+    )
+    script(tmp_path, "daily.sh", 'echo "$dataid" >> starts')
+    first = cli.runjob("./daily.sh", env={"TZ": "Etc/GMT+12"})
+    second = cli.runjob("./daily.sh", env={"TZ": "Etc/GMT-14"})
+    assert first.code == 0 and "Launching" in first.out, first
+    assert "no suitable data" in second.out, second
+    system_day = subprocess.run(
+        ["date", "+%F"], env={"TZ": ":/etc/localtime"}, capture_output=True, text=True
+    ).stdout.strip()
+    assert starts(tmp_path) == [system_day]
+
+
+def test_a_script_name_that_is_not_utf8_is_one_line(chain, tmp_path):
+    before = dump(tmp_path)
+    done = subprocess.run(
+        [str(BIN / "RunJob"), b"./\xff.sh"], cwd=tmp_path, env=chain.env, capture_output=True
+    )
+    assert done.returncode == 2
+    assert done.stderr == b"error: argument 1 ('./\\xff.sh') is not valid UTF-8 text\n"
+    assert dump(tmp_path) == before

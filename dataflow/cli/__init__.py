@@ -5,13 +5,15 @@ May import: ops, run, spark, store, errors, crypto.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
-from ..errors import DataflowError
+from ..errors import DataflowError, UsageError
 from ..store import DRIVER_ERRORS
 
 
@@ -61,6 +63,15 @@ def fail(message: str) -> None:
     print(f"error: {message}", file=sys.stderr, flush=True)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse whose usage mistakes are one ``error: ...`` line and exit 2, as every
+    other mistake (argparse prints the usage text above its own line)."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see '{self.prog} --help')")
+        self.exit(2)
+
+
 def guarded(command: Callable[[], int]) -> int:
     """The one place user errors become ``error: ...`` on stderr and an exit code."""
     try:
@@ -75,3 +86,15 @@ def guarded(command: Callable[[], int]) -> int:
         return 141
     except KeyboardInterrupt:
         return 130
+
+
+def text_arguments(argv: list[str]) -> list[str]:
+    """The arguments, refused unless each is UTF-8 text: Python hands other bytes on as
+    surrogate escapes, which neither SQLite nor a terminal accepts."""
+    for number, word in enumerate(argv, 1):
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = word.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise UsageError(f"argument {number} ('{shown}') is not valid UTF-8 text") from None
+    return argv

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 from ..errors import UsageError
@@ -12,7 +10,7 @@ from ..ops import board
 from ..run import lifecycle
 from ..store import locate, now, open_store
 from . import say
-from .commands import command
+from .commands import command, write_whole
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,27 +34,11 @@ def write(options: argparse.Namespace) -> int:
     if options.last < 1:
         raise UsageError(f"--last must be at least 1, not {options.last}")
     path = locate(options.db)
-    with open_store(path) as store:
+    with open_store(path, readonly=True) as store:
         if options.job:
             lifecycle.load_job(store, options.job)  # an unknown job is an error, not an empty page
         rows = store.board(options.job)
     grid = board.build(rows, options.last)
-    _write_whole(Path(options.html), board.render(grid, generated=now()[:19], source=str(path)))
+    write_whole(Path(options.html), board.render(grid, generated=now()[:19], source=str(path)))
     say(f"board written to {options.html} ({len(grid.jobs)} jobs, {len(grid.dataids)} dataids)")
     return 0
-
-
-def _write_whole(target: Path, text: str) -> None:
-    """Write beside the target, then rename: a browser never sees half a page."""
-    try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    except OSError as exc:
-        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide the page from a web server
-        os.replace(temporary, target)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise UsageError(f"cannot write {target}: {exc.strerror}") from None

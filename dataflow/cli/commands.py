@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+from ..errors import UsageError
 from ..store import Store, locate
 from ..store import open_store as _open
 from . import output, say
@@ -47,11 +51,28 @@ def positional(*names: str, optional: tuple[str, ...] = ()) -> Arguments:
     return add
 
 
-def open_store(options: argparse.Namespace) -> Store:
-    return _open(locate(options.db))
+def open_store(options: argparse.Namespace, readonly: bool = False) -> Store:
+    """The store of ``--db``; ``readonly`` for commands that only read."""
+    return _open(locate(options.db), readonly)
 
 
 def show(options: argparse.Namespace, rows: list[dict]) -> int:
     """Print dict rows as the seed's table, or JSON with --json."""
     say(output.records(rows, options.json))
     return 0
+
+
+def write_whole(target: Path, text: str) -> None:
+    """Write beside the target, then rename: nobody sees half a file, a failure leaves none."""
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide a page from a web server
+        os.replace(temporary, target)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from None

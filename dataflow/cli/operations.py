@@ -20,7 +20,7 @@ from .commands import command, open_store, positional, show
     positional("jobid", optional=("dataid",)),
 )
 def explain(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         result = explaining.explain(store, options.jobid, options.dataid)
     if options.json:
         say(json.dumps(result.__dict__, indent=2))
@@ -37,7 +37,7 @@ def explain(options: argparse.Namespace) -> int:
 
 @command("status", "per job: chunks by status, waiting, next, live runs, last failure")
 def status_view(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         return show(options, status.job_status(store))
 
 
@@ -47,7 +47,7 @@ def status_view(options: argparse.Namespace) -> int:
     positional("datasetid", "dataid"),
 )
 def lineage_view(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         rows = store.chunk_of_dataset(options.datasetid, options.dataid)
         if not rows:
             raise UsageError(f"dataset '{options.datasetid}' has no chunk '{options.dataid}'")

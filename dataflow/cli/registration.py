@@ -13,13 +13,16 @@ from ..errors import UsageError
 from ..ops import registry
 from ..store import DATASET_COLUMNS
 from . import say
-from .commands import command, open_store, positional
+from .commands import command, open_store, positional, write_whole
 
 
 def _secret(prompt: str, from_stdin: bool) -> str:
     """A secret from standard input (one line) or from a prompt on the terminal."""
     if from_stdin:
-        line = sys.stdin.readline()
+        try:
+            line = sys.stdin.readline()
+        except UnicodeDecodeError:
+            raise UsageError(f"{prompt.rstrip(': ')} on standard input is not UTF-8 text") from None
         if not line:
             raise UsageError(f"expected {prompt.rstrip(': ').lower()} on standard input")
         return line.rstrip("\r\n")
@@ -111,12 +114,12 @@ def unregister_job(options: argparse.Namespace) -> int:
 
 @command("export", "write every dataset and job to one JSON file", positional("file"))
 def export(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         text = registry.export(store)
     if options.file == "-":
         say(text)
     else:
-        Path(options.file).write_text(text + "\n", encoding="utf-8")
+        write_whole(Path(options.file), text + "\n")
         say(f"configuration written to {options.file}")
     return 0
 
@@ -124,13 +127,13 @@ def export(options: argparse.Namespace) -> int:
 @command("import", "add or replace the datasets and jobs of an exported file", positional("file"))
 def import_(options: argparse.Namespace) -> int:
     try:
-        text = (
-            sys.stdin.read()
-            if options.file == "-"
-            else Path(options.file).read_text(encoding="utf-8")
-        )
+        data = sys.stdin.buffer.read() if options.file == "-" else Path(options.file).read_bytes()
+        text = data.decode("utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {options.file}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        source = "standard input" if options.file == "-" else options.file
+        raise UsageError(f"{source} is not UTF-8 text (byte {exc.start + 1})") from None
     with open_store(options) as store:
         datasets, jobs = registry.import_(store, text)
     say(f"{datasets} datasets and {jobs} jobs imported")

@@ -11,10 +11,10 @@ import sys
 
 from .. import crypto
 from ..errors import UsageError
-from ..run import jobenv, lifecycle, runner, sparksubmit
+from ..run import claims, jobenv, lifecycle, runner, sparksubmit
 from ..run.drain import Drain, Event, Summary
 from ..store import Store, locate, open_store
-from . import guarded, say, stamp, warn
+from . import guarded, say, stamp, text_arguments, warn
 
 USAGE = "RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]"
 DESCRIPTION = """\
@@ -38,9 +38,9 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="RunJob", usage=USAGE, description=DESCRIPTION, formatter_class=_formatter
-    )
+    from . import Parser  # a usage mistake is one line, as in utility
+
+    parser = Parser(prog="RunJob", usage=USAGE, description=DESCRIPTION, formatter_class=_formatter)
     parser.add_argument("--db", help="the store (default: $DATAFLOW_DB, else ./dataflow.db)")
     parser.add_argument(
         "--all", action="store_true", help="keep claiming until no chunk is claimable"
@@ -101,6 +101,11 @@ class Report:
             self._line(
                 f"{stamp()}: chunk {event.dataid} of {self.jobid} belonged to a dead run; "
                 "marked FAILED (abandoned)"
+            )
+        elif kind == "unusable":
+            warn(
+                f"dataid {event.dataid!r} of {self.jobid} cannot be handed to a job (it holds a "
+                "NUL byte): skipped; correct or delete its rows"
             )
         elif kind == "cap_full":
             self._line(
@@ -172,7 +177,7 @@ class Report:
 
 
 def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[str]) -> int:
-    result = lifecycle.claim(store, job, command=shlex.join(argv), dry_run=True)
+    result = claims.claim(store, job, command=shlex.join(argv), dry_run=True)
     if result.cap_full:
         say(
             f"{result.live} runs of {job.jobid} are live (max_parallel {result.cap}): would not start"
@@ -215,6 +220,7 @@ def run(options: argparse.Namespace) -> int:
         argv = sparksubmit.job_argv(argv[0], options.args, spark_args)  # .py: spark-submit
         if options.dry_run:
             return _dry_run(store, job, env, argv)
+        claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
         drain = Drain(
             store,
@@ -243,11 +249,15 @@ def run(options: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return guarded(lambda: _start(sys.argv[1:] if argv is None else argv))
+
+
+def _start(argv: list[str]) -> int:
     parser = _parser()
-    options = parser.parse_args(argv)
+    options = parser.parse_args(text_arguments(argv))
     if not options.script:
         parser.error("name the job's script, as in: RunJob ./loadbob.sh")
-    return guarded(lambda: run(options))
+    return run(options)
 
 
 if __name__ == "__main__":

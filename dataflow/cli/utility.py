@@ -8,10 +8,33 @@ import sys
 
 from .. import crypto
 from ..errors import PasskeyMissing, UsageError
-from ..run import lifecycle
+from ..run import claims, lifecycle
 from ..store import create_store, files_of, locate, now
-from . import board, guarded, operations, output, registration, say, validate  # noqa: F401  (they register commands)
+from . import (  # noqa: F401  (they register commands)
+    Parser,
+    board,
+    guarded,
+    operations,
+    output,
+    registration,
+    say,
+    text_arguments,
+    validate,
+)
 from .commands import COMMANDS, command, open_store, positional
+
+
+def forcible(*names: str):
+    """Plain words, and ``--force`` to change a chunk whose run is live."""
+    words = positional(*names)
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        words(parser)
+        parser.add_argument(
+            "--force", action="store_true", help="even if a live run holds the chunk"
+        )
+
+    return add
 
 
 def _print_listing(options: argparse.Namespace, columns, rows) -> int:
@@ -36,16 +59,17 @@ def createtables(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("where", "show the store in use and the folder of its locks and logs")
+@command("where", "show the store in use, the folder of its run logs and its lock file")
 def where(options: argparse.Namespace) -> int:
     path = locate(options.db)
-    rows = [("store", str(path)), ("files", str(files_of(path)))]
+    logs, locks = files_of(path)
+    rows = [("store", str(path)), ("logs", str(logs)), ("locks", str(locks))]
     return _print_listing(options, ["item", "path"], rows)
 
 
 @command("sql", "run one read-only SQL statement and print its rows", positional("statement"))
 def sql(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         columns, rows = store.query(options.statement)
     return _print_listing(options, columns, rows)
 
@@ -76,7 +100,7 @@ command(
     lambda p: p.add_argument("--limit", type=int, default=20, help="how many (default 20)"),
 )
 def runs(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         rows = store.runs(options.limit)
     say(output.records(rows, options.json))
     return 0
@@ -84,7 +108,7 @@ def runs(options: argparse.Namespace) -> int:
 
 @command("jobs", "list every registered job row")
 def jobs(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         rows = store.jobs()
     say(output.records(rows, options.json))
     return 0
@@ -97,7 +121,7 @@ def _shorten(token: object) -> str:
 
 @command("datasets", "list registered datasets (passwords shortened)")
 def datasets(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         rows = list(store.datasets().values())
     for row in rows:
         row["encryptedpass"] = _shorten(row["encryptedpass"])
@@ -107,7 +131,7 @@ def datasets(options: argparse.Namespace) -> int:
 
 @command("getjob", "show a job's datasets, their metadata and its other items", positional("jobid"))
 def getjob(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         job = lifecycle.load_job(store, options.jobid)
         metadata = store.datasets(job.inputs + job.outputs)
         items = store.job_items(options.jobid)
@@ -137,12 +161,14 @@ def getjob(options: argparse.Namespace) -> int:
 @command(
     "endjob",
     "set a chunk's end status by hand: READY, FAILED, RESUBMIT or HOLD",
-    positional("jobid", "dataid", "status"),
+    forcible("jobid", "dataid", "status"),
 )
 def endjob(options: argparse.Namespace) -> int:
     status = options.status.upper()
     with open_store(options) as store:
-        updated, released = lifecycle.end_chunk(store, options.jobid, options.dataid, status)
+        updated, released = lifecycle.end_chunk(
+            store, options.jobid, options.dataid, status, force=options.force
+        )
     say(
         f"{updated} rows updated to {status} for {options.jobid} and {options.dataid} "
         f"{released} IN file-local locks released"
@@ -169,10 +195,10 @@ def forcejob(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("deleterun", "delete every status row of a job at a dataid", positional("jobid", "dataid"))
+@command("deleterun", "delete every status row of a job at a dataid", forcible("jobid", "dataid"))
 def deleterun(options: argparse.Namespace) -> int:
     with open_store(options) as store:
-        deleted = lifecycle.delete_chunk(store, options.jobid, options.dataid)
+        deleted = lifecycle.delete_chunk(store, options.jobid, options.dataid, force=options.force)
     say(f"{deleted} rows deleted for {options.jobid} and {options.dataid}")
     return 0
 
@@ -184,7 +210,7 @@ def deleterun(options: argparse.Namespace) -> int:
 )
 def recover(options: argparse.Namespace) -> int:
     with open_store(options) as store, store.transaction():
-        dead = lifecycle.recover(store, options.jobid)
+        dead = claims.recover(store, options.jobid)
     for jobid, dataid in dead:
         say(f"{jobid} {dataid}: run died; marked FAILED (abandoned)")
     say(f"{len(dead)} abandoned chunks recovered")
@@ -206,7 +232,7 @@ def _log_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("history", "list runs (one row per attempt), newest first", _history_arguments)
 def history(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         if options.jobid:
             lifecycle.load_job(store, options.jobid)  # an unknown job is an error, not "no rows"
         rows = store.history(options.jobid, options.dataid, options.limit)
@@ -219,7 +245,7 @@ def history(options: argparse.Namespace) -> int:
 
 @command("log", "print the log of a chunk's last run (or of --attempt K)", _log_arguments)
 def log(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
+    with open_store(options, readonly=True) as store:
         run = store.run_log(options.jobid, options.dataid, options.attempt)
     if run is None:
         which = f"attempt {options.attempt} of " if options.attempt else ""
@@ -273,7 +299,7 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, for scripts"
     )
-    top = argparse.ArgumentParser(
+    top = Parser(  # its subcommands' parsers are Parsers too
         prog="utility",
         parents=[common],
         description="Administer an OpenDataFlow store. 'utility COMMAND --help' for each command.",
@@ -303,7 +329,7 @@ def _seed_passkey(argv: list[str]) -> list[str]:
 
 
 def _dispatch(argv: list[str]) -> int:
-    options = parser().parse_args(_seed_passkey(argv))
+    options = parser().parse_args(_seed_passkey(text_arguments(argv)))
     options.db = getattr(options, "db", None)
     options.json = getattr(options, "json", False)
     return COMMANDS[options.command].run(options)

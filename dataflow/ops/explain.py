@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .. import dataids
 from ..dataids import natural_key
-from ..run import lifecycle
+from ..run import claims, lifecycle, liveness
 from ..run.jobenv import FIELDS
 from ..run.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY, Job
 from ..store import Store
@@ -47,7 +47,7 @@ def explain(store: Store, jobid: str, dataid: str | None = None) -> Explanation:
 
 def _next_chunk(store: Store, job: Job) -> tuple[str | None, str]:
     waiting = store.count_candidates(job.jobid)
-    nxt = lifecycle.peek(store, job)
+    nxt = claims.peek(store, job)
     if nxt is not None:
         return nxt, f"next chunk of {job.jobid}: {nxt} ({waiting} waiting)"
     # Nothing claimable: show the first chunk it waits for upstream, if any.
@@ -139,7 +139,7 @@ def _safe(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]
     rows = store.chunk_rows(job.jobid, dataid)
     statuses = {r.status for r in rows if r.locktype == "OUT"}
     run = store.last_run(job.jobid, dataid)
-    live = lifecycle.is_live(store, job.jobid, dataid)
+    live = liveness.is_live(store, job.jobid, dataid)
     lines = [f"{job.jobid} at {dataid}: " + (", ".join(sorted(statuses)) or "not produced yet")]
     if any(r.locktype == "IN" for r in rows):
         lines.append(f"its inputs are being consumed by a run of {job.jobid}")

@@ -7,10 +7,14 @@ count decides whether it reruns by itself).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from datetime import datetime, timedelta
 
+from ..errors import UsageError
 from ..store import Row, Store
+
+MAX_DAYS = 36_500  # a century: more is a typo, and past ~2.7 million days dates overflow
 
 
 def purge(
@@ -19,6 +23,10 @@ def purge(
     """Delete (or with ``dry_run`` list) history rows and logs; returns the runs."""
     before = None
     if days_old is not None:
+        if not (math.isfinite(days_old) and 0 <= days_old <= MAX_DAYS):
+            raise UsageError(
+                f"--days-old must be a number of days from 0 to {MAX_DAYS}, not {days_old}"
+            )
         before = (datetime.now() - timedelta(days=days_old)).strftime("%Y-%m-%d %H:%M:%S.%f")
     with store.transaction():
         runs = store.purgeable_runs(jobid, before)

@@ -143,20 +143,50 @@ def export(store: Store) -> str:
     return json.dumps(document, indent=2)
 
 
-def import_(store: Store, text: str) -> tuple[int, int]:
-    """Add or replace the datasets and jobs of an exported document, all or nothing."""
+def _text(value: object, what: str, required: bool = False) -> str | None:
+    """A value of an exported document: text (or null unless ``required``), as exported."""
+    if isinstance(value, str) or (value is None and not required):
+        return value
+    kinds = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        list: "a list",
+        dict: "an object",
+    }
+    raise ValueError(f"{what} must be text, not {kinds.get(type(value), 'null')}")
+
+
+def _parse(text: str) -> tuple[list[Row], dict[str, list[tuple[str, str | None, str | None]]]]:
+    """The dataset rows and job items of an exported document, every value checked."""
     try:
         document = json.loads(text)
         datasets, jobs = document["datasets"], document["jobs"]
         if document.get("opendataflow") != EXPORT_VERSION:
             raise ValueError(f"unsupported version {document.get('opendataflow')!r}")
+        rows = [
+            {c: _text(d.get(c), f"dataset {n + 1}: {c}", c == "datasetid") for c in DATASET_COLUMNS}
+            for n, d in enumerate(datasets)
+        ]
         parsed = {
-            jobid: [(i["itemtype"], i.get("datasetid"), i.get("itemvalue")) for i in items]
+            jobid: [
+                (
+                    _text(i["itemtype"], f"job '{jobid}': itemtype", required=True),
+                    _text(i.get("datasetid"), f"job '{jobid}': datasetid"),
+                    _text(i.get("itemvalue"), f"job '{jobid}': itemvalue"),
+                )
+                for i in items
+            ]
             for jobid, items in jobs.items()
         }
-        rows = [{c: d.get(c) for c in DATASET_COLUMNS} for d in datasets]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RegistrationError(f"not an OpenDataFlow export: {exc}") from None
+    return rows, parsed
+
+
+def import_(store: Store, text: str) -> tuple[int, int]:
+    """Add or replace the datasets and jobs of an exported document, all or nothing."""
+    rows, parsed = _parse(text)
     with store.transaction():
         for row in rows:
             _check_dataset_name(str(row["datasetid"]))

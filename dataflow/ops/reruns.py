@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from ..dataids import natural_key
 from ..errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
-from ..run import lifecycle
-from ..run.lifecycle import FAILED, HOLD, RESUBMIT, RUNNING
+from ..run import lifecycle, liveness
+from ..run.lifecycle import ABANDONED, FAILED, HOLD, RESUBMIT, RUNNING
 from ..store import Store
 from .lineage import downstream
 
@@ -89,9 +89,19 @@ def _cascade(store: Store, jobid: str, dataid: str) -> list[Change]:
         if not outs:
             continue  # it never produced this chunk: nothing to redo
         before = _joined(outs)
-        if RUNNING in before or HOLD in before:
-            note = "running now" if RUNNING in before else "on hold"
-            changes.append(Change(consumer, dataid, before, "unchanged", note))
+        if RUNNING in before and liveness.is_live(store, consumer, dataid):
+            # its output will be stale: it ends RESUBMIT instead of READY (and its input
+            # is not rewritten under it: a chunk with a live reader is not claimed)
+            store.request_rerun(consumer, dataid, f"resubmit --cascade of {jobid} {dataid}")
+            changes.append(Change(consumer, dataid, before, "RESUBMIT when it ends", "running now"))
+            continue
+        if RUNNING in before:  # its run died: nothing will end it but recovery
+            store.finish(consumer, dataid, RESUBMIT)
+            store.abandon_runs(consumer, dataid, ABANDONED)
+            changes.append(Change(consumer, dataid, before, RESUBMIT, "its run had died"))
+            continue
+        if HOLD in before:
+            changes.append(Change(consumer, dataid, before, "unchanged", "on hold"))
             continue
         store.set_out_status(consumer, dataid, RESUBMIT)
         changes.append(Change(consumer, dataid, before, RESUBMIT, f"downstream of {jobid}"))

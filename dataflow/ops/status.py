@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import DataflowError
-from ..run import lifecycle
+from ..run import claims, lifecycle, liveness
 from ..store import Row, Store
 
 STATUSES = ("READY", "RUNNING", "FAILED", "RESUBMIT", "HOLD")
@@ -17,10 +17,10 @@ def job_status(store: Store) -> list[Row]:
     rows = []
     for jobid in store.job_ids():
         try:
-            nxt = lifecycle.peek(store, lifecycle.load_job(store, jobid)) or ""
+            nxt = claims.peek(store, lifecycle.load_job(store, jobid)) or ""
         except DataflowError as exc:
             nxt = f"misconfigured: {exc}"
-        live = sum(lifecycle.is_live(store, jobid, dataid) for _, dataid in store.running(jobid))
+        live = len(liveness.live_runs(store, store.running(jobid)))
         failure = store.last_failure(jobid)
         row: Row = {"jobid": jobid}
         row.update({s.lower(): counts.get(jobid, {}).get(s, 0) for s in STATUSES})

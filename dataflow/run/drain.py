@@ -15,9 +15,11 @@ from collections.abc import Callable
 
 from ..errors import DataflowError
 from ..store import Store
-from . import lifecycle
+from . import claims, lifecycle
+from .claims import Claim
 from .jobenv import JobEnv
-from .lifecycle import FAILED, READY, Claim, Job
+from .lifecycle import FAILED, READY, Job
+from .processes import VARIABLE
 from .runner import Outcome, Run, child_environment
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
@@ -112,11 +114,13 @@ class Drain:
             recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
             if recover:
                 self._recovered_at = now
-            result = lifecycle.claim(
+            result = claims.claim(
                 self.store, self.job, command=" ".join(self.argv), recover_dead=recover
             )
             for dataid in result.abandoned:
                 self.notify(Event("abandoned", dataid))
+            for dataid in result.unusable:
+                self.notify(Event("unusable", dataid))
             if result.cap_full:
                 self.summary.cap_full = True
                 self._recovered_at = None  # dead runs may fill the cap: look next time
@@ -133,9 +137,10 @@ class Drain:
         self._active[claim.runid] = (claim, run)
         try:
             run.start()
-        except BaseException:
+        except BaseException:  # it never started: the chunk is as it was, no attempt used
             del self._active[claim.runid]
-            self._record(claim, Outcome(127), FAILED)
+            self.summary.started -= 1
+            claims.release(self.store, self.job.jobid, claim)
             raise
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
@@ -145,7 +150,7 @@ class Drain:
     def _run(self, argv: list[str], claim: Claim, append: bool = False) -> Run:
         return Run(
             argv,
-            child_environment(self.env.for_chunk(claim.dataid)),
+            child_environment({**self.env.for_chunk(claim.dataid), VARIABLE: claim.token}),
             lock_fd=claim.lock.fd,
             log_path=claim.logpath,
             secrets=self.env.secrets,

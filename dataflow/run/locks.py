@@ -3,14 +3,16 @@
 A run holds an exclusive lock on its chunk from before its claim is committed
 until every process of the run has exited: the descriptor is handed to the job,
 so the job's own children hold it too. A RUNNING chunk whose lock is free
-therefore belongs to a dead run.
+therefore belongs to a dead run (or to a helper that closed its descriptors and
+left: :mod:`.processes` finds those).
 
-Each job has one lock file; a chunk is one byte of it, at an offset derived from
-its dataid, locked with an open-file-description lock (``F_OFD_SETLK``). Like
-``flock``, such a lock belongs to the open file (so a child that inherits the
-descriptor holds it, and it is released when the last copy closes), but it
-covers a byte range: no file is created per chunk, which costs ~0.4 ms on a
-typical disk inside the claim's transaction and leaves a file per chunk behind.
+A store has one lock file (the store backend names it: for SQLite it sits beside
+the database file, resolved through symlinks, apart from the run logs). A chunk is
+one byte of it, at an offset derived from its job and dataid, locked with an
+open-file-description lock (``F_OFD_SETLK``). Like ``flock``, such a lock belongs
+to the open file (so a child that inherits the descriptor holds it, and it is
+released when the last copy closes), but it covers a byte range: no file is created
+per chunk, which costs ~0.4 ms on a typical disk inside the claim's transaction.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import errno
 import fcntl
 import os
 import struct
-from functools import lru_cache
 from pathlib import Path
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -42,17 +43,12 @@ def safe_name(text: str) -> str:
     return name
 
 
-@lru_cache(maxsize=256)  # a drain builds it once per claim; a Path costs ~10 µs
-def job_lock_path(folder: Path, jobid: str) -> Path:
-    return folder / "locks" / f"{safe_name(jobid)}.lock"
-
-
-def _offset(dataid: str) -> int:
-    """The chunk's byte in its job's lock file: 63 bits of the dataid's 64-bit FNV-1a
-    hash (a few lines instead of ``hashlib``, whose OpenSSL import costs ~4 ms of
-    every RunJob; two dataids of a job share a byte with odds of about n²/2⁶⁴)."""
+def _offset(jobid: str, dataid: str) -> int:
+    """The chunk's byte in the store's lock file: 63 bits of the 64-bit FNV-1a hash of
+    ``jobid NUL dataid`` (a few lines instead of ``hashlib``, whose OpenSSL import costs
+    ~4 ms of every RunJob; two chunks share a byte with odds of about n²/2⁶⁴)."""
     value = 0xCBF29CE484222325
-    for byte in dataid.encode("utf-8", "surrogatepass"):
+    for byte in f"{jobid}\0{dataid}".encode("utf-8", "surrogatepass"):
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return value >> 1
 
@@ -62,19 +58,20 @@ def _request(kind: int, offset: int) -> bytes:
 
 
 def _open(path: Path) -> int:
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except FileNotFoundError:  # the first lock of this store or job
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+def prepare(path: Path) -> None:
+    """Create the lock file if needed (before a claim, so a claim never fails on it)."""
+    os.close(_open(path))
 
 
 class ChunkLock:
     """One exclusive lock on a chunk, through an open file description of our own."""
 
-    def __init__(self, folder: Path, jobid: str, dataid: str):
-        self.path = job_lock_path(folder, jobid)
-        self.offset = _offset(dataid)
+    def __init__(self, path: Path, jobid: str, dataid: str):
+        self.path = path
+        self.offset = _offset(jobid, dataid)
         self.fd: int | None = None
 
     def try_acquire(self) -> bool:
@@ -97,14 +94,15 @@ class ChunkLock:
             self.fd = None
 
 
-def is_held(folder: Path, jobid: str, dataid: str) -> bool:
-    """Does a live process hold this chunk's lock?"""
-    path = job_lock_path(folder, jobid)
-    if not path.exists():
-        return False
-    fd = _open(path)
+def is_held(path: Path, jobid: str, dataid: str) -> bool:
+    """Does a live process hold this chunk's lock (in lock file ``path``)?"""
     try:
-        answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _request(fcntl.F_WRLCK, _offset(dataid)))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        # F_GETLK needs no write access: a probe never creates or changes the file
+        answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _request(fcntl.F_WRLCK, _offset(jobid, dataid)))
     finally:
         os.close(fd)
     return struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK

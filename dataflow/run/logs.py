@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +20,15 @@ def log_path(folder: Path, jobid: str, dataid: str, attempt: int) -> Path:
 @lru_cache(maxsize=256)  # a drain needs it at every claim
 def _job_logs(folder: Path, jobid: str) -> Path:
     return folder / "logs" / safe_name(jobid)
+
+
+def prepare(folder: Path, jobid: str) -> Path:
+    """Create the job's log folder (before a claim: a run must never fail for want of it)."""
+    path = _job_logs(folder, jobid)
+    path.mkdir(parents=True, exist_ok=True)
+    if not os.access(path, os.W_OK):
+        raise PermissionError(13, "Permission denied", str(path))
+    return path
 
 
 class Redactor:

@@ -49,7 +49,25 @@ def resolve(script: str) -> str:
         raise ScriptError(script, "it is a folder")
     if not os.access(path, os.X_OK):
         raise ScriptError(script, f"it is not executable (chmod +x {script})")
+    if not path.endswith(".py"):  # a .py job is run by spark-submit, not by its "#!" line
+        _check_interpreter(script, path)
     return path
+
+
+def _check_interpreter(script: str, path: str) -> None:
+    """A "#!" line naming a program that is not there fails only at exec time, after the
+    claim, with the script's own name in the error: say which file is missing, now."""
+    try:
+        with open(path, "rb") as file:
+            first = file.readline(256)
+    except OSError as exc:
+        raise ScriptError(script, exc.strerror or str(exc)) from None
+    if not first.startswith(b"#!"):
+        return
+    words = first[2:].split()
+    interpreter = os.fsdecode(words[0]) if words else ""
+    if interpreter.startswith("/") and not os.access(interpreter, os.X_OK):
+        raise ScriptError(script, f"its interpreter {interpreter} (first line) is not there")
 
 
 def child_environment(job_variables: dict[str, str]) -> dict[str, str]:
@@ -161,7 +179,9 @@ class Run:
     def _open_log(self) -> Sink:
         if self.log_path is None:
             return Sink("log", None)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if self.append else os.O_TRUNC)
+        flags = (
+            os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if self.append else os.O_TRUNC)
+        )
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             return Sink("log", os.open(self.log_path, flags, 0o644))
@@ -180,6 +200,8 @@ class Run:
                 process_group=0,
             )
         except OSError as exc:
+            if exc.errno == errno.ENOENT and os.path.exists(argv[0]):
+                raise ScriptError(argv[0], "its interpreter (first line) is not there") from None
             if exc.errno != errno.ENOEXEC:
                 raise ScriptError(argv[0], exc.strerror or str(exc)) from None
         # A script without a "#!" line: run it with bash, as bash itself (and the seed) would.
@@ -211,7 +233,11 @@ class Run:
             except subprocess.TimeoutExpired:
                 pass
             now = time.monotonic()
-            if self.timeout is not None and timed_out is None and now - self._started > self.timeout:
+            if (
+                self.timeout is not None
+                and timed_out is None
+                and now - self._started > self.timeout
+            ):
                 timed_out = self.timeout
                 self._terminated_at = self._terminated_at or now
                 self._kill_group(signal.SIGTERM)

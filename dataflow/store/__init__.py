@@ -35,9 +35,10 @@ def _backend(address: Path) -> type[Store]:
     return SqliteStore
 
 
-def open_store(address: Path) -> Store:
-    """Open an existing store at its current schema version; never creates one."""
-    return _backend(address).open(address)
+def open_store(address: Path, readonly: bool = False) -> Store:
+    """Open an existing store at its current schema version; never creates one.
+    ``readonly``: for commands that only read (it then opens on a read-only disk too)."""
+    return _backend(address).open(address, readonly)
 
 
 def create_store(address: Path) -> tuple[Store, int]:
@@ -45,6 +46,7 @@ def create_store(address: Path) -> tuple[Store, int]:
     return _backend(address).create(address)
 
 
-def files_of(address: Path) -> Path:
-    """The local folder of the store's chunk locks and run logs (the store need not exist)."""
-    return _backend(address).files_of(address)
+def files_of(address: Path) -> tuple[Path, Path]:
+    """The local folder of the store's run logs and its lock file (the store need not exist)."""
+    backend = _backend(address)
+    return backend.files_of(address), backend.lockfile_of(address)

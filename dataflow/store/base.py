@@ -46,11 +46,14 @@ def now() -> str:
 
 
 class Store(ABC):
-    """An open store. ``files`` is the local folder of its chunk locks and run logs;
-    ``version`` the schema version it is at."""
+    """An open store. ``files`` is the local folder of its run logs, ``lockfile`` the
+    local file of its chunk locks, ``identity`` names the store the same way whatever
+    address reached it, ``version`` is the schema version it is at."""
 
     path: Path
     files: Path
+    lockfile: Path
+    identity: str
     version: int
 
     @abstractmethod
@@ -154,6 +157,17 @@ class Store(ABC):
     def set_out_status(self, jobid: str, dataid: str, status: str) -> int: ...
 
     @abstractmethod
+    def readers(self, datasetids: Sequence[str], dataid: str) -> list[str]:
+        """Jobs holding an IN row on one of these datasets at ``dataid`` (reading it)."""
+
+    @abstractmethod
+    def release_claim(
+        self, jobid: str, dataid: str, runid: int, previous: Sequence[ChunkRow]
+    ) -> None:
+        """Undo a claim: the job's rows at ``dataid`` back to ``previous``, its history
+        row ``runid`` deleted."""
+
+    @abstractmethod
     def delete_chunk(self, jobid: str, dataid: str) -> int:
         """Delete every datastatus row of the job at ``dataid``."""
 
@@ -196,6 +210,14 @@ class Store(ABC):
     @abstractmethod
     def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
         """Close the RUNNING history rows of a chunk whose run died."""
+
+    @abstractmethod
+    def request_rerun(self, jobid: str, dataid: str, why: str) -> int:
+        """Ask the chunk's live run to end in RESUBMIT instead of READY; runs marked."""
+
+    @abstractmethod
+    def rerun_request(self, runid: int) -> str | None:
+        """Why a rerun was asked of this run, if it was."""
 
     @abstractmethod
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:

@@ -1,4 +1,5 @@
-"""Store queries behind registration, export/import, rekey and hold/release.
+"""Store queries behind registration, export/import, rekey, hold/release, and the
+claims a live reader delays or a job that never started gives back.
 
 Part of the SQLite backend (mixed into :class:`.store.SqliteStore`): SQL only.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from ..base import DATASET_COLUMNS, Row
+from ..base import DATASET_COLUMNS, ChunkRow, Row
 
 
 class ConfigQueries:
@@ -107,3 +108,43 @@ class ConfigQueries:
             "WHERE jobid = ? AND dataid = ? AND locktype = 'OUT'",
             (status, jobid, dataid),
         ).rowcount
+
+    # -- claims that are taken back ------------------------------------------------------
+
+    def readers(self, datasetids: Sequence[str], dataid: str) -> list[str]:
+        if not datasetids:
+            return []
+        marks = ", ".join("?" * len(datasetids))
+        # IN rows are written only for a job's registered IN datasets: seek them per job
+        rows = self.conn.execute(
+            f"SELECT DISTINCT d.jobid FROM job j JOIN datastatus d ON d.jobid = j.jobid "
+            f"AND d.dataid = ? AND d.datasetid = j.datasetid WHERE j.datasetid IN ({marks}) "
+            "AND j.itemtype = 'IN' AND d.locktype = 'IN'",
+            (dataid, *datasetids),
+        )
+        return [row[0] for row in rows]
+
+    def release_claim(
+        self, jobid: str, dataid: str, runid: int, previous: Sequence[ChunkRow]
+    ) -> None:
+        self.conn.execute("DELETE FROM run WHERE runid = ?", (runid,))
+        self.conn.execute(
+            "DELETE FROM datastatus WHERE jobid = ? AND dataid = ? AND locktype = 'IN'",
+            (jobid, dataid),
+        )
+        kept = {row.datasetid: row for row in previous if row.locktype == "OUT"}
+        for (datasetid,) in self.conn.execute(
+            "SELECT datasetid FROM datastatus WHERE jobid = ? AND dataid = ? AND locktype = 'OUT'",
+            (jobid, dataid),
+        ).fetchall():
+            if datasetid in kept:
+                self.conn.execute(
+                    "UPDATE datastatus SET status = ?, modified = now() "
+                    "WHERE jobid = ? AND dataid = ? AND datasetid = ?",
+                    (kept[datasetid].status, jobid, dataid, datasetid),
+                )
+            else:
+                self.conn.execute(
+                    "DELETE FROM datastatus WHERE jobid = ? AND dataid = ? AND datasetid = ?",
+                    (jobid, dataid, datasetid),
+                )

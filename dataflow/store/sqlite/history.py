@@ -47,6 +47,16 @@ class HistoryQueries:
             (reason, jobid, dataid),
         )
 
+    def request_rerun(self, jobid: str, dataid: str, why: str) -> int:
+        return self.conn.execute(
+            "UPDATE run SET rerun = ? WHERE jobid = ? AND dataid = ? AND status = 'RUNNING'",
+            (why, jobid, dataid),
+        ).rowcount
+
+    def rerun_request(self, runid: int) -> str | None:
+        row = self.conn.execute("SELECT rerun FROM run WHERE runid = ?", (runid,)).fetchone()
+        return row[0] if row else None
+
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
         """Run history, newest first, optionally for one job or one chunk."""
         where, params = [], []

@@ -239,7 +239,12 @@ CREATE TRIGGER candidate_on_delete AFTER DELETE ON datastatus
 BEGIN {_offer("c.jobid = OLD.jobid", "OLD.dataid")} END;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# v6: a run asked to end in RESUBMIT (a cascade reached it while it ran)
+_V6 = """
+ALTER TABLE run ADD COLUMN rerun TEXT;  -- NULL, or why a rerun was asked of this run
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 VERSION = len(MIGRATIONS)
 # the tables a migration rebuilds (by its version): indexes and triggers a user made on
 # them are put back after it

@@ -8,15 +8,17 @@ claim and finish rules are in :mod:`dataflow.run.lifecycle`.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
+from functools import cached_property
 from pathlib import Path
 
 from ...dataids import natural_key
-from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreMissing, StoreVersion
+from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing, StoreVersion
 from ..base import DRIVER_ERRORS, ChunkRow, JobItem, Row, Store, now
-from . import schema
+from . import access, schema
 from .config import ConfigQueries
 from .filesystems import require_local
 from .history import HistoryQueries
@@ -26,21 +28,23 @@ BUSY_TIMEOUT_S = 60.0
 DRIVER_ERRORS.append(sqlite3.Error)
 
 
-def _connect(path: Path, create: bool) -> sqlite3.Connection:
-    # a URI names the open mode; "%", "?" and "#" are the characters it must escape
-    escaped = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    uri = f"file:{escaped}?mode={'rwc' if create else 'rw'}"
+def _connect(path: Path, mode: str) -> sqlite3.Connection:
+    """A connection in ``mode``: rwc (create), rw, or ro (nothing it runs changes the store)."""
+    address = access.read_only_uri(path) if mode == "ro" else access.uri(path, mode)
+    conn = None
     try:
         # isolation_level=None: we issue BEGIN IMMEDIATE ourselves; Python's implicit
         # deferred transactions would let two processes read the same free chunk.
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+        conn = sqlite3.connect(address, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA query_only = ON" if mode == "ro" else "PRAGMA synchronous = FULL")
         conn.execute("PRAGMA temp_store = MEMORY")  # measured: bulk trigger work 0.3-0.7x
     except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
         if not path.exists():
             raise StoreMissing(str(path)) from None
-        raise NotAStore(str(path), str(exc)) from None
+        raise access.open_failure(path, exc, reading=mode == "ro") from None
     conn.row_factory = sqlite3.Row
     conn.create_function("now", 0, now)
     conn.create_function("dataflow_natkey", 1, natural_key, deterministic=True)
@@ -59,19 +63,50 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
 
     @staticmethod
     def files_of(path: Path) -> Path:
-        """The folder beside the store that holds its lock files and run logs."""
-        return path.with_name(path.name + ".d")
+        """The folder beside the database file (symlinks resolved) that holds run logs."""
+        real = Path(os.path.realpath(path))
+        return real.with_name(real.name + ".d")
+
+    @cached_property
+    def lockfile(self) -> Path:
+        """The chunk lock file: beside the database file itself, whatever path, symlink or
+        relative name reached it, and apart from the logs (cleaning those never touches it).
+        A second hard link would be a second name with its own lock file: refused."""
+        links = os.stat(self.path).st_nlink
+        if links > 1:
+            raise StoreLinked(os.path.realpath(self.path), links)
+        return self.lockfile_of(self.path)
+
+    @staticmethod
+    def lockfile_of(path: Path) -> Path:
+        real = Path(os.path.realpath(path))
+        return real.with_name(real.name + "-locks")
+
+    @cached_property
+    def identity(self) -> str:
+        """The database file's device and inode: the same for every path that reaches it."""
+        found = os.stat(self.path)
+        return f"{found.st_dev}:{found.st_ino}"
 
     # -- opening -----------------------------------------------------------------
 
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        """Close; a driver error on its way out says what it means for the store."""
+        self.close()
+        if isinstance(exc, sqlite3.Error) and (meaning := access.failure(self.path, exc)):
+            raise meaning from None
+
     @classmethod
-    def open(cls, path: Path) -> SqliteStore:
-        """Open an existing store at the current schema version; never creates one."""
+    def open(cls, path: Path, readonly: bool = False) -> SqliteStore:
+        """Open an existing store at the current schema version; never creates one.
+        ``readonly``: for a command that only reads, which then also works where the store
+        cannot be written (a read-only folder, file or disk)."""
         if not path.exists():
             raise StoreMissing(str(path))
         require_local(path.parent)
-        store = cls(path, _connect(path, create=False))
-        found = store._version()
+        reading = readonly and not access.writable(path)
+        store = cls(path, _connect(path, "ro" if reading else "rw"))
+        found = store._version(reading)
         if found != schema.VERSION:
             store.close()
             if found == 0:
@@ -85,9 +120,10 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
         if not path.parent.is_dir():
             raise NotAStore(str(path), f"folder {path.parent} does not exist")
         require_local(path.parent)
-        store = cls(path, _connect(path, create=True))
+        store = cls(path, _connect(path, "rwc"))
         try:
             store.conn.execute("PRAGMA journal_mode = WAL")
+            store._check_intact()  # before a transaction: a large store takes a while
             with store.transaction():
                 found = store._version()
                 if found > schema.VERSION:
@@ -95,9 +131,9 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
                 for version in range(found + 1, schema.VERSION + 1):
                     store._migrate(version)
                 store.conn.execute(f"PRAGMA user_version = {schema.VERSION}")
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             store.close()
-            raise NotAStore(str(path), str(exc)) from None
+            raise access.failure(path, exc) or NotAStore(str(path), str(exc)) from None
         except BaseException:
             store.close()
             raise
@@ -120,11 +156,20 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
         for sql in theirs:
             self.conn.execute(sql)
 
-    def _version(self) -> int:
+    def _version(self, reading: bool = False) -> int:
+        """The schema version: the first read of the file, where opening it may yet fail."""
         try:
             return self.conn.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            raise NotAStore(str(self.path), str(exc)) from None
+        except sqlite3.Error as exc:
+            self.close()
+            raise access.open_failure(self.path, exc, reading) from None
+
+    def _check_intact(self) -> None:
+        """Refuse a damaged file: its header may still read as up to date."""
+        problems = [row[0] for row in self.conn.execute("PRAGMA quick_check(1)")]
+        if problems != ["ok"]:
+            found = " ".join(problems[0].split())  # one line, as every error
+            raise NotAStore(str(self.path), f"it is damaged ({found}); restore a backup")
 
     def close(self) -> None:
         self.conn.close()
@@ -276,18 +321,21 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
     # -- SQL typed by users -------------------------------------------------------------
 
     def query(self, sql: str) -> tuple[list[str], list[tuple]]:
-        """Run one read-only statement; returns column names and rows."""
-        self.conn.execute("PRAGMA query_only = ON")
-        try:
-            cursor = self._user_statement(sql)
-            columns = [c[0] for c in cursor.description or ()]
-            return columns, [tuple(row) for row in cursor.fetchall()]
-        except sqlite3.OperationalError as exc:
-            if "readonly" in str(exc):
-                raise ReadOnlySQL() from None
-            raise BadSQL(str(exc)) from None
-        finally:
-            self.conn.execute("PRAGMA query_only = OFF")
+        """Run one read-only statement; returns column names and rows. It runs on its own
+        read-only connection (with query_only), under a guard that refuses what those let
+        through: ATTACH (and VACUUM INTO), DETACH, PRAGMA x = y."""
+        guard = access.ReadGuard()
+        with closing(_connect(self.path, "ro")) as conn:
+            conn.set_authorizer(guard)
+            try:
+                cursor = self._user_statement(sql, conn)
+                columns = [c[0] for c in cursor.description or ()]
+                return columns, [tuple(row) for row in cursor.fetchall()]
+            except sqlite3.Error as exc:
+                name = getattr(exc, "sqlite_errorname", None) or ""
+                if name == "SQLITE_AUTH" or name.startswith("SQLITE_READONLY"):
+                    raise ReadOnlySQL(guard.refused) from None
+                raise access.failure(self.path, exc) or BadSQL(str(exc)) from None
 
     def execute(self, sql: str) -> tuple[list[str], list[tuple], int]:
         """Run one statement in its own write transaction; returns columns, rows, rows changed."""
@@ -304,15 +352,17 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
                     changed = self.conn.execute("SELECT changes()").fetchone()[0]
                 return columns, rows, changed
         except sqlite3.Error as exc:
-            raise BadSQL(str(exc)) from None
+            raise access.failure(self.path, exc) or BadSQL(str(exc)) from None
 
-    def _user_statement(self, sql: str) -> sqlite3.Cursor:
+    def _user_statement(self, sql: str, conn: sqlite3.Connection | None = None) -> sqlite3.Cursor:
         if not sql.strip():
             raise BadSQL("empty statement")
         try:
-            return self.conn.execute(sql)
+            return (conn or self.conn).execute(sql)
         except sqlite3.ProgrammingError as exc:
             raise BadSQL(str(exc)) from None
+        except UnicodeEncodeError:  # bytes that are not UTF-8, as Python passes them on
+            raise BadSQL("the statement is not valid UTF-8 text") from None
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -1,0 +1,209 @@
+"""Claiming a chunk: the smallest claimable one, in one short write transaction, and
+letting go of a claim whose job could not even start.
+
+A chunk is taken only when nothing of an earlier run of it lives (its lock, or a
+process carrying that run's token), and a chunk that a live consumer is reading is
+never taken for rewriting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import namedtuple
+from collections.abc import Iterator
+
+from .. import dataids
+from ..errors import RunSetupError
+from ..store import ChunkRow, Row, Store
+from . import liveness, locks, logs, processes
+from .lifecycle import ABANDONED, FAILED, RESUBMIT, Job, claimable, load_job
+
+_BATCH = 64
+
+
+class Claim(namedtuple("Claim", "dataid attempt runid lock logpath token previous")):
+    """A chunk this process now owns: its lock (a ChunkLock) is held until the run
+    ends; runid names its history row, logpath its log file, token is the run's
+    ``DATAFLOW_RUN``; previous: the job's rows at the chunk before the claim."""
+
+    __slots__ = ()
+
+
+class ClaimResult:
+    """What a claim found: the claim itself, or why there is none."""
+
+    def __init__(self) -> None:
+        self.claim: Claim | None = None
+        self.live = 0  # runs of the job alive before this claim (counted when a cap is set)
+        self.cap: int | None = None  # the max_parallel setting read by this claim
+        self.cap_full = False  # max_parallel live runs already: nothing claimed
+        self.abandoned: list[str] = []  # dead runs just marked FAILED
+        self.unusable: list[str] = []  # candidates that cannot be handed to a job
+
+
+class _DryRun(Exception):
+    """Raised inside the claim transaction to roll it back."""
+
+
+def prepare(store: Store, jobid: str) -> None:
+    """Check, before anything is claimed, what a run needs on disk: its lock file and
+    its log folder. A claim must never be spent on a failure that was foreseeable."""
+    try:
+        locks.prepare(store.lockfile)
+    except OSError as exc:
+        raise RunSetupError("lock file", str(store.lockfile), exc.strerror or str(exc)) from None
+    try:
+        logs.prepare(store.files, jobid)
+    except OSError as exc:
+        path = str(exc.filename or store.files)
+        raise RunSetupError("log folder", path, exc.strerror or str(exc)) from None
+
+
+def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
+    """Mark FAILED every RUNNING chunk none of whose run's processes lives.
+
+    Runs inside the caller's write transaction: a claim takes its chunk lock
+    before committing, so a committed RUNNING row with a free lock and no process
+    carrying its token is dead.
+    """
+    running = store.running(jobid)
+    live = liveness.live_runs(store, running) if running else set()
+    dead = [chunk for chunk in running if chunk not in live]
+    for job, dataid in dead:
+        store.finish(job, dataid, FAILED)
+        store.abandon_runs(job, dataid, ABANDONED)
+    return dead
+
+
+def _choose(store: Store, job: Job) -> Iterator[tuple[str, str]]:
+    """Candidates of the job as (sortkey, dataid), in natural order."""
+    if job.daily:
+        day = dataids.today()
+        yield dataids.natural_key(day), day
+        return
+    seen, size = None, 4  # the first candidate is nearly always the one: fetch few first
+    while batch := store.candidates(job.jobid, size, after=seen):
+        yield from batch
+        seen, size = batch[-1], _BATCH
+
+
+def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
+    """The chunk the job would claim next, read-only (locks are not probed)."""
+    for seen, (_, dataid) in enumerate(_choose(store, job)):
+        if seen >= limit:
+            break
+        last = store.last_run(job.jobid, dataid)
+        rows = store.chunk_rows(job.jobid, dataid)
+        if claimable(job, rows, store.ready_inputs(job.inputs, dataid), last and last["retry"]):
+            return dataid
+    return None
+
+
+def claim(
+    store: Store, job: Job, *, command: str = "", dry_run: bool = False, recover_dead: bool = True
+) -> ClaimResult:
+    """Atomically claim the job's smallest claimable chunk, in one short transaction:
+    recover dead runs (``recover_dead``: RunJob does at its start, a drain now and then),
+    respect ``max_parallel``, lock the chunk, mark it RUNNING and open its history row.
+    With ``dry_run`` the transaction is always rolled back and no lock is taken."""
+    result = ClaimResult()
+    try:
+        with store.transaction():
+            if recover_dead:
+                result.abandoned = [d for _, d in recover(store, job.jobid)]
+            settings = load_job(store, job.jobid).settings  # read at every start
+            result.cap = settings.max_parallel
+            if settings.max_parallel:
+                result.live = store.count_running(job.jobid)
+                result.cap_full = result.live >= settings.max_parallel
+            if not result.cap_full:
+                job = job._replace(settings=settings)
+                result.claim = _claim_first(store, job, command, dry_run, result.unusable)
+            if dry_run:
+                raise _DryRun
+    except _DryRun:
+        pass
+    return result
+
+
+def _claim_first(
+    store: Store, job: Job, command: str, dry_run: bool, unusable: list[str]
+) -> Claim | None:
+    """The first claimable candidate, claimed. A candidate whose sort key is not its
+    dataid's (an outside client wrote it) is put back in its place and looked at again;
+    the scan is over rows as read, so it always ends."""
+    for _ in range(2):  # a second pass only after repairs
+        repaired = False
+        for key, dataid in _choose(store, job):
+            if key != dataids.natural_key(dataid):
+                store.drop_candidate(job.jobid, key, dataid)
+                store.put_candidate(job.jobid, dataid)
+                repaired = True
+                continue
+            if "\0" in dataid:  # no environment variable can carry it
+                unusable.append(dataid)
+                continue
+            rows = store.chunk_rows(job.jobid, dataid)
+            last = store.last_run(job.jobid, dataid)
+            ready = store.ready_inputs(job.inputs, dataid)
+            if not claimable(job, rows, ready, last and last["retry"]):
+                # Stale: any later change that could make it claimable offers it again.
+                store.drop_candidate(job.jobid, key, dataid)
+                continue
+            if rows and _busy(store, job, dataid, last):
+                continue  # keep the candidate: it is claimable once they are done
+            lock = locks.ChunkLock(store.lockfile, job.jobid, dataid)
+            if dry_run:
+                if locks.is_held(store.lockfile, job.jobid, dataid):
+                    continue
+            elif not lock.try_acquire():
+                continue  # a process of an earlier run of this chunk is still alive: keep it
+            return _mark(store, job, dataid, rows, last, lock, command)
+        if not repaired:
+            break
+    return None
+
+
+def _busy(store: Store, job: Job, dataid: str, last: Row | None) -> bool:
+    """May a chunk the job produced before not be rewritten yet? A consumer is reading
+    one of its outputs, or a process of its last run (a helper that left the job's
+    process group and closed its descriptors) still lives."""
+    readers = store.readers(job.outputs, dataid)
+    if any(liveness.is_live(store, reader, dataid) for reader in readers):
+        return True
+    return bool(last) and bool(processes.carrying({liveness.run_token(store, last["runid"])}))
+
+
+def _mark(
+    store: Store, job: Job, dataid: str, rows: list[ChunkRow], last: Row | None, lock, command: str
+) -> Claim:
+    """Record the claim of a locked chunk: RUNNING rows and a history row."""
+    fresh = not any(r.status == FAILED for r in rows if r.locktype == "OUT") or any(
+        r.status == RESUBMIT for r in rows
+    )
+    attempt = (last["attempt"] + 1) if last else 1
+    retry = 0 if fresh or not last else last["retry"] + 1
+    logpath = logs.log_path(store.files, job.jobid, dataid, attempt)
+    store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
+    runid = store.start_run(
+        jobid=job.jobid,
+        dataid=dataid,
+        attempt=attempt,
+        retry=retry,
+        pid=os.getpid(),
+        host=os.uname().nodename,
+        command=command,
+        logpath=str(logpath),
+    )
+    token = liveness.run_token(store, runid)
+    return Claim(dataid, attempt, runid, lock, logpath, token, tuple(rows))
+
+
+def release(store: Store, jobid: str, claim: Claim) -> None:
+    """Undo a claim whose job never started: the chunk's rows as they were, no history
+    row, no attempt used; then let go of its lock."""
+    try:
+        with store.transaction():
+            store.release_claim(jobid, claim.dataid, claim.runid, claim.previous)
+    finally:
+        claim.lock.close()

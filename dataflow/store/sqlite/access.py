@@ -1,0 +1,114 @@
+"""How the SQLite store is opened (read-write, or read-only even from a read-only folder),
+what its driver's failures mean to a user, and the guard that keeps ``utility sql`` read-only.
+
+Part of the SQLite backend: :mod:`.store` opens its connections through :func:`uri` and
+:func:`read_only_uri`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from ...errors import NotAStore, StoreUnavailable
+
+# Pragmas that only read, whatever their argument (a table or index name).
+READING_PRAGMAS = frozenset(
+    {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo"}
+    | {"foreign_key_list", "integrity_check", "quick_check", "database_list", "table_list"}
+    | {"function_list", "pragma_list", "compile_options", "collation_list", "module_list"}
+)
+# Pragmas that read without a value and change the store with one (journal_mode=delete
+# would take the store out of WAL for good).
+SETTING_PRAGMAS = frozenset(
+    {"journal_mode", "user_version", "schema_version", "page_count", "page_size"}
+    | {"freelist_count", "encoding", "application_id", "data_version"}
+)
+
+
+def uri(path: Path, mode: str) -> str:
+    """The URI that opens ``path`` in ``mode`` (rw, rwc or ro)."""
+    # "%", "?" and "#" are the characters a URI path must escape
+    escaped = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{escaped}?mode={mode}"
+
+
+def writable(path: Path) -> bool:
+    """Can SQLite write the store here (its file, and its folder for the -wal and -shm)?"""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def read_only_uri(path: Path) -> str:
+    """A read-only URI. In a folder we cannot write, SQLite cannot create the -shm file a
+    WAL store needs: when no -wal file holds changes, every committed row is in the file
+    itself and nobody can write one (a writer needs that folder too), so the file is read
+    as immutable; otherwise SQLite reads it through the existing -wal and -shm files."""
+    wal = path.with_name(path.name + "-wal")
+    if os.access(path.parent, os.W_OK) or _size(wal):
+        return uri(path, "ro")
+    return uri(path, "ro") + "&immutable=1"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | None:
+    """What a driver error says about the store itself (disk full, I/O error, read-only,
+    damaged), or None when it is about the statement."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    if name == "SQLITE_FULL":
+        return StoreUnavailable("write", path, "the disk is full")
+    if name.startswith("SQLITE_IOERR"):
+        return StoreUnavailable("read or write", path, f"disk full or I/O error ({name})")
+    if name.startswith("SQLITE_READONLY"):
+        return StoreUnavailable("write", path, "it is read-only (its file, folder or disk)")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return NotAStore(str(path), str(exc))
+    return None
+
+
+def open_failure(path: Path, exc: sqlite3.Error, reading: bool) -> StoreUnavailable | NotAStore:
+    """Why the store could not be opened (``reading``: for a read-only command)."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    if not name.startswith("SQLITE_CANTOPEN"):
+        return failure(path, exc) or NotAStore(str(path), str(exc))
+    if path.is_dir():
+        return NotAStore(str(path), "it is a folder")
+    if not os.access(path, os.R_OK):
+        return StoreUnavailable("open", path, "permission denied")
+    if os.access(path.parent, os.W_OK):
+        return StoreUnavailable("open", path, str(exc))
+    if reading:  # read_only_uri kept the -wal file: it holds changes, but no -shm is beside it
+        why = "its folder is read-only and its -wal file needs a -shm file that is not there"
+        return StoreUnavailable("read", path, why + "; copy the store to a writable folder")
+    why = f"its folder {path.parent} is read-only (SQLite writes -wal and -shm files beside it)"
+    return StoreUnavailable("write", path, why)
+
+
+class ReadGuard:
+    """An authorizer that refuses what query_only lets through: ATTACH and DETACH (and so
+    VACUUM INTO, which attaches its target), and every pragma that may change something.
+    ``refused`` says what it refused last."""
+
+    def __init__(self) -> None:
+        self.refused: str | None = None
+
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_ATTACH:  # a plain VACUUM attaches '' (a temporary file)
+            self.refused = f"ATTACH of '{arg1}'" if arg1 else None
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_DETACH:
+            self.refused = "DETACH"
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_PRAGMA:
+            name = (arg1 or "").lower()
+            if name in READING_PRAGMAS or (name in SETTING_PRAGMAS and arg2 is None):
+                return sqlite3.SQLITE_OK
+            self.refused = f"PRAGMA {name}" + (f" = {arg2}" if arg2 is not None else "")
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
