@@ -7,8 +7,11 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "bin"
@@ -130,3 +133,22 @@ def start_runjob(cli, *args, **kw):
         stderr=subprocess.PIPE,
         **kw,
     )
+
+
+def mount(*argv: str) -> None:
+    try:
+        done = subprocess.run(["mount", *argv], capture_output=True, text=True)
+    except OSError as exc:
+        pytest.skip(f"cannot run mount: {exc}")
+    if done.returncode:
+        pytest.skip(f"cannot mount ({' '.join(argv)}): {done.stderr.strip() or 'not permitted'}")
+
+
+@contextmanager
+def mounted(*argv: str):
+    """``mount *argv`` (the last one is the mount point) for the block; skips if refused."""
+    mount(*argv)
+    try:
+        yield Path(argv[-1])
+    finally:
+        subprocess.run(["umount", "-l", argv[-1]], capture_output=True)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
-import subprocess
 from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
 
-from support import BIN
+from support import BIN, mount, mounted
 
 REFUSED = "'utility sql' is read-only"
 
@@ -193,25 +192,6 @@ def test_createtables_refuses_a_damaged_or_foreign_file(made, tmp_path):
     assert (tmp_path / "notes.db").read_text() == "not a database\n" * 100
 
 
-def _mount(*argv: str) -> None:
-    try:
-        done = subprocess.run(["mount", *argv], capture_output=True, text=True)
-    except OSError as exc:
-        pytest.skip(f"cannot run mount: {exc}")
-    if done.returncode:
-        pytest.skip(f"cannot mount ({' '.join(argv)}): {done.stderr.strip() or 'not permitted'}")
-
-
-@contextmanager
-def mounted(*argv: str):
-    """``mount *argv`` (the last one is the mount point) for the block; skips if refused."""
-    _mount(*argv)
-    try:
-        yield Path(argv[-1])
-    finally:
-        subprocess.run(["umount", "-l", argv[-1]], capture_output=True)
-
-
 def _fill(folder: Path) -> Path:
     """Fill the disk of ``folder`` to its last block."""
     filler = folder / "filler"
@@ -259,7 +239,7 @@ def test_a_store_in_a_read_only_folder_can_be_read(made, tmp_path):
         made.ok("--db", "src/dataflow.db", *argv)
     before = dump(src / "dataflow.db")
     with mounted("--bind", str(src), str(ro)):
-        _mount("-o", "remount,bind,ro", str(ro))
+        mount("-o", "remount,bind,ro", str(ro))
         db = ["--db", str(ro / "dataflow.db")]
         assert os.listdir(ro) == ["dataflow.db"]  # no -wal, no -shm: SQLite cannot make them
         for argv in (

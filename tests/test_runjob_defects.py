@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from dataflow.dataids import natural_key
-from support import BIN, history, rows, script, setting, start_runjob, statuses, wait_for
+from support import BIN, history, mounted, rows, script, setting, start_runjob, statuses, wait_for
 
 LOUD = "for i in $(seq 1 20000); do echo line $i; done; echo done >&2"
 
@@ -344,3 +344,18 @@ def test_a_script_name_that_is_not_utf8_is_one_line(chain, tmp_path):
     assert done.returncode == 2
     assert done.stderr == b"error: argument 1 ('./\\xff.sh') is not valid UTF-8 text\n"
     assert dump(tmp_path) == before
+
+
+def test_a_log_on_a_full_disk_never_blocks_the_job(chain, tmp_path):
+    """The logs folder on a tiny tmpfs: the log fills up mid-run, the job runs on."""
+    small = tmp_path / "small"
+    small.mkdir()
+    with mounted("-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)):
+        (tmp_path / "dataflow.db.d").symlink_to(small)
+        script(tmp_path, "work.sh", LOUD)
+        done = shell(chain, f"{BIN}/RunJob ./work.sh")
+        assert done.returncode == 0, done
+        assert done.stdout.count("line ") == 20000  # the console still has all of it
+        assert statuses(tmp_path, "work") == {"1": "READY"}
+        ((_, _, _, _, _, reason),) = history(tmp_path, "work")
+        assert reason == "output not written to log: No space left on device"
