@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import sqlite3
 import tempfile
+from contextlib import closing
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -77,7 +79,13 @@ class Lifecycle(RuleBasedStateMachine):
             if all(self.ready(i, d) for i in inputs)
             and (jobid, d) not in self.live
             and self.rerunnable(jobid, d)
+            and not self.being_read(jobid, d)
         ]
+
+    def being_read(self, jobid: str, dataid: str) -> bool:
+        """Is a live run of a consumer reading the job's output at ``dataid``?"""
+        output = JOBS[jobid][1]
+        return any((c, dataid) in self.live for c, (ins, _) in JOBS.items() if output in ins)
 
     def rerunnable(self, jobid: str, dataid: str) -> bool:
         status = self.out.get((jobid, dataid))
@@ -93,6 +101,17 @@ class Lifecycle(RuleBasedStateMachine):
             "insert or replace into datastatus (dataid, datasetid, jobid, locktype, modified, status) "
             f"values ('{dataid}', 'src', 'fakejob', 'OUT', now(), 'READY')"
         )
+        self.src.add(dataid)
+
+    @rule(dataid=st.sampled_from(DATAIDS))
+    def source_arrives_from_outside(self, dataid):
+        """A producer that is not ours: a plain sqlite3 connection, none of our functions."""
+        with closing(sqlite3.connect(self.folder / "dataflow.db", isolation_level=None)) as conn:
+            conn.execute(
+                "insert or replace into datastatus (dataid, datasetid, jobid, locktype, modified, "
+                "status) values (?, 'src', 'fakejob', 'OUT', datetime('now'), 'READY')",
+                (dataid,),
+            )
         self.src.add(dataid)
 
     @rule(jobid=st.sampled_from(sorted(JOBS)))

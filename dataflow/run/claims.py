@@ -130,9 +130,10 @@ def _claim_first(
     store: Store, job: Job, command: str, dry_run: bool, unusable: list[str]
 ) -> Claim | None:
     """The first claimable candidate, claimed. A candidate whose sort key is not its
-    dataid's (an outside client wrote it) is put back in its place and looked at again;
-    the scan is over rows as read, so it always ends."""
-    for _ in range(2):  # a second pass only after repairs
+    dataid's (any SQLite client may write rows; only exact keys come from plain SQL) is
+    put in its place first, and the scan starts again before anything is claimed, so
+    that a chunk it moved ahead is not passed over. Each row is repaired once: it ends."""
+    while True:
         repaired = False
         for key, dataid in _choose(store, job):
             if key != dataids.natural_key(dataid):
@@ -152,16 +153,21 @@ def _claim_first(
                 continue
             if rows and _busy(store, job, dataid, last):
                 continue  # keep the candidate: it is claimable once they are done
+            if repaired:
+                break  # a chunk just put in its place may come before this one: look again
             lock = locks.ChunkLock(store.lockfile, job.jobid, dataid)
             if dry_run:
                 if locks.is_held(store.lockfile, job.jobid, dataid):
                     continue
             elif not lock.try_acquire():
                 continue  # a process of an earlier run of this chunk is still alive: keep it
+            store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
             return _mark(store, job, dataid, rows, last, lock, command)
-        if not repaired:
-            break
-    return None
+        else:
+            if not repaired:
+                return None
+        if unusable:
+            unusable.clear()  # seen again in the next scan
 
 
 def _busy(store: Store, job: Job, dataid: str, last: Row | None) -> bool:

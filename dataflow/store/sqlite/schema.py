@@ -18,14 +18,40 @@ import re
 _NOW = "(strftime('%Y-%m-%d %H:%M:%f', 'now', 'localtime'))"
 
 
-def _offer(jobs: str, dataid: str) -> str:
+def _function_key(dataid: str) -> str:
+    """The natural sort key through our SQL function (schema v1-v6: only our process
+    could write the tables)."""
+    return f"dataflow_natkey({dataid})"
+
+
+def _digits_key(digits: str) -> str:
+    """Plain SQL for the natural key of one run of ASCII digits (see dataids.natural_key)."""
+    value = f"(CASE WHEN ltrim({digits}, '0') = '' THEN '0' ELSE ltrim({digits}, '0') END)"
+    return f"char(1) || printf('%03d', length({value})) || {value}"
+
+
+def _plain_key(dataid: str) -> str:
+    """The natural sort key in plain SQL, which every SQLite client can run (v7): exact for
+    shard numbers and ISO dates, '' for any other dataid. A claim walks candidates by key
+    and puts a row whose key is not its dataid's in its place first, so '' (first of all)
+    only defers the exact key to the next claim."""
+    number = f"({dataid} <> '' AND {dataid} NOT GLOB '*[^0-9]*')"
+    date = f"({dataid} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]')"
+    parts = [
+        _digits_key(f"substr({dataid}, {at}, {size})") for at, size in ((1, 4), (6, 2), (9, 2))
+    ]
+    dated = " || '-' || ".join(parts)
+    return f"(CASE WHEN {number} THEN {_digits_key(dataid)} WHEN {date} THEN {dated} ELSE '' END)"
+
+
+def _offer(jobs: str, dataid: str, key=_function_key) -> str:
     """SQL that adds (job, dataid) to ``candidate`` for every job selected by ``jobs``
     (a condition on ``job c``) whose IN datasets are all READY at ``dataid`` and whose
     own OUT rows there are absent, RESUBMIT or FAILED. Daily (``today``) jobs are
     never candidates: the claim computes their one dataid itself."""
     return f"""
     INSERT OR IGNORE INTO candidate(jobid, sortkey, dataid)
-    SELECT DISTINCT c.jobid, dataflow_natkey({dataid}), {dataid} FROM job c
+    SELECT DISTINCT c.jobid, {key(dataid)}, {dataid} FROM job c
     WHERE {jobs}
       AND NOT EXISTS (SELECT 1 FROM job t WHERE t.jobid = c.jobid
                       AND t.itemtype = 'IN' AND t.datasetid = 'today')
@@ -38,7 +64,7 @@ def _offer(jobs: str, dataid: str) -> str:
                       AND o.status NOT IN ('RESUBMIT', 'FAILED'));"""
 
 
-def _refresh(jobid: str) -> str:
+def _refresh(jobid: str, key=_function_key) -> str:
     """SQL that offers every dataid at which ``jobid``'s first IN dataset is READY."""
     first_input = (
         f"(SELECT datasetid FROM job WHERE jobid = {jobid} AND itemtype = 'IN' "
@@ -46,7 +72,7 @@ def _refresh(jobid: str) -> str:
     )
     return f"""
     INSERT OR IGNORE INTO candidate(jobid, sortkey, dataid)
-    SELECT {jobid}, dataflow_natkey(s.dataid), s.dataid FROM datastatus s
+    SELECT {jobid}, {key("s.dataid")}, s.dataid FROM datastatus s
     WHERE s.datasetid = {first_input} AND s.locktype = 'OUT' AND s.status = 'READY'
       AND NOT EXISTS (SELECT 1 FROM job t WHERE t.jobid = {jobid}
                       AND t.itemtype = 'IN' AND t.datasetid = 'today')
@@ -59,16 +85,17 @@ def _refresh(jobid: str) -> str:
                       AND o.status NOT IN ('RESUBMIT', 'FAILED'));"""
 
 
-def _on_status(new: str) -> str:
+def _on_status(new: str, key=_function_key) -> str:
     """Offers made when a datastatus row ``new`` (NEW or OLD) appears or changes:
     its consumers when it is a READY output, its own job when it can be rerun."""
     # The status tests come first: a RUNNING or HOLD row offers nothing, cheaply.
     consumers = _offer(
         f"{new}.status = 'READY' AND c.itemtype = 'IN' AND c.datasetid = {new}.datasetid",
         f"{new}.dataid",
+        key,
     )
     itself = _offer(
-        f"{new}.status IN ('RESUBMIT', 'FAILED') AND c.jobid = {new}.jobid", f"{new}.dataid"
+        f"{new}.status IN ('RESUBMIT', 'FAILED') AND c.jobid = {new}.jobid", f"{new}.dataid", key
     )
     return consumers + itself
 
@@ -170,13 +197,13 @@ CREATE TABLE IF NOT EXISTS hold(
 """
 
 
-def _retire(new: str) -> str:
+def _retire(new: str, key=_function_key) -> str:
     """SQL that drops the row's own (job, dataid) from ``candidate`` once that output is
     RUNNING, READY or HOLD, so a chunk done by any path (a claim, ``utility dml``, an
     import in any order) never lingers there for a claim to step over."""
     return f"""
     DELETE FROM candidate WHERE {new}.status NOT IN ('RESUBMIT', 'FAILED')
-      AND jobid = {new}.jobid AND sortkey = dataflow_natkey({new}.dataid)
+      AND jobid = {new}.jobid AND sortkey = {key(f"{new}.dataid")}
       AND dataid = {new}.dataid;"""
 
 
@@ -244,7 +271,31 @@ _V6 = """
 ALTER TABLE run ADD COLUMN rerun TEXT;  -- NULL, or why a rerun was asked of this run
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# v7: an open store. The triggers use plain SQL only, so that any SQLite client (the
+# sqlite3 shell, Python's sqlite3, Go, Java...) may write datastatus and job and the
+# next claim honours it. Keys they cannot compute exactly are completed by the claim.
+_V7 = f"""
+DROP TRIGGER IF EXISTS candidate_on_insert;
+DROP TRIGGER IF EXISTS candidate_on_update;
+DROP TRIGGER IF EXISTS candidate_on_delete;
+DROP TRIGGER IF EXISTS candidate_on_job_insert;
+DROP TRIGGER IF EXISTS candidate_on_job_update;
+DROP TRIGGER IF EXISTS candidate_on_job_delete;
+CREATE TRIGGER candidate_on_insert AFTER INSERT ON datastatus
+WHEN NEW.locktype = 'OUT' BEGIN {_retire("NEW", _plain_key)} {_on_status("NEW", _plain_key)} END;
+CREATE TRIGGER candidate_on_update AFTER UPDATE ON datastatus
+WHEN NEW.locktype = 'OUT' BEGIN {_retire("NEW", _plain_key)} {_on_status("NEW", _plain_key)} END;
+CREATE TRIGGER candidate_on_delete AFTER DELETE ON datastatus
+BEGIN {_offer("c.jobid = OLD.jobid", "OLD.dataid", _plain_key)} END;
+CREATE TRIGGER candidate_on_job_insert AFTER INSERT ON job
+BEGIN {_refresh("NEW.jobid", _plain_key)} END;
+CREATE TRIGGER candidate_on_job_update AFTER UPDATE ON job
+BEGIN {_refresh("NEW.jobid", _plain_key)} {_refresh("OLD.jobid", _plain_key)} END;
+CREATE TRIGGER candidate_on_job_delete AFTER DELETE ON job
+BEGIN {_refresh("OLD.jobid", _plain_key)} END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 VERSION = len(MIGRATIONS)
 # the tables a migration rebuilds (by its version): indexes and triggers a user made on
 # them are put back after it

@@ -1,0 +1,113 @@
+"""An open store: clients that are not ours (the sqlite3 shell, Python's own sqlite3 in
+another process) write datastatus and job, and the next claim honours every write, in
+natural order. Nothing in the schema may need a function only our process has."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from dataflow.store.sqlite import schema
+from support import rows, script, statuses
+
+SHELL = shutil.which("sqlite3")
+needs_shell = pytest.mark.skipif(
+    SHELL is None,
+    reason="the sqlite3 shell is not installed: apt-get install sqlite3 (.ci/run does it)",
+)
+NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now', 'localtime')"
+
+
+def shell_sql(tmp_path, sql: str) -> None:
+    done = subprocess.run(
+        [SHELL, str(tmp_path / "dataflow.db"), sql], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0 and not done.stderr, done
+
+
+def python_sql(tmp_path, sql: str) -> None:
+    """Python's stdlib sqlite3, in a process that never imported dataflow."""
+    code = (
+        "import sqlite3, sys\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute(sys.argv[2])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(tmp_path / "dataflow.db"), sql],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done
+
+
+def ready(dataid: str) -> str:
+    return (
+        "insert into datastatus (dataid,datasetid,jobid,locktype,modified,status) "
+        f"values ('{dataid}','src','upstream','OUT',{NOW},'READY')"
+    )
+
+
+def claimed_in_order(chain, tmp_path, count: int) -> list[str]:
+    script(tmp_path, "work.sh", 'echo "$dataid" >> order')
+    (tmp_path / "order").unlink(missing_ok=True)
+    for _ in range(count):
+        assert chain.runjob("./work.sh").code == 0
+    assert "no suitable data" in chain.runjob("./work.sh").out
+    return (tmp_path / "order").read_text().split()
+
+
+def test_the_schema_uses_no_function_of_ours():
+    assert "dataflow_natkey" not in schema.MIGRATIONS[-1]
+    assert "now()" not in schema.MIGRATIONS[-1]
+
+
+@needs_shell
+@pytest.mark.parametrize("write", [shell_sql, python_sql], ids=["sqlite3-shell", "python-stdlib"])
+def test_outside_writes_are_honoured_in_natural_order(chain, tmp_path, write):
+    chain.ok("dml", "delete from datastatus")
+    # shard numbers, dates and other dataids, written out of order by a producer
+    dataids = ["10", "9", "b-10", "b-2", "2026-11-20", "2026-2-1", "1.0"]
+    for dataid in dataids:
+        write(tmp_path, ready(dataid))
+    natural = ["1.0", "9", "10", "2026-2-1", "2026-11-20", "b-2", "b-10"]
+    assert claimed_in_order(chain, tmp_path, len(dataids)) == natural
+
+    # an operator reruns two chunks, and withdraws one input
+    write(
+        tmp_path,
+        "update datastatus set status='RESUBMIT' where jobid='work' and dataid in ('b-10','9')",
+    )
+    write(tmp_path, "delete from datastatus where datasetid='src' and dataid='10'")
+    write(tmp_path, "update datastatus set status='RESUBMIT' where jobid='work' and dataid='10'")
+    assert claimed_in_order(chain, tmp_path, 2) == ["9", "b-10"]
+    assert statuses(tmp_path, "work")["10"] == "RESUBMIT"  # its input is gone: it waits
+
+    # a new job registered from outside sees every READY chunk of its input
+    write(
+        tmp_path,
+        "insert into job (jobid,itemtype,datasetid) values ('late','IN','src'), ('late','OUT','late_out')",
+    )
+    write(tmp_path, "insert into dataset (datasetid) values ('late_out')")
+    script(tmp_path, "late.sh", 'echo "$dataid" >> late_order')
+    for _ in range(6):
+        assert chain.runjob("./late.sh").code == 0
+    assert (tmp_path / "late_order").read_text().split() == [d for d in natural if d != "10"]
+
+
+@needs_shell
+def test_an_outside_write_cannot_corrupt_the_claim_order(chain, tmp_path):
+    """Keys written by outside clients for other dataids are '' until a claim sets them."""
+    chain.ok("dml", "delete from datastatus")
+    for dataid in ("x-10", "x-9"):
+        shell_sql(tmp_path, ready(dataid))
+    assert sorted(
+        rows(tmp_path, "select sortkey from candidate where jobid='work' and dataid like 'x-%'")
+    ) == [
+        ("",),
+        ("",),
+    ]
+    assert claimed_in_order(chain, tmp_path, 2) == ["x-9", "x-10"]
