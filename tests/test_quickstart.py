@@ -31,7 +31,7 @@ def test_quickstart_to_the_letter(cli, tmp_path):
     (tmp_path / "utility.sh").symlink_to(BIN / "utility.sh")
     created, *inserts, _ = run_lines(cli, SETUP)
     assert created.out == f"tables created in {tmp_path / 'dataflow.db'}\n"
-    assert [r.out for r in inserts] == ["1 rows affected\n"] * 5
+    assert [r.out for r in inserts] == ["1 row affected\n"] * 5
 
     (first,) = run_lines(cli, ["RunJob ./loadbob.sh"])
     assert re.fullmatch(

@@ -7,8 +7,8 @@ import argparse
 import json
 
 from ..errors import UsageError
+from ..ops import drops, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
-from ..ops import housekeeping, lineage, reruns, status
 from ..run import lifecycle
 from . import say
 from .commands import command, open_store, positional, show
@@ -26,9 +26,9 @@ def explain(options: argparse.Namespace) -> int:
         say(json.dumps(result.__dict__, indent=2))
         return 0
     say(result.summary)
-    for question in explaining.QUESTIONS:
+    for question in (*explaining.QUESTIONS, explaining.WAITING):
         if question in result.answers:
-            say(f"\n{question.upper()}?")
+            say(f"\n{question.upper()}{':' if question == explaining.WAITING else '?'}")
             for line in result.answers[question]:
                 say(f"  {line}")
     say(f"\n{result.verdict}")
@@ -103,6 +103,7 @@ def _resubmit_arguments(parser: argparse.ArgumentParser) -> None:
         "--from", dest="first", metavar="DATAID", help="dataids from this one (natural order)"
     )
     parser.add_argument("--to", dest="last", metavar="DATAID", help="dataids up to this one")
+    # a daily job's --from/--to is a backfill: days it never ran are created RESUBMIT
 
 
 def _print_changes(changes: list[reruns.Change], dry_run: bool = False) -> None:
@@ -110,7 +111,8 @@ def _print_changes(changes: list[reruns.Change], dry_run: bool = False) -> None:
         note = f" ({change.note})" if change.note else ""
         say(f"{change.jobid} {change.dataid}: {change.before} -> {change.after}{note}")
     changed = sum(1 for c in changes if c.after != "unchanged")
-    say(f"{changed} chunks {'would be ' if dry_run else ''}changed")
+    noun = "chunk" if changed == 1 else "chunks"
+    say(f"{changed} {noun} {'would be ' if dry_run else ''}changed")
 
 
 @command(
@@ -118,7 +120,10 @@ def _print_changes(changes: list[reruns.Change], dry_run: bool = False) -> None:
 )
 def resubmit(options: argparse.Namespace) -> int:
     with open_store(options) as store:
-        lifecycle.load_job(store, options.jobid)
+        job = lifecycle.load_job(store, options.jobid)
+        missing = []
+        if job.daily and options.first and options.last and options.dataid is None:
+            missing = drops.missing_days(store, job, options.first, options.last)
         dataids = reruns.select_dataids(
             store,
             options.jobid,
@@ -128,8 +133,42 @@ def resubmit(options: argparse.Namespace) -> int:
             options.first,
             options.last,
         )
-        changes = reruns.resubmit(store, options.jobid, dataids, options.cascade, options.dry_run)
+        changes = reruns.resubmit(
+            store, options.jobid, dataids, options.cascade, options.dry_run, backfill=missing
+        )
     _print_changes(changes, options.dry_run)
+    return 0
+
+
+def _ready_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("datasetid")
+    parser.add_argument("dataids", nargs="*", metavar="DATAID", help="one or more chunks")
+    parser.add_argument("--from", dest="first", metavar="DATAID", help="a range: from this one")
+    parser.add_argument("--to", dest="last", metavar="DATAID", help="a range: up to this one")
+    parser.add_argument(
+        "--by",
+        metavar="PRODUCER",
+        help="the producer's name (default: the job registered as its producer, else external)",
+    )
+
+
+@command(
+    "ready",
+    "record that a producer outside our jobs made chunks of a dataset READY (a drop)",
+    _ready_arguments,
+)
+def ready(options: argparse.Namespace) -> int:
+    chunks = list(options.dataids)
+    if (options.first is None) != (options.last is None):
+        raise UsageError("give both --from and --to for a range")
+    if options.first is not None:
+        chunks += drops.dataid_range(options.first, options.last)
+    if not chunks:
+        raise UsageError("name the chunks: DATAID..., or --from and --to")
+    with open_store(options) as store:
+        marked, already = drops.mark_ready(store, options.datasetid, chunks, options.by)
+    noun = "chunk" if marked == 1 else "chunks"
+    say(f"{marked} {noun} of {options.datasetid} marked READY ({already} already READY)")
     return 0
 
 

@@ -9,7 +9,7 @@ import shlex
 import signal
 import sys
 
-from .. import crypto
+from .. import __version__, crypto
 from ..errors import UsageError
 from ..run import claims, jobenv, lifecycle, runner, sparksubmit
 from ..run.drain import Drain, Event, Summary
@@ -23,6 +23,15 @@ chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
 with the chunk's environment, and records READY (exit 0) or FAILED.
 A .py SCRIPT runs through spark-submit. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
+"""
+EXIT_CODES = """exit codes:
+  0        the chunk is READY, or there was nothing to do (cron calls again later)
+  N        a failed job's own exit code (1 when its validation failed)
+  1        with --all: some chunk FAILED
+  2        a usage or configuration error (nothing claimed)
+  3        the store failed (disk full, I/O error)
+  124      the job was killed by its timeout
+  128+n    RunJob, or the job, was stopped by signal n
 """
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -40,7 +49,14 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 def _parser() -> argparse.ArgumentParser:
     from . import Parser  # a usage mistake is one line, as in utility
 
-    parser = Parser(prog="RunJob", usage=USAGE, description=DESCRIPTION, formatter_class=_formatter)
+    parser = Parser(
+        prog="RunJob",
+        usage=USAGE,
+        description=DESCRIPTION,
+        epilog=EXIT_CODES,
+        formatter_class=_formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"RunJob {__version__}")
     parser.add_argument("--db", help="the store (default: $DATAFLOW_DB, else ./dataflow.db)")
     parser.add_argument(
         "--all", action="store_true", help="keep claiming until no chunk is claimable"

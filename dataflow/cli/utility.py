@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from .. import crypto
+from .. import __version__, crypto
 from ..errors import PasskeyMissing, UsageError
 from ..run import claims, lifecycle
 from ..store import create_store, files_of, locate, now
@@ -79,7 +79,8 @@ def _change(options: argparse.Namespace) -> int:
         columns, rows, changed = store.execute(options.statement)
     if columns:
         return _print_listing(options, columns, rows)
-    say(f"{max(changed, 0)} rows affected")
+    changed = max(changed, 0)
+    say(f"{changed} {'row' if changed == 1 else 'rows'} affected")
     return 0
 
 
@@ -96,7 +97,7 @@ command(
 
 @command(
     "runs",
-    "list the newest job runs (OUT rows), newest first",
+    "list the newest status rows (OUT rows of datastatus), newest first; runs: see history",
     lambda p: p.add_argument("--limit", type=int, default=20, help="how many (default 20)"),
 )
 def runs(options: argparse.Namespace) -> int:
@@ -304,6 +305,7 @@ def parser() -> argparse.ArgumentParser:
         parents=[common],
         description="Administer an OpenDataFlow store. 'utility COMMAND --help' for each command.",
     )
+    top.add_argument("--version", action="version", version=f"utility {__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for cmd in COMMANDS.values():
         cmd_parser = sub.add_parser(

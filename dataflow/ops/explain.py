@@ -15,6 +15,8 @@ from ..run.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY, Job
 from ..store import Store
 
 QUESTIONS = ("ready", "right data", "location", "validated", "safe")
+WAITING = "waiting"  # without a claimable chunk: each chunk that waits to rerun, and why
+_SHOWN = 20  # waiting chunks listed
 
 
 @dataclass
@@ -28,13 +30,24 @@ class Explanation:
 
 def explain(store: Store, jobid: str, dataid: str | None = None) -> Explanation:
     job = lifecycle.load_job(store, jobid)
+    waiting: list[str] = []
     if dataid is None:
         dataid, summary = _next_chunk(store, job)
+        if claims.peek(store, job) is None:
+            waiting = _waiting(store, job)
         if dataid is None:
-            return Explanation(jobid, None, summary, verdict="will not run: no chunk waits for it")
+            if not waiting:
+                return Explanation(
+                    jobid, None, summary, verdict="will not run: no chunk waits for it"
+                )
+            summary = f"nothing claimable for {jobid} now; {len(waiting)} chunks wait to rerun"
+            first = waiting[0].split(": ", 1)[1]
+            return Explanation(jobid, None, summary, {WAITING: waiting}, f"will not run: {first}")
     else:
         summary = f"chunk {dataid} of {jobid}"
     result = Explanation(jobid, dataid, summary)
+    if waiting:
+        result.answers[WAITING] = waiting
     blockers: list[str] = []
     result.answers["ready"] = _ready(store, job, dataid, blockers)
     result.answers["right data"] = _producers(store, job, dataid)
@@ -63,11 +76,27 @@ def _next_chunk(store: Store, job: Job) -> tuple[str | None, str]:
     return None, f"nothing to do for {job.jobid}: no input chunk waits for it"
 
 
+def _waiting(store: Store, job: Job) -> list[str]:
+    """Each chunk of the job that waits to rerun (RESUBMIT, FAILED), with what blocks it."""
+    chosen = sorted(store.dataids_of_job(job.jobid, (RESUBMIT, FAILED)), key=natural_key)
+    lines = []
+    for dataid in chosen[:_SHOWN]:
+        blockers: list[str] = []
+        _ready(store, job, dataid, blockers)
+        _safe(store, job, dataid, blockers)
+        status = ",".join(sorted({s for _, s in store.out_status(job.jobid, dataid)}))
+        lines.append(f"{dataid} {status}: {blockers[0] if blockers else 'claimable'}")
+    if len(chosen) > _SHOWN:
+        lines.append(f"... and {len(chosen) - _SHOWN} more: (see 'utility runs')")
+    return lines
+
+
 def _ready(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]:
     lines = []
     if job.daily:
         today = dataids.today()
-        ok = dataid == today
+        backfill = dataid < today and RESUBMIT in dict(store.out_status(job.jobid, dataid)).values()
+        ok = dataid == today or backfill
         lines.append(f"{TODAY}: {'ready' if ok else f'not ready (today is {today})'}")
         if not ok:
             blockers.append(f"it is a daily job and {dataid} is not today ({today})")

@@ -6,6 +6,7 @@ Each action is one transaction: all of it happens, or none of it.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..dataids import natural_key
@@ -59,13 +60,22 @@ def _joined(outs: list[tuple[str, str]]) -> str:
 
 
 def resubmit(
-    store: Store, jobid: str, dataids: list[str], cascade: bool = False, dry_run: bool = False
+    store: Store,
+    jobid: str,
+    dataids: list[str],
+    cascade: bool = False,
+    dry_run: bool = False,
+    backfill: Sequence[str] = (),
 ) -> list[Change]:
-    """Set chunks to RESUBMIT and, with ``cascade``, every downstream chunk built from them."""
-    lifecycle.load_job(store, jobid)
+    """Set chunks to RESUBMIT and, with ``cascade``, every downstream chunk built from them;
+    ``backfill``: days a daily job never ran, created as RESUBMIT."""
+    job = lifecycle.load_job(store, jobid)
     changes: list[Change] = []
     try:
         with store.transaction():
+            for day in backfill:
+                store.put_out_status(jobid, day, job.outputs, RESUBMIT)
+                changes.append(Change(jobid, day, "none", RESUBMIT, "backfill of a missed day"))
             for dataid in dataids:
                 before = _joined(store.out_status(jobid, dataid))
                 if not before:

@@ -77,9 +77,11 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
 
 def _choose(store: Store, job: Job) -> Iterator[tuple[str, str]]:
     """Candidates of the job as (sortkey, dataid), in natural order."""
-    if job.daily:
-        day = dataids.today()
-        yield dataids.natural_key(day), day
+    if job.daily:  # today, after any earlier day resubmitted (a backfill), oldest first
+        today = dataids.today()
+        days = {d for d in store.dataids_of_job(job.jobid, (RESUBMIT,)) if d < today} | {today}
+        for day in sorted(days, key=dataids.natural_key):
+            yield dataids.natural_key(day), day
         return
     seen, size = None, 4  # the first candidate is nearly always the one: fetch few first
     while batch := store.candidates(job.jobid, size, after=seen):

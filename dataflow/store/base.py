@@ -157,6 +157,12 @@ class Store(ABC):
     def set_out_status(self, jobid: str, dataid: str, status: str) -> int: ...
 
     @abstractmethod
+    def put_out_status(
+        self, jobid: str, dataid: str, datasetids: Sequence[str], status: str
+    ) -> int:
+        """Create or set OUT rows of ``jobid`` at ``dataid`` to ``status``; rows changed."""
+
+    @abstractmethod
     def readers(self, datasetids: Sequence[str], dataid: str) -> list[str]:
         """Jobs holding an IN row on one of these datasets at ``dataid`` (reading it)."""
 
@@ -228,7 +234,8 @@ class Store(ABC):
         """The history row of one attempt (the last one when ``attempt`` is None)."""
 
     @abstractmethod
-    def last_failure(self, jobid: str) -> Row | None: ...
+    def last_failure(self, jobid: str) -> Row | None:
+        """The newest failed run whose chunk is still FAILED (fixed ones do not count)."""
 
     @abstractmethod
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:

@@ -102,6 +102,20 @@ class ConfigQueries:
         self.conn.execute("DELETE FROM hold WHERE jobid = ? AND dataid = ?", (jobid, dataid))
         return restored
 
+    def put_out_status(
+        self, jobid: str, dataid: str, datasetids: Sequence[str], status: str
+    ) -> int:
+        changed = 0
+        for datasetid in datasetids:
+            changed += self.conn.execute(
+                "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
+                "VALUES (?, ?, ?, 'OUT', ?, now()) ON CONFLICT(datasetid, jobid, dataid) "
+                "DO UPDATE SET locktype = 'OUT', status = excluded.status, modified = now() "
+                "WHERE status IS NOT excluded.status OR locktype IS NOT 'OUT'",
+                (datasetid, jobid, dataid, status),
+            ).rowcount
+        return changed
+
     def set_out_status(self, jobid: str, dataid: str, status: str) -> int:
         return self.conn.execute(
             "UPDATE datastatus SET status = ?, modified = now() "

@@ -25,9 +25,16 @@ class ViewQueries:
         return [row[0] for row in self.conn.execute("SELECT DISTINCT jobid FROM job ORDER BY 1")]
 
     def last_failure(self, jobid: str) -> Row | None:
+        # newest failures first (index run_failures); one that a later run or an operator
+        # has fixed is passed over
         row = self.conn.execute(
-            "SELECT dataid, attempt, ended, reason FROM run WHERE jobid = ? AND status = 'FAILED' "
-            "ORDER BY runid DESC LIMIT 1",
+            """
+            SELECT r.dataid, r.attempt, r.ended, r.reason FROM run r
+            WHERE r.jobid = ?1 AND r.status = 'FAILED'
+              AND r.runid = (SELECT MAX(runid) FROM run WHERE jobid = ?1 AND dataid = r.dataid)
+              AND EXISTS (SELECT 1 FROM datastatus d WHERE d.jobid = ?1 AND d.dataid = r.dataid
+                          AND d.locktype = 'OUT' AND d.status = 'FAILED')
+            ORDER BY r.runid DESC LIMIT 1""",
             (jobid,),
         ).fetchone()
         return dict(row) if row else None

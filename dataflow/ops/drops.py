@@ -1,0 +1,93 @@
+"""Chunks that appear from outside our jobs: a producer's drop (``utility ready``), and the
+missing days of a daily job (``utility resubmit JOB --from D1 --to D2``).
+
+Each is one transaction, checked first, and idempotent: repeating it changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+from .. import dataids
+from ..errors import ChunkLive, UsageError
+from ..run import liveness
+from ..run.lifecycle import READY, RUNNING, Job
+from ..store import Store
+
+EXTERNAL = "external"  # the producer's name for a drop nobody named
+MAX_RANGE = 100_000  # dataids one range may name
+
+
+def dataid_range(first: str, last: str) -> list[str]:
+    """Every dataid from ``first`` to ``last``: whole numbers, or ISO dates (one per day)."""
+    if first.isdigit() and last.isdigit():
+        width = len(first) if first.startswith("0") else 0  # 007..012 keeps its width
+        low, high = int(first), int(last)
+        names = (
+            [str(n).zfill(width) for n in range(low, high + 1)] if high - low < MAX_RANGE else None
+        )
+    else:
+        try:
+            low_day, high_day = date.fromisoformat(first), date.fromisoformat(last)
+        except ValueError:
+            raise UsageError(
+                f"--from {first} --to {last}: give two whole numbers or two dates YYYY-MM-DD"
+            ) from None
+        days = (high_day - low_day).days
+        names = (
+            [(low_day + timedelta(n)).isoformat() for n in range(days + 1)]
+            if days < MAX_RANGE
+            else None
+        )
+    if names is None:
+        raise UsageError(f"--from {first} --to {last} names more than {MAX_RANGE} chunks")
+    if not names:
+        raise UsageError(f"--from {first} comes after --to {last}")
+    return names
+
+
+def _check(dataid: str) -> str:
+    if not dataid or "\0" in dataid or "\n" in dataid:
+        raise UsageError(f"dataid {dataid!r} cannot name a chunk (empty, NUL or newline)")
+    return dataid
+
+
+def mark_ready(
+    store: Store, datasetid: str, chunks: list[str], producer: str | None = None
+) -> tuple[int, int]:
+    """Record that ``producer`` (default: the dataset's registered producer job, else
+    ``external``) has made these chunks of ``datasetid`` READY. Returns (marked, already)."""
+    for dataid in chunks:
+        _check(dataid)
+    if datasetid not in store.datasets([datasetid]):
+        raise UsageError(f"dataset '{datasetid}' is not registered (see 'utility datasets')")
+    producers = store.jobs_using(datasetid, "OUT")
+    if producer is None:
+        if len(producers) > 1:
+            raise UsageError(
+                f"dataset '{datasetid}' has producers {', '.join(producers)}: name one with --by"
+            )
+        producer = producers[0] if producers else EXTERNAL
+    elif producers and producer not in producers:
+        raise UsageError(
+            f"job '{producer}' does not produce '{datasetid}' (its producer: {', '.join(producers)})"
+        )
+    with store.transaction():
+        marked = 0
+        for dataid in chunks:
+            statuses = dict(store.out_status(producer, dataid))
+            if statuses.get(datasetid) == RUNNING and liveness.is_live(store, producer, dataid):
+                where = liveness.where(store.last_run(producer, dataid))
+                raise ChunkLive(producer, dataid, where)
+            marked += store.put_out_status(producer, dataid, [datasetid], READY)
+    return marked, len(chunks) - marked
+
+
+def missing_days(store: Store, job: Job, first: str, last: str) -> list[str]:
+    """The days from ``first`` to ``last`` (up to today) that a daily job never ran: a
+    backfill gives them RESUBMIT rows, and the job's next RunJobs run them, oldest first."""
+    if not job.daily:
+        raise UsageError(f"job '{job.jobid}' is not a daily job: only its own chunks can rerun")
+    today = dataids.today()
+    days = [d for d in dataid_range(first, last) if d <= today]
+    return [d for d in days if not store.out_status(job.jobid, d)]

@@ -1,0 +1,141 @@
+"""No dead ends for the operator: explain says what waits and why, an external drop and a
+missed day have a command, status shows only failures that still stand."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from datetime import date, timedelta
+
+from support import rows, script, statuses
+
+
+def dump(tmp_path) -> list[str]:
+    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+        return list(conn.iterdump())
+
+
+def system_today() -> date:
+    out = subprocess.run(
+        ["date", "+%F"], env={"TZ": ":/etc/localtime"}, capture_output=True, text=True
+    ).stdout
+    return date.fromisoformat(out.strip())
+
+
+def pipeline(cli):
+    """up (src -> mid), down (mid -> out), chunk 1 of src READY, both run once."""
+    cli.ok("createtables")
+    cli.ok("register-dataset", "src")
+    cli.ok("register-dataset", "mid")
+    cli.ok("register-dataset", "out")
+    cli.ok("register-job", "up", "--in", "src", "--out", "mid")
+    cli.ok("register-job", "down", "--in", "mid", "--out", "out")
+    cli.ok("ready", "src", "1")
+    script(cli.cwd, "up.sh", "true")
+    script(cli.cwd, "down.sh", "true")
+    assert cli.runjob("./up.sh").code == 0
+    assert cli.runjob("./down.sh").code == 0
+
+
+def test_explain_lists_a_resubmit_waiting_for_an_input_being_rebuilt(cli):
+    pipeline(cli)
+    cli.ok("resubmit", "up", "1", "--cascade")
+    told = cli.ok("explain", "down")
+    assert "nothing to do" not in told.out
+    assert "WAITING:" in told.out
+    assert "1 RESUBMIT: input mid is not READY at 1 (RESUBMIT by up)" in told.out
+    assert told.lines[-1] == "will not run: input mid is not READY at 1 (RESUBMIT by up)"
+    as_json = json.loads(cli.ok("explain", "down", "--json").out)
+    assert as_json["answers"]["waiting"] == [
+        "1 RESUBMIT: input mid is not READY at 1 (RESUBMIT by up)"
+    ]
+
+
+def test_explain_says_why_a_failed_daily_chunk_waits(cli):
+    cli.ok("createtables")
+    cli.ok("register-dataset", "report")
+    cli.ok("register-job", "daily", "--in", "today", "--out", "report")
+    script(cli.cwd, "daily.sh", "exit 3")
+    assert cli.runjob("./daily.sh").code == 3
+    told = cli.ok("explain", "daily")
+    today = system_today().isoformat()
+    assert f"{today} FAILED: it FAILED and has no automatic retry left; resubmit it" in told.out
+    assert "nothing to do" not in told.out
+
+
+def test_an_external_drop_is_one_command_checked_and_idempotent(cli, tmp_path):
+    cli.ok("createtables")
+    cli.ok("register-dataset", "feed")
+    cli.ok("register-dataset", "loaded")
+    cli.ok("register-job", "load", "--in", "feed", "--out", "loaded")
+    before = dump(tmp_path)
+    for argv, message in (
+        (("ready", "nosuch", "1"), "dataset 'nosuch' is not registered"),
+        (("ready", "feed"), "name the chunks"),
+        (("ready", "feed", "--from", "2026-11-20"), "give both --from and --to"),
+        (("ready", "feed", "--from", "a", "--to", "b"), "two whole numbers or two dates"),
+        (("ready", "loaded", "1", "--by", "someone"), "job 'someone' does not produce 'loaded'"),
+    ):
+        refused = cli.utility(*argv)
+        assert refused.code != 0 and message in refused.err, (argv, refused)
+        assert refused.err.count("\n") == 1 and "Traceback" not in refused.err
+    assert dump(tmp_path) == before
+
+    first = cli.ok("ready", "feed", "--from", "2026-11-19", "--to", "2026-11-20", "--by", "ftp")
+    assert first.out == "2 chunks of feed marked READY (0 already READY)\n"
+    again = cli.ok("ready", "feed", "2026-11-20", "2026-11-21", "--by", "ftp")
+    assert again.out == "1 chunk of feed marked READY (1 already READY)\n"
+    assert statuses(tmp_path, "ftp") == dict.fromkeys(
+        ["2026-11-19", "2026-11-20", "2026-11-21"], "READY"
+    )
+    script(tmp_path, "load.sh", 'echo "$dataid" >> loaded')
+    assert cli.runjob("--all", "./load.sh").code == 0
+    assert (tmp_path / "loaded").read_text().split() == ["2026-11-19", "2026-11-20", "2026-11-21"]
+
+
+def test_a_daily_job_backfills_its_missed_days_oldest_first(cli, tmp_path):
+    cli.ok("createtables")
+    cli.ok("register-dataset", "report")
+    cli.ok("register-job", "late", "--in", "today", "--out", "report")
+    today = system_today()
+    days = [(today - timedelta(n)).isoformat() for n in (3, 2, 1)]
+    refused = cli.utility("resubmit", "late", days[0])
+    assert refused.code != 0  # a day that never ran is not a chunk to resubmit...
+    changed = cli.ok(
+        "resubmit", "late", "--from", days[0], "--to", (today + timedelta(2)).isoformat()
+    )
+    assert changed.lines[-1] == "4 chunks changed"  # ...but a backfill creates it (not future days)
+    assert f"late {days[0]}: none -> RESUBMIT (backfill of a missed day)" in changed.out
+    script(tmp_path, "late.sh", 'echo "$dataid" >> ran')
+    for _ in range(4):
+        assert cli.runjob("./late.sh").code == 0
+    assert "no suitable data" in cli.runjob("./late.sh").out
+    assert (tmp_path / "ran").read_text().split() == [*days, today.isoformat()]
+    again = cli.ok("resubmit", "late", "--from", days[0], "--to", days[0], "--dry-run")
+    assert "backfill" not in again.out  # it ran: a plain resubmit now
+
+
+def test_status_shows_only_failures_that_still_stand(cli, tmp_path):
+    pipeline(cli)
+    cli.ok("ready", "src", "2")
+    script(tmp_path, "up.sh", "[ -e fixed ] || exit 4")
+    assert cli.runjob("./up.sh").code == 4
+    standing = {r["jobid"]: r for r in json.loads(cli.ok("status", "--json").out)}
+    assert standing["up"]["last_failure"].startswith("2 at ")
+    (tmp_path / "fixed").touch()
+    cli.ok("resubmit", "up", "2")
+    assert cli.runjob("./up.sh").code == 0
+    fixed = {r["jobid"]: r for r in json.loads(cli.ok("status", "--json").out)}
+    assert fixed["up"]["last_failure"] == ""
+    assert rows(tmp_path, "select count(*) from run where status='FAILED'") == [(1,)]
+
+
+def test_both_commands_tell_their_version_and_runjob_its_exit_codes(cli):
+    from dataflow import __version__
+
+    assert cli.runjob("--version").out == f"RunJob {__version__}\n"
+    assert cli.utility("--version").out == f"utility {__version__}\n"
+    helped = cli.runjob("--help").out
+    for code in ("124", "128+n", "a usage or configuration error"):
+        assert code in helped
