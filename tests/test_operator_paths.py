@@ -139,3 +139,14 @@ def test_both_commands_tell_their_version_and_runjob_its_exit_codes(cli):
     helped = cli.runjob("--help").out
     for code in ("124", "128+n", "a usage or configuration error"):
         assert code in helped
+
+
+def test_history_times_carry_their_utc_offset(cli, tmp_path):
+    pipeline(cli)
+    started, ended = rows(tmp_path, "select started, ended from run order by runid limit 1")[0]
+    import re
+
+    zoned = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d"
+    assert re.fullmatch(zoned, started) and re.fullmatch(zoned, ended), (started, ended)
+    (modified,) = rows(tmp_path, "select modified from datastatus where jobid='up'")[0]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", modified)  # the seed's format

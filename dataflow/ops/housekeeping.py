@@ -27,7 +27,8 @@ def purge(
             raise UsageError(
                 f"--days-old must be a number of days from 0 to {MAX_DAYS}, not {days_old}"
             )
-        before = (datetime.now() - timedelta(days=days_old)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        moment = datetime.now().astimezone() - timedelta(days=days_old)
+        before = moment.isoformat(sep=" ", timespec="microseconds")  # as the history's times
     with store.transaction():
         runs = store.purgeable_runs(jobid, before)
         if not dry_run:

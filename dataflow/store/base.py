@@ -45,6 +45,12 @@ def now() -> str:
     return datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def zoned_now() -> str:
+    """Local time with its UTC offset, ``YYYY-MM-DD HH:MM:SS.ffffff+HH:MM``: the run
+    history's times, which two hosts or a change of daylight saving time must not mix up."""
+    return datetime.now().astimezone().isoformat(sep=" ", timespec="microseconds")
+
+
 class Store(ABC):
     """An open store. ``files`` is the local folder of its run logs, ``lockfile`` the
     local file of its chunk locks, ``identity`` names the store the same way whatever

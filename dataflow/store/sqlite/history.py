@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..base import Row
+from ..base import Row, zoned_now
 
 
 class HistoryQueries:
@@ -27,24 +27,24 @@ class HistoryQueries:
         columns = ", ".join(run)
         marks = ", ".join("?" * len(run))
         return self.conn.execute(
-            f"INSERT INTO run(status, started, {columns}) VALUES ('RUNNING', now(), {marks})",
-            tuple(run.values()),
+            f"INSERT INTO run(status, started, {columns}) VALUES ('RUNNING', ?, {marks})",
+            (zoned_now(), *run.values()),
         ).lastrowid
 
     def end_run(self, runid: int, status: str, **outcome: object) -> None:
         """Close a history row: its status, end time and how it ended."""
         sets = "".join(f", {name} = ?" for name in outcome)
         self.conn.execute(
-            f"UPDATE run SET status = ?, ended = now(){sets} WHERE runid = ?",
-            (status, *outcome.values(), runid),
+            f"UPDATE run SET status = ?, ended = ?{sets} WHERE runid = ?",
+            (status, zoned_now(), *outcome.values(), runid),
         )
 
     def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
         """Close the RUNNING history rows of a chunk whose run died."""
         self.conn.execute(
-            "UPDATE run SET status = 'FAILED', ended = now(), reason = ? "
+            "UPDATE run SET status = 'FAILED', ended = ?, reason = ? "
             "WHERE jobid = ? AND dataid = ? AND status = 'RUNNING'",
-            (reason, jobid, dataid),
+            (zoned_now(), reason, jobid, dataid),
         )
 
     def request_rerun(self, jobid: str, dataid: str, why: str) -> int:
