@@ -61,6 +61,9 @@ def failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | No
     """What a driver error says about the store itself (disk full, I/O error, read-only,
     damaged), or None when it is about the statement."""
     name = getattr(exc, "sqlite_errorname", None) or ""
+    if name.startswith("SQLITE_BUSY"):
+        reason = "another process has held it locked for longer than the busy timeout"
+        return StoreUnavailable("write", path, f"{reason} (DATAFLOW_BUSY_TIMEOUT, default 60 s)")
     if name == "SQLITE_FULL":
         return StoreUnavailable("write", path, "the disk is full")
     if name.startswith("SQLITE_IOERR"):

@@ -24,8 +24,17 @@ from .filesystems import require_local
 from .history import HistoryQueries
 from .views import ViewQueries
 
-BUSY_TIMEOUT_S = 60.0
+BUSY_TIMEOUT_S = 60.0  # DATAFLOW_BUSY_TIMEOUT (seconds) overrides it
 DRIVER_ERRORS.append(sqlite3.Error)
+
+
+def busy_timeout() -> float:
+    """How long a write waits for another writer's transaction before giving up."""
+    try:
+        value = float(os.environ.get("DATAFLOW_BUSY_TIMEOUT", BUSY_TIMEOUT_S))
+    except ValueError:
+        return BUSY_TIMEOUT_S
+    return value if 0 <= value < 86_400 else BUSY_TIMEOUT_S
 
 
 def _connect(path: Path, mode: str) -> sqlite3.Connection:
@@ -35,8 +44,9 @@ def _connect(path: Path, mode: str) -> sqlite3.Connection:
     try:
         # isolation_level=None: we issue BEGIN IMMEDIATE ourselves; Python's implicit
         # deferred transactions would let two processes read the same free chunk.
-        conn = sqlite3.connect(address, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        wait = busy_timeout()
+        conn = sqlite3.connect(address, uri=True, isolation_level=None, timeout=wait)
+        conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
         conn.execute("PRAGMA query_only = ON" if mode == "ro" else "PRAGMA synchronous = FULL")
         conn.execute("PRAGMA temp_store = MEMORY")  # measured: bulk trigger work 0.3-0.7x
     except sqlite3.Error as exc:
