@@ -24,7 +24,7 @@ from measure import MET, MISSED, Config, Dist, Row, Section, verdict
 
 from dataflow.run import lifecycle
 from dataflow.store import open_store
-from dataflow.store.sqlite.store import BUSY_TIMEOUT_S
+from dataflow.store.sqlite.connection import BUSY_TIMEOUT_S
 
 TARGET = 0.5  # claim throughput / raw throughput, at every process count
 JOB = "work"

@@ -5,8 +5,10 @@ natural order. Nothing in the schema may need a function only our process has.""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 
 import pytest
 
@@ -111,3 +113,34 @@ def test_an_outside_write_cannot_corrupt_the_claim_order(chain, tmp_path):
         ("",),
     ]
     assert claimed_in_order(chain, tmp_path, 2) == ["x-9", "x-10"]
+
+
+def test_hostile_dataids_from_an_outside_writer_never_break_a_command(chain, tmp_path):
+    """Newlines, '../', 10 KB and bytes that are not UTF-8, written by a plain client."""
+    chain.ok("dml", "delete from datastatus")
+    hostile = ["two\nlines", "../../escape", "z" * 10_000]
+    with closing(sqlite3.connect(tmp_path / "dataflow.db", isolation_level=None)) as conn:
+        for dataid in hostile:
+            conn.execute(
+                f"insert into datastatus values ('src','up',?,'OUT','READY',{NOW})", (dataid,)
+            )
+        conn.execute(
+            f"insert into datastatus values ('src','up',CAST(X'61FF62' AS TEXT),'OUT','READY',{NOW})"
+        )
+    script(
+        tmp_path,
+        "work.sh",
+        'printf "%s" "$dataid" > "seen.$(printf "%s" "$dataid" | md5sum | cut -c1-8)"',
+    )
+    ran = chain.runjob("--all", "./work.sh")
+    assert ran.code == 0, ran
+    assert (
+        "dataid 'a\\udcffb' of work cannot name a chunk" in ran.err and "Traceback" not in ran.err
+    )
+    seen = sorted(p.read_text() for p in tmp_path.glob("seen.*"))
+    assert seen == sorted(hostile)
+    assert not (tmp_path.parent / "escape").exists()
+    for argv in (("runs",), ("status",), ("explain", "work"), ("history",), ("jobs",)):
+        shown = chain.utility(*argv)
+        assert shown.code == 0 and "Traceback" not in shown.err, (argv, shown)
+    assert "a\\udcffb" in chain.utility("runs").out  # shown, escaped

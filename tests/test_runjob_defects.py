@@ -288,7 +288,7 @@ def test_a_dataid_no_environment_can_carry_is_skipped(chain, tmp_path):
     script(tmp_path, "work.sh", 'echo "$dataid" >> starts')
     ran = chain.runjob("./work.sh")
     assert ran.code == 0 and "with dataid 1" in ran.out, ran
-    assert "cannot be handed to a job" in ran.err and "Traceback" not in ran.err
+    assert "dataid '0\\x00x' of work cannot name a chunk" in ran.err and "Traceback" not in ran.err
 
 
 # -- a helper that leaves the job's group and closes its descriptors -----------------------

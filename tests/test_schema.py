@@ -7,7 +7,7 @@ import sqlite3
 from dataflow.dataids import natural_key
 from dataflow.store import now
 from dataflow.store.sqlite import schema
-from dataflow.store.sqlite.store import _statements
+from dataflow.store.sqlite.connection import statements
 from support import script
 
 
@@ -17,7 +17,7 @@ def old_store(path, version: int) -> sqlite3.Connection:
     conn.create_function("now", 0, now)
     conn.create_function("dataflow_natkey", 1, natural_key)
     for migration in schema.MIGRATIONS[:version]:
-        for statement in _statements(migration):
+        for statement in statements(migration):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {version}")
     return conn

@@ -54,6 +54,12 @@ class _LostStream:
         raise OSError(self.why)
 
 
+def printable(text: str) -> str:
+    """A text for one line of a terminal: control characters, and bytes that were not
+    UTF-8, escaped as Python writes them (``\\x00``, ``\\udcff``)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def warn(message: str) -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):
         print(f"warning: {message}", file=sys.stderr, flush=True)
@@ -74,6 +80,9 @@ class Parser(argparse.ArgumentParser):
 
 def guarded(command: Callable[[], int]) -> int:
     """The one place user errors become ``error: ...`` on stderr and an exit code."""
+    for stream in (sys.stdout, sys.stderr):  # stored bytes that are not UTF-8 print as \xff
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
         return command()
     except DataflowError as exc:

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..run import claims, jobenv, lifecycle, runner, sparksubmit
 from ..run.drain import Drain, Event, Summary
 from ..store import Store, locate, open_store
-from . import guarded, say, stamp, text_arguments, warn
+from . import guarded, printable, say, stamp, text_arguments, warn
 
 USAGE = "RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]"
 DESCRIPTION = """\
@@ -120,8 +120,8 @@ class Report:
             )
         elif kind == "unusable":
             warn(
-                f"dataid {event.dataid!r} of {self.jobid} cannot be handed to a job (it holds a "
-                "NUL byte): skipped; correct or delete its rows"
+                f"dataid '{printable(event.dataid)}' of {self.jobid} cannot name a chunk (a NUL byte, or bytes "
+                "that are not UTF-8): skipped; correct or delete its rows"
             )
         elif kind == "cap_full":
             self._line(

@@ -89,11 +89,24 @@ def _choose(store: Store, job: Job) -> Iterator[tuple[str, str]]:
         seen, size = batch[-1], _BATCH
 
 
+def usable(dataid: str) -> bool:
+    """Can the dataid name a chunk? Not with a NUL byte (no environment variable can carry
+    it) nor with bytes that are not UTF-8 (an outside client wrote them; SQLite cannot be
+    asked about them again)."""
+    try:
+        dataid.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\0" not in dataid
+
+
 def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
     """The chunk the job would claim next, read-only (locks are not probed)."""
     for seen, (_, dataid) in enumerate(_choose(store, job)):
         if seen >= limit:
             break
+        if not usable(dataid):
+            continue
         last = store.last_run(job.jobid, dataid)
         rows = store.chunk_rows(job.jobid, dataid)
         if claimable(job, rows, store.ready_inputs(job.inputs, dataid), last and last["retry"]):
@@ -138,13 +151,13 @@ def _claim_first(
     while True:
         repaired = False
         for key, dataid in _choose(store, job):
+            if not usable(dataid):
+                unusable.append(dataid)
+                continue
             if key != dataids.natural_key(dataid):
                 store.drop_candidate(job.jobid, key, dataid)
                 store.put_candidate(job.jobid, dataid)
                 repaired = True
-                continue
-            if "\0" in dataid:  # no environment variable can carry it
-                unusable.append(dataid)
                 continue
             rows = store.chunk_rows(job.jobid, dataid)
             last = store.last_run(job.jobid, dataid)

@@ -1,5 +1,5 @@
-"""The SQLite store: one file in WAL mode; its connection, transactions, migrations
-and the claim's queries. Its other queries live in :mod:`.views`, :mod:`.config` and
+"""The SQLite store: one file in WAL mode; its transactions, migrations and the claim's
+queries (its connection is opened by :mod:`.connection`). Its other queries live in :mod:`.views`, :mod:`.config` and
 :mod:`.history`.
 
 The store knows tables and transactions, nothing of processes or rules: the
@@ -17,48 +17,13 @@ from pathlib import Path
 
 from ...dataids import natural_key
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing, StoreVersion
-from ..base import DRIVER_ERRORS, ChunkRow, JobItem, Row, Store, now
+from ..base import ChunkRow, JobItem, Row, Store
 from . import access, schema
 from .config import ConfigQueries
+from .connection import as_stored, connect, statements
 from .filesystems import require_local
 from .history import HistoryQueries
 from .views import ViewQueries
-
-BUSY_TIMEOUT_S = 60.0  # DATAFLOW_BUSY_TIMEOUT (seconds) overrides it
-DRIVER_ERRORS.append(sqlite3.Error)
-
-
-def busy_timeout() -> float:
-    """How long a write waits for another writer's transaction before giving up."""
-    try:
-        value = float(os.environ.get("DATAFLOW_BUSY_TIMEOUT", BUSY_TIMEOUT_S))
-    except ValueError:
-        return BUSY_TIMEOUT_S
-    return value if 0 <= value < 86_400 else BUSY_TIMEOUT_S
-
-
-def _connect(path: Path, mode: str) -> sqlite3.Connection:
-    """A connection in ``mode``: rwc (create), rw, or ro (nothing it runs changes the store)."""
-    address = access.read_only_uri(path) if mode == "ro" else access.uri(path, mode)
-    conn = None
-    try:
-        # isolation_level=None: we issue BEGIN IMMEDIATE ourselves; Python's implicit
-        # deferred transactions would let two processes read the same free chunk.
-        wait = busy_timeout()
-        conn = sqlite3.connect(address, uri=True, isolation_level=None, timeout=wait)
-        conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
-        conn.execute("PRAGMA query_only = ON" if mode == "ro" else "PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA temp_store = MEMORY")  # measured: bulk trigger work 0.3-0.7x
-    except sqlite3.Error as exc:
-        if conn is not None:
-            conn.close()
-        if not path.exists():
-            raise StoreMissing(str(path)) from None
-        raise access.open_failure(path, exc, reading=mode == "ro") from None
-    conn.row_factory = sqlite3.Row
-    conn.create_function("now", 0, now)
-    conn.create_function("dataflow_natkey", 1, natural_key, deterministic=True)
-    return conn
 
 
 class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
@@ -115,7 +80,7 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
             raise StoreMissing(str(path))
         require_local(path.parent)
         reading = readonly and not access.writable(path)
-        store = cls(path, _connect(path, "ro" if reading else "rw"))
+        store = cls(path, connect(path, "ro" if reading else "rw"))
         found = store._version(reading)
         if found != schema.VERSION:
             store.close()
@@ -130,7 +95,7 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
         if not path.parent.is_dir():
             raise NotAStore(str(path), f"folder {path.parent} does not exist")
         require_local(path.parent)
-        store = cls(path, _connect(path, "rwc"))
+        store = cls(path, connect(path, "rwc"))
         try:
             store.conn.execute("PRAGMA journal_mode = WAL")
             store._check_intact()  # before a transaction: a large store takes a while
@@ -161,7 +126,7 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
             )
             ours = schema.ours()
             theirs = [sql for name, sql in rows if name not in ours]
-        for statement in _statements(schema.MIGRATIONS[version - 1]):
+        for statement in statements(schema.MIGRATIONS[version - 1]):
             self.conn.execute(statement)
         for sql in theirs:
             self.conn.execute(sql)
@@ -239,9 +204,10 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
             )
         else:
             rows = self.conn.execute(
-                "SELECT sortkey, dataid FROM candidate WHERE jobid = ? AND (sortkey, dataid) > (?, ?) "
+                "SELECT sortkey, dataid FROM candidate WHERE jobid = ? "
+                "AND (sortkey, dataid) > (CAST(? AS TEXT), CAST(? AS TEXT)) "
                 "ORDER BY sortkey, dataid LIMIT ?",
-                (jobid, *after, limit),
+                (jobid, *map(as_stored, after), limit),
             )
         return [tuple(row) for row in rows]
 
@@ -335,7 +301,7 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
         read-only connection (with query_only), under a guard that refuses what those let
         through: ATTACH (and VACUUM INTO), DETACH, PRAGMA x = y."""
         guard = access.ReadGuard()
-        with closing(_connect(self.path, "ro")) as conn:
+        with closing(connect(self.path, "ro")) as conn:
             conn.set_authorizer(guard)
             try:
                 cursor = self._user_statement(sql, conn)
@@ -373,17 +339,3 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
             raise BadSQL(str(exc)) from None
         except UnicodeEncodeError:  # bytes that are not UTF-8, as Python passes them on
             raise BadSQL("the statement is not valid UTF-8 text") from None
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Split a migration script into complete statements (triggers contain ';')."""
-    pending = ""
-    for line in script.splitlines(keepends=True):
-        if line.lstrip().startswith("--"):
-            continue
-        pending += line
-        if sqlite3.complete_statement(pending):
-            yield pending.strip()
-            pending = ""
-    if pending.strip():
-        raise ValueError(f"incomplete statement in migration: {pending[:60]}")
