@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import subprocess
@@ -152,3 +153,16 @@ def mounted(*argv: str):
         yield Path(argv[-1])
     finally:
         subprocess.run(["umount", "-l", argv[-1]], capture_output=True)
+
+
+def fill_disk(folder: Path) -> Path:
+    """Fill the disk of ``folder`` to its last block."""
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as handle:
+        for block in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    handle.write(b"\0" * block)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+    return filler

@@ -3,7 +3,6 @@ and the store exactly as it was (compared as an SQL dump) with no file created."
 
 from __future__ import annotations
 
-import errno
 import os
 import sqlite3
 from contextlib import closing, contextmanager
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support import BIN, mount, mounted
+from support import BIN, fill_disk, mount, mounted
 
 REFUSED = "'utility sql' is read-only"
 
@@ -192,19 +191,6 @@ def test_createtables_refuses_a_damaged_or_foreign_file(made, tmp_path):
     assert (tmp_path / "notes.db").read_text() == "not a database\n" * 100
 
 
-def _fill(folder: Path) -> Path:
-    """Fill the disk of ``folder`` to its last block."""
-    filler = folder / "filler"
-    with open(filler, "wb", buffering=0) as handle:
-        for block in (65536, 4096, 512, 1):
-            try:
-                while True:
-                    handle.write(b"\0" * block)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC, exc
-    return filler
-
-
 def test_a_full_disk_is_reported_as_such(cli, tmp_path):
     small = tmp_path / "small"
     small.mkdir()
@@ -214,7 +200,7 @@ def test_a_full_disk_is_reported_as_such(cli, tmp_path):
         cli.ok("createtables", env=env)
         cli.ok("dml", "insert into dataset (datasetid) values ('src')", env=env)
         before = dump(db)
-        filler = _fill(small)
+        filler = fill_disk(small)
         for argv in (("dml", "insert into dataset (datasetid) values ('more')"), ("runs",)):
             result = cli.utility(*argv, env=env)
             refused(result, "cannot ")

@@ -14,7 +14,18 @@ import time
 from pathlib import Path
 
 from dataflow.dataids import natural_key
-from support import BIN, history, mounted, rows, script, setting, start_runjob, statuses, wait_for
+from support import (
+    BIN,
+    fill_disk,
+    history,
+    mounted,
+    rows,
+    script,
+    setting,
+    start_runjob,
+    statuses,
+    wait_for,
+)
 
 LOUD = "for i in $(seq 1 20000); do echo line $i; done; echo done >&2"
 
@@ -359,3 +370,52 @@ def test_a_log_on_a_full_disk_never_blocks_the_job(chain, tmp_path):
         assert statuses(tmp_path, "work") == {"1": "READY"}
         ((_, _, _, _, _, reason),) = history(tmp_path, "work")
         assert reason == "output not written to log: No space left on device"
+
+
+def test_a_full_disk_at_the_claim_or_the_finish_never_breaks_the_store(cli, tmp_path):
+    """The store on a small tmpfs: full before the claim (refused, nothing written), and
+    filled by the job itself (the finish fails in one line; the chunk is recovered later)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    with mounted("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)):
+        env = {"DATAFLOW_DB": str(small / "dataflow.db")}
+        cli.ok("createtables", env=env)
+        for name in ("src", "dst"):
+            cli.ok("register-dataset", name, env=env)
+        cli.ok("register-job", "work", "--in", "src", "--out", "dst", env=env)
+        cli.ok("ready", "src", "1", "2", env=env)
+        script(tmp_path, "work.sh", f"head -c 2000000 /dev/zero > {small}/filler 2>/dev/null; true")
+        with sqlite3.connect(small / "dataflow.db") as conn:
+            before = list(conn.iterdump())
+        filler = fill_disk(small)
+        refused = cli.runjob("./work.sh", env=env)
+        assert refused.code != 0 and refused.err.startswith("error: "), refused
+        assert "Traceback" not in refused.err and refused.err.count("\n") == 1
+        filler.unlink()
+        with sqlite3.connect(small / "dataflow.db") as conn:
+            assert list(conn.iterdump()) == before
+
+        finish = cli.runjob("./work.sh", env=env)  # the job fills the disk, then ends well
+        assert finish.code != 0 and "Traceback" not in finish.err, finish
+        assert finish.err.startswith("error: ") and "the store" in finish.err
+        (small / "filler").unlink()
+        again = cli.runjob("./work.sh", env=env)
+        assert "belonged to a dead run; marked FAILED (abandoned)" in again.out, again
+        with sqlite3.connect(small / "dataflow.db") as conn:
+            assert conn.execute("pragma integrity_check").fetchone() == ("ok",)
+
+
+def test_megabytes_of_binary_output_reach_the_log_whole(chain, tmp_path):
+    script(tmp_path, "work.sh", "head -c 5000000 /dev/urandom > sent; cat sent")
+    done = subprocess.run(
+        [str(BIN / "RunJob"), "./work.sh"],
+        cwd=tmp_path,
+        env=chain.env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    sent = (tmp_path / "sent").read_bytes()
+    log = Path(rows(tmp_path, "select logpath from run")[0][0]).read_bytes()
+    assert log == sent and sent in done.stdout
+    assert statuses(tmp_path, "work") == {"1": "READY"}
