@@ -67,7 +67,7 @@ def test_quickstart_to_the_letter(cli, tmp_path):
     (resubmit,) = run_lines(cli, ["utility.sh endjob loadbob 1.0 RESUBMIT"])
     assert (
         resubmit.out
-        == "1 rows updated to RESUBMIT for loadbob and 1.0 0 IN file-local locks released\n"
+        == "1 row updated to RESUBMIT for loadbob and 1.0\n"
     )
     (rerun,) = run_lines(cli, ["RunJob ./loadbob.sh"])
     assert "Launching ./loadbob.sh with dataid 1.0" in rerun.out

@@ -170,10 +170,10 @@ def endjob(options: argparse.Namespace) -> int:
         updated, released = lifecycle.end_chunk(
             store, options.jobid, options.dataid, status, force=options.force
         )
-    say(
-        f"{updated} rows updated to {status} for {options.jobid} and {options.dataid} "
-        f"{released} IN file-local locks released"
-    )
+    rows = "row" if updated == 1 else "rows"
+    # a chunk ended by hand has no consumer lock to release, as a rule: say so only if it had
+    locks = f" {released} IN file-local locks released" if released else ""
+    say(f"{updated} {rows} updated to {status} for {options.jobid} and {options.dataid}{locks}")
     return 0
 
 
