@@ -197,3 +197,14 @@ class TransformationMismatch(DataflowError, AssertionError):
 
 class VacuousTest(DataflowError, AssertionError):
     """A transformation test whose input already equals its expected output proves nothing."""
+
+
+class RunFenced(DataflowError):
+    """A run's result came after its chunk was taken from it: recovered as dead (its host
+    was cut off from the store for longer than the liveness bound) or ended by hand."""
+
+    def __init__(self, jobid: str, dataid: str, status: str):
+        super().__init__(
+            f"the run of {jobid} at {dataid} was ended elsewhere while it ran (recovered as "
+            f"abandoned, or ended by hand); its result {status} is not recorded"
+        )

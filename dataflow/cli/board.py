@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..ops import board
 from ..run import lifecycle
-from ..store import locate, now, open_store
+from ..store import locate, now, open_store, shown
 from . import say
 from .commands import command, write_whole
 
@@ -39,6 +39,6 @@ def write(options: argparse.Namespace) -> int:
             lifecycle.load_job(store, options.job)  # an unknown job is an error, not an empty page
         rows = store.board(options.job)
     grid = board.build(rows, options.last)
-    write_whole(Path(options.html), board.render(grid, generated=now()[:19], source=str(path)))
+    write_whole(Path(options.html), board.render(grid, generated=now()[:19], source=shown(path)))
     say(f"board written to {options.html} ({len(grid.jobs)} jobs, {len(grid.dataids)} dataids)")
     return 0

@@ -11,7 +11,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import UsageError
-from ..run import claims, jobenv, lifecycle, runner, sparksubmit
+from ..run import claims, jobenv, keeper, lifecycle, runner, sparksubmit
 from ..run.drain import Drain, Event, Summary
 from ..store import Store, locate, open_store
 from . import guarded, printable, say, stamp, text_arguments, warn
@@ -118,6 +118,8 @@ class Report:
                 f"{stamp()}: chunk {event.dataid} of {self.jobid} belonged to a dead run; "
                 "marked FAILED (abandoned)"
             )
+        elif kind == "fenced":
+            warn(event.status)
         elif kind == "unusable":
             warn(
                 f"dataid '{printable(event.dataid)}' of {self.jobid} cannot name a chunk (a NUL byte, or bytes "
@@ -256,9 +258,12 @@ def run(options: argparse.Namespace) -> int:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            keeper.close_all()
         report.finish(summary, drain.left())
     if summary.interrupted:
         return 128 + summary.interrupted
+    if summary.fenced:
+        return 1
     if not drain_mode:
         return summary.last.exit_code if summary.last else 0
     return 1 if summary.failed else 0

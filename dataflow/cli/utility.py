@@ -9,7 +9,7 @@ import sys
 from .. import __version__, crypto
 from ..errors import PasskeyMissing, UsageError
 from ..run import claims, lifecycle
-from ..store import create_store, files_of, locate, now
+from ..store import create_store, files_of, locate, now, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
     board,
@@ -51,11 +51,11 @@ def createtables(options: argparse.Namespace) -> int:
     store, applied = create_store(path)
     store.close()
     if applied == store.version:
-        say(f"tables created in {path}")
+        say(f"tables created in {shown(path)}")
     elif applied:
-        say(f"store {path} upgraded to schema version {store.version}")
+        say(f"store {shown(path)} upgraded to schema version {store.version}")
     else:
-        say(f"store {path} is up to date")
+        say(f"store {shown(path)} is up to date")
     return 0
 
 
@@ -63,7 +63,7 @@ def createtables(options: argparse.Namespace) -> int:
 def where(options: argparse.Namespace) -> int:
     path = locate(options.db)
     logs, locks = files_of(path)
-    rows = [("store", str(path)), ("logs", str(logs)), ("locks", str(locks))]
+    rows = [("store", shown(path)), ("logs", str(logs)), ("locks", str(locks))]
     return _print_listing(options, ["item", "path"], rows)
 
 

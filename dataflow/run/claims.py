@@ -48,6 +48,10 @@ class _DryRun(Exception):
 def prepare(store: Store, jobid: str) -> None:
     """Check, before anything is claimed, what a run needs on disk: its lock file and
     its log folder. A claim must never be spent on a failure that was foreseeable."""
+    if store.shared:  # its keeper starts now, while RunJob gets ready to claim
+        from .keeper import keeper_for
+
+        keeper_for(store)
     try:
         locks.prepare(store.lockfile)
     except OSError as exc:
@@ -64,9 +68,10 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
 
     Runs inside the caller's write transaction: a claim takes its chunk lock
     before committing, so a committed RUNNING row with a free lock and no process
-    carrying its token is dead.
+    carrying its token is dead. On a shared store each chunk is judged in its turn
+    (nobody claims or finishes it meanwhile); one whose turn is taken is left for later.
     """
-    running = store.running(jobid)
+    running = [chunk for chunk in store.running(jobid) if store.chunk_turn(chunk[1])]
     live = liveness.live_runs(store, running) if running else set()
     dead = [chunk for chunk in running if chunk not in live]
     for job, dataid in dead:
@@ -129,6 +134,7 @@ def claim(
             settings = load_job(store, job.jobid).settings  # read at every start
             result.cap = settings.max_parallel
             if settings.max_parallel:
+                store.job_turn(job.jobid)  # one claim of the job at a time counts live runs
                 result.live = store.count_running(job.jobid)
                 result.cap_full = result.live >= settings.max_parallel
             if not result.cap_full:
@@ -154,6 +160,8 @@ def _claim_first(
             if not usable(dataid):
                 unusable.append(dataid)
                 continue
+            if not store.chunk_turn(dataid):
+                continue  # another transaction is changing it: its change offers it again
             if key != dataids.natural_key(dataid):
                 store.drop_candidate(job.jobid, key, dataid)
                 store.put_candidate(job.jobid, dataid)
@@ -172,9 +180,9 @@ def _claim_first(
                 break  # a chunk just put in its place may come before this one: look again
             lock = locks.ChunkLock(store.lockfile, job.jobid, dataid)
             if dry_run:
-                if locks.is_held(store.lockfile, job.jobid, dataid):
+                if liveness.is_live(store, job.jobid, dataid):
                     continue
-            elif not lock.try_acquire():
+            elif not liveness.take(store, lock, job.jobid, dataid):
                 continue  # a process of an earlier run of this chunk is still alive: keep it
             store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
             return _mark(store, job, dataid, rows, last, lock, command)
@@ -212,7 +220,7 @@ def _mark(
         attempt=attempt,
         retry=retry,
         pid=os.getpid(),
-        host=os.uname().nodename,
+        host=liveness.host_name(),
         command=command,
         logpath=str(logpath),
     )

@@ -13,9 +13,9 @@ import time
 from collections import namedtuple
 from collections.abc import Callable
 
-from ..errors import DataflowError
+from ..errors import DataflowError, RunFenced
 from ..store import Store
-from . import claims, lifecycle
+from . import claims, lifecycle, liveness
 from .claims import Claim
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Job
@@ -34,7 +34,8 @@ class Event(
     )
 ):
     """Something a person may want to see: ``abandoned``, ``cap_full``, ``launch``,
-    ``ending`` (the job ended, the status is not yet recorded) or ``ended``.
+    ``ending`` (the job ended, the status is not yet recorded), ``ended``, or ``fenced``
+    (its result was refused: status says why).
     counts: OUT rows updated and IN rows released; live and cap: for ``cap_full``."""
 
     __slots__ = ()
@@ -45,6 +46,7 @@ class Summary:
 
     def __init__(self) -> None:
         self.started = self.ready = self.failed = self.running = 0
+        self.fenced = 0  # results refused: their chunks had been taken from them meanwhile
         self.cap_full = False
         self.interrupted: int | None = None
         self.last: Outcome | None = None
@@ -142,6 +144,7 @@ class Drain:
             self.summary.started -= 1
             claims.release(self.store, self.job.jobid, claim)
             raise
+        liveness.started(self.store, self.job.jobid, claim.dataid, claim.token, run.process.pid)
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
         threading.Thread(target=self._wait, args=(claim, run), daemon=True).start()
@@ -189,7 +192,12 @@ class Drain:
         self.summary.running = len(self._active)
         status = READY if outcome.ok else FAILED
         self.notify(Event("ending", claim.dataid, claim, outcome, status))
-        counts = self._record(claim, outcome, status)
+        try:
+            counts = self._record(claim, outcome, status)
+        except RunFenced as refused:
+            self.summary.fenced += 1
+            self.notify(Event("fenced", claim.dataid, claim, outcome, str(refused)))
+            return
         self.summary.last = outcome
         if outcome.ok:
             self.summary.ready += 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..errors import BadStatus, ChunkLive, JobConfigError, UnknownChunk, UnknownJob
+from ..errors import BadStatus, ChunkLive, JobConfigError, RunFenced, UnknownChunk, UnknownJob
 from ..store import ChunkRow, Store
 from . import liveness
 
@@ -136,11 +136,13 @@ def finish(
     with ``outcome`` (exitcode, signal, duration, reason). A run that a cascade asked
     to rerun while it ran ends RESUBMIT instead of READY. Returns both counts."""
     with store.transaction():
+        store.chunk_turn(dataid, wait=True)
+        # fenced by the attempt: a run recovered as dead (its host cut off) or ended by
+        # hand meanwhile must not overwrite what happened since
+        if runid is not None and not store.end_run(runid, status, **outcome):
+            raise RunFenced(jobid, dataid, status)
         rerun = store.rerun_request(runid) if runid is not None and status == READY else None
-        counts = store.finish(jobid, dataid, RESUBMIT if rerun else status)
-        if runid is not None:
-            store.end_run(runid, status, **outcome)
-        return counts
+        return store.finish(jobid, dataid, RESUBMIT if rerun else status)
 
 
 def _refuse_live(store: Store, jobid: str, dataid: str) -> None:
@@ -159,8 +161,12 @@ def end_chunk(
     if status not in END_STATUSES:
         raise BadStatus(status, END_STATUSES)
     with store.transaction():
+        store.chunk_turn(dataid, wait=True)
         if not force:
             _refuse_live(store, jobid, dataid)
+        store.abandon_runs(
+            jobid, dataid, f"ended by hand ({status})"
+        )  # a live run's finish is fenced off
         updated, released = store.finish(jobid, dataid, status)
         if not updated:
             raise UnknownChunk(jobid, dataid)  # rolls back the IN-row deletion too

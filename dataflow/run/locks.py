@@ -62,7 +62,9 @@ def _open(path: Path) -> int:
 
 
 def prepare(path: Path) -> None:
-    """Create the lock file if needed (before a claim, so a claim never fails on it)."""
+    """Create the lock file (and its folder) if needed, before a claim, so that a claim
+    never fails on it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     os.close(_open(path))
 
 

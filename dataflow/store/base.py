@@ -9,6 +9,7 @@ Every operation that writes runs inside the caller's :meth:`Store.transaction`.
 from __future__ import annotations
 
 import os
+import re
 from abc import ABC, abstractmethod
 from collections import namedtuple
 from collections.abc import Iterable, Sequence
@@ -35,9 +36,41 @@ DATASET_COLUMNS = (
 DRIVER_ERRORS: list[type[Exception]] = []
 
 
-def locate(db: str | None = None) -> Path:
-    """The store's address: ``--db``, else ``DATAFLOW_DB``, else ``./dataflow.db``."""
-    return Path(db or os.environ.get("DATAFLOW_DB") or DEFAULT_NAME).expanduser().absolute()
+# A store's address: the path of an SQLite file, or a postgresql:// URL (a str)
+Address = Path | str
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(address: Address) -> bool:
+    """Is the address a database server's URL (not a file)?"""
+    return isinstance(address, str) and address.startswith(URL_SCHEMES)
+
+
+def locate(db: str | None = None) -> Address:
+    """The store's address: ``--db``, else ``DATAFLOW_DB``, else ``./dataflow.db``; a
+    ``postgresql://user@host:port/db`` URL stays as it is."""
+    found = db or os.environ.get("DATAFLOW_DB") or DEFAULT_NAME
+    if found.startswith(URL_SCHEMES):
+        return found
+    return Path(found).expanduser().absolute()
+
+
+def shown(address: Address) -> str:
+    """The address for a person: a URL without its password."""
+    return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", str(address))
+
+
+LIVENESS_ENV = "DATAFLOW_LIVENESS_TIMEOUT"
+LIVENESS_S = 20.0  # the default bound: a dead host's runs are recoverable after at most this
+
+
+def liveness_timeout() -> float:
+    """Seconds after which a host that stopped answering counts as dead (default 20 s)."""
+    try:
+        value = float(os.environ.get(LIVENESS_ENV, LIVENESS_S))
+    except ValueError:
+        return LIVENESS_S
+    return value if 2 <= value <= 3600 else LIVENESS_S
 
 
 def now() -> str:
@@ -56,11 +89,14 @@ class Store(ABC):
     local file of its chunk locks, ``identity`` names the store the same way whatever
     address reached it, ``version`` is the schema version it is at."""
 
-    path: Path
+    path: Address
     files: Path
     lockfile: Path
     identity: str
     version: int
+    # Runs of a shared store may live on other hosts: a run's liveness is then the
+    # store's run lock, held by a keeper process (dataflow.run.keeper), not a local lock.
+    shared = False
 
     @abstractmethod
     def close(self) -> None: ...
@@ -74,6 +110,41 @@ class Store(ABC):
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
         """A write transaction taken up front: two claimers never read the same free chunk."""
+
+    # Turns: a write transaction may take a turn, held until it ends. SQLite's writers
+    # already take turns (BEGIN IMMEDIATE): there these are no-ops. A shared store's
+    # transactions run side by side and take them where the rules need one at a time.
+
+    def job_turn(self, jobid: str) -> None:
+        """Wait for the job's turn: claims under ``max_parallel`` count live runs one at a time."""
+        return None
+
+    def chunk_turn(self, dataid: str, wait: bool = False) -> bool:
+        """The turn of the chunks at ``dataid``: nothing else may change what makes them
+        claimable (their claim, finish or recovery, their inputs' offers) until this
+        transaction ends. Without ``wait``, False when another transaction has it now."""
+        return True
+
+    # Run locks of a shared store (see ``shared``): a keeper process holds them.
+
+    def try_run_lock(self, jobid: str, dataid: str) -> bool:
+        """Take the chunk's run lock for this connection, if nobody holds it."""
+        raise NotImplementedError
+
+    def drop_run_lock(self, jobid: str, dataid: str) -> None:
+        raise NotImplementedError
+
+    def run_locks_held(self, chunks: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those chunks whose run lock a live run's keeper holds."""
+        raise NotImplementedError
+
+    def keep_alive(self) -> None:
+        """Make the server end this connection's session once it stops pinging."""
+        raise NotImplementedError
+
+    def ping(self) -> None:
+        """A round trip to the store (raises when it cannot be reached)."""
+        return None
 
     # -- registration: tables dataset and job ------------------------------------------
 
@@ -216,8 +287,9 @@ class Store(ABC):
         """Insert a RUNNING history row; returns its runid."""
 
     @abstractmethod
-    def end_run(self, runid: int, status: str, **outcome: object) -> None:
-        """Close a history row: its status, end time and how it ended."""
+    def end_run(self, runid: int, status: str, **outcome: object) -> bool:
+        """Close a RUNNING history row: its status, end time and how it ended. False if
+        it was not RUNNING any more (recovered, or ended by hand): fenced off."""
 
     @abstractmethod
     def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:

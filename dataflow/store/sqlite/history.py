@@ -31,12 +31,15 @@ class HistoryQueries:
             (zoned_now(), *run.values()),
         ).lastrowid
 
-    def end_run(self, runid: int, status: str, **outcome: object) -> None:
-        """Close a history row: its status, end time and how it ended."""
+    def end_run(self, runid: int, status: str, **outcome: object) -> bool:
+        """Close a RUNNING history row; False if it was not RUNNING any more."""
         sets = "".join(f", {name} = ?" for name in outcome)
-        self.conn.execute(
-            f"UPDATE run SET status = ?, ended = ?{sets} WHERE runid = ?",
-            (status, zoned_now(), *outcome.values(), runid),
+        return (
+            self.conn.execute(
+                f"UPDATE run SET status = ?, ended = ?{sets} WHERE runid = ? AND status = 'RUNNING'",
+                (status, zoned_now(), *outcome.values(), runid),
+            ).rowcount
+            == 1
         )
 
     def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:

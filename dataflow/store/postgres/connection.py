@@ -1,0 +1,183 @@
+"""PostgreSQL connections: how they are opened (TCP keepalives that bound how long a dead
+host or a cut network goes unnoticed), the rows they return, and what a driver error
+means to a user.
+
+Queries are written with SQLite's ``?`` and ``?N`` placeholders so that the SQL the two
+backends share is written once (:mod:`dataflow.store.sqlite.views` and friends); this
+connection turns them into psycopg's ``%s``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+import psycopg
+
+from ...errors import BadSQL, NotAStore, StoreMissing, StoreUnavailable
+from ..base import DRIVER_ERRORS, liveness_timeout
+from ..base import shown as display
+
+DRIVER_ERRORS.append(psycopg.Error)
+
+
+def conninfo(address: str) -> str:
+    """The libpq connection string for a store address, with keepalives on both ends:
+    the client notices a dead server, the server a dead client, within the bound."""
+    bound = liveness_timeout()
+    probe = max(1, int(bound / 4))
+    server = [
+        f"-c tcp_keepalives_idle={probe}",
+        f"-c tcp_keepalives_interval={probe}",
+        "-c tcp_keepalives_count=3",
+        f"-c tcp_user_timeout={int(bound * 1000)}",
+        "-c DateStyle=ISO",
+    ]
+    return psycopg.conninfo.make_conninfo(
+        address,
+        connect_timeout=str(max(2, int(bound / 2))),
+        keepalives="1",
+        keepalives_idle=str(probe),
+        keepalives_interval=str(probe),
+        keepalives_count="3",
+        tcp_user_timeout=str(int(bound * 1000)),
+        options=" ".join(server),
+        application_name="dataflow",
+    )
+
+
+def _seed_text(value: object) -> object:
+    """Timestamps as the seed prints them (``YYYY-MM-DD HH:MM:SS.ffffff``), like SQLite's."""
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="microseconds")
+    return value
+
+
+class Record(tuple):
+    """A row readable by position and by column name, like ``sqlite3.Row``."""
+
+    names: tuple[str, ...] = ()
+
+    def keys(self) -> tuple[str, ...]:
+        return self.names
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self.names.index(key))
+        return tuple.__getitem__(self, key)
+
+
+def _records(cursor: psycopg.Cursor):
+    names = tuple(column.name for column in cursor.description or ())
+    kind = type("Record", (Record,), {"names": names, "__slots__": ()})
+
+    def make(values: Sequence[object]) -> Record:
+        return kind(_seed_text(v) for v in values)
+
+    return make
+
+
+_MARK = re.compile(r"'(?:[^']|'')*'|%|\?(\d*)")
+
+
+def translate(sql: str, params: Sequence[object] = ()) -> tuple[str, list[object]]:
+    """``?`` and ``?N`` placeholders (outside quotes) to ``%s``; a literal ``%`` doubled."""
+    ordered: list[object] = []
+    position = 0
+
+    def swap(match: re.Match) -> str:
+        nonlocal position
+        text = match.group(0)
+        if text.startswith("'"):
+            return text.replace("%", "%%")
+        if text == "%":
+            return "%%"
+        if match.group(1):
+            ordered.append(params[int(match.group(1)) - 1])
+        else:
+            ordered.append(params[position])
+            position += 1
+        return "%s"
+
+    return _MARK.sub(swap, sql), ordered
+
+
+class Cursor:
+    """What a query returned, with the parts of ``sqlite3.Cursor`` the store reads."""
+
+    def __init__(self, cursor: psycopg.Cursor):
+        self._cursor = cursor
+        self.rowcount = cursor.rowcount
+        self.description = cursor.description
+
+    def fetchone(self):
+        return self._cursor.fetchone() if self.description else None
+
+    def fetchall(self) -> list:
+        return self._cursor.fetchall() if self.description else []
+
+    def __iter__(self):
+        return iter(self.fetchall())
+
+
+class Connection:
+    """A psycopg connection in autocommit mode (transactions are ours), speaking ``?``."""
+
+    def __init__(self, raw: psycopg.Connection):
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
+        text, ordered = translate(sql, params)
+        return Cursor(self.raw.execute(text, ordered))
+
+    def execute_text(self, sql: str) -> Cursor:
+        """A statement typed by a user, sent as it is: one statement (the extended protocol
+        refuses more), no placeholders."""
+        return Cursor(self.raw.execute(sql, prepare=True))  # one statement, no more
+
+    def execute_script(self, sql: str) -> None:
+        """Our own script of several statements (a migration)."""
+        self.raw.execute(sql)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        for row in rows:
+            self.execute(sql, row)
+
+    def close(self) -> None:
+        self.raw.close()
+
+    @property
+    def broken(self) -> bool:
+        return self.raw.closed or self.raw.broken
+
+
+def connect(address: str) -> Connection:
+    """An autocommit connection to the store's database."""
+    try:
+        raw = psycopg.connect(conninfo(address), autocommit=True)
+    except psycopg.Error as exc:
+        raise unavailable(address, exc) from None
+    raw.cursor_factory = psycopg.Cursor
+    raw.row_factory = _records
+    return Connection(raw)
+
+
+def unavailable(address: str, exc: psycopg.Error) -> StoreUnavailable | StoreMissing:
+    """Why a connection could not be had, in one line."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    if "does not exist" in reason and "database" in reason:
+        return StoreMissing(display(address))
+    return StoreUnavailable("connect to", display(address), reason)
+
+
+def failure(address: str, exc: psycopg.Error) -> StoreUnavailable | NotAStore | BadSQL | None:
+    """What a driver error says about the store (lost connection, disk full), or None
+    when it is about the statement."""
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(
+        exc, psycopg.errors.QueryCanceled
+    ):
+        return StoreUnavailable("use", display(address), " ".join(str(exc).split()))
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return NotAStore(display(address), "it has no dataflow tables; run 'utility createtables'")
+    return None

@@ -1,0 +1,264 @@
+"""The PostgreSQL store: one database shared by RunJobs on many hosts.
+
+The SQL both backends can share is inherited from the SQLite backend's query modules
+(written with ``?`` placeholders, translated by :mod:`.connection`); what differs is
+here. Writers are not serialized as SQLite's are: a claim locks the candidate rows it
+looks at (``FOR UPDATE SKIP LOCKED``, never a table lock) and takes a chunk's offer lock
+before checking it, and ``max_parallel`` takes the job's cap lock (:meth:`take_turn`).
+
+A run's liveness is a session-level advisory lock on its chunk, held by a keeper process
+on the run's host (:mod:`dataflow.run.keeper`) for as long as any process of the run
+lives there; the server ends a keeper's session when its host stops answering.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreVersion
+from ..base import DATASET_COLUMNS, JobItem, Row, Store
+from ..sqlite.config import ConfigQueries
+from ..sqlite.history import HistoryQueries
+from ..sqlite.views import ViewQueries
+from . import schema
+from .claims import ClaimQueries
+from .connection import Connection, connect, display, failure
+
+STATE_ENV = "DATAFLOW_STATE"  # this host's folder for a shared store's logs and lock file
+
+
+class PostgresStore(ClaimQueries, ViewQueries, ConfigQueries, HistoryQueries, Store):
+    """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""
+
+    version = schema.VERSION
+    shared = True
+
+    def __init__(self, address: str, conn: Connection):
+        self.path = address  # type: ignore[assignment]
+        self.address = address
+        self.conn = conn
+        self.files = self.files_of(address)
+        self.lockfile = self.lockfile_of(address)
+        self.identity = self._name(address)
+
+    # -- where this host keeps its part ------------------------------------------------
+
+    @staticmethod
+    def _name(address: str) -> str:
+        """host-port-database: names this store's files on a host, and its runs' tokens."""
+        info = psycopg.conninfo.conninfo_to_dict(address)
+        parts = (info.get("host") or "local", info.get("port") or "5432", info.get("dbname") or "")
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(str(p) for p in parts))
+
+    @classmethod
+    def _state(cls) -> Path:
+        found = os.environ.get(STATE_ENV)
+        if found:
+            return Path(found).expanduser().absolute()
+        return Path.home() / ".local" / "state" / "dataflow"
+
+    @classmethod
+    def files_of(cls, address: str) -> Path:  # type: ignore[override]
+        """This host's folder of run logs for the store ($DATAFLOW_STATE, else
+        ~/.local/state/dataflow)."""
+        return cls._state() / f"{cls._name(address)}.d"
+
+    @classmethod
+    def lockfile_of(cls, address: str) -> Path:  # type: ignore[override]
+        """This host's chunk lock file: the local half of a run's liveness."""
+        return cls._state() / f"{cls._name(address)}-locks"
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, address: str, readonly: bool = False) -> PostgresStore:  # type: ignore[override]
+        store = cls(address, connect(address))
+        found = store._version()
+        if found != schema.VERSION:
+            store.close()
+            if found == 0:
+                why = "it has no dataflow tables; run 'utility createtables'"
+                raise NotAStore(display(address), why)
+            raise StoreVersion(display(address), found, schema.VERSION)
+        return store
+
+    @classmethod
+    def create(cls, address: str) -> tuple[PostgresStore, int]:  # type: ignore[override]
+        store = cls(address, connect(address))
+        try:
+            with store.transaction():
+                # one createtables at a time, whoever runs it
+                store.conn.execute("SELECT pg_advisory_xact_lock(0, 0)")
+                found = store._version()
+                if found > schema.VERSION:
+                    raise StoreVersion(display(address), found, schema.VERSION)
+                for version in range(found + 1, schema.VERSION + 1):
+                    store.conn.execute_script(schema.MIGRATIONS[version - 1])
+                store.conn.execute("DELETE FROM dataflow_schema")
+                store.conn.execute("INSERT INTO dataflow_schema VALUES (?)", (schema.VERSION,))
+        except psycopg.Error as exc:
+            store.close()
+            raise failure(address, exc) or NotAStore(display(address), str(exc)) from None
+        except BaseException:
+            store.close()
+            raise
+        return store, schema.VERSION - found
+
+    def _version(self) -> int:
+        exists = self.conn.execute("SELECT to_regclass('dataflow_schema') IS NOT NULL").fetchone()
+        if not exists[0]:
+            return 0
+        row = self.conn.execute("SELECT max(version) FROM dataflow_schema").fetchone()
+        return row[0] or 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        self.close()
+        if isinstance(exc, psycopg.Error) and (meaning := failure(self.address, exc)):
+            raise meaning from None
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction; a connection lost while idle (a long job) is opened again first."""
+        if self.conn.broken:
+            self.conn = connect(self.address)
+        with self.conn.raw.transaction():
+            yield
+
+    def job_turn(self, jobid: str) -> None:
+        self.conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (schema.CAP, jobid))
+
+    def chunk_turn(self, dataid: str, wait: bool = False) -> bool:
+        """The chunk's offer lock, the one every datastatus trigger takes (schema.OFFERS)."""
+        if wait:
+            sql = "SELECT true FROM (SELECT pg_advisory_xact_lock(?, hashtext(?))) AS waited"
+        else:
+            sql = "SELECT pg_try_advisory_xact_lock(?, hashtext(?))"
+        return bool(self.conn.execute(sql, (schema.OFFERS, dataid)).fetchone()[0])
+
+    # -- configuration -----------------------------------------------------------------
+
+    def job_items(self, jobid: str) -> list[JobItem]:
+        rows = self.conn.execute(
+            "SELECT itemtype, datasetid, itemvalue FROM job WHERE jobid = ? ORDER BY ctid",
+            (jobid,),
+        )
+        return [JobItem(*row) for row in rows]
+
+    def datasets(self, ids: Iterable[str] | None = None) -> dict[str, Row]:
+        sql, params = "SELECT * FROM dataset", ()
+        if ids is not None:
+            params = tuple(ids)
+            if not params:
+                return {}
+            sql += f" WHERE datasetid IN ({', '.join('?' * len(params))})"
+        rows = self.conn.execute(sql + " ORDER BY 1", params)
+        return {row["datasetid"]: dict(row) for row in rows}
+
+    def jobs(self) -> list[Row]:
+        sql = "SELECT jobid, itemtype, datasetid, itemvalue, modified FROM job ORDER BY jobid, ctid"
+        return [dict(row) for row in self.conn.execute(sql)]
+
+    def job_rows(self) -> list[Row]:
+        sql = "SELECT jobid, itemtype, datasetid, itemvalue FROM job ORDER BY jobid, ctid"
+        return [dict(row) for row in self.conn.execute(sql)]
+
+    def put_dataset(self, row: Row) -> None:
+        columns = ", ".join(DATASET_COLUMNS)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in DATASET_COLUMNS[1:])
+        self.conn.execute(
+            f"INSERT INTO dataset({columns}) VALUES ({', '.join('?' * len(DATASET_COLUMNS))}) "
+            f"ON CONFLICT (datasetid) DO UPDATE SET {updates}",
+            tuple(row.get(column) for column in DATASET_COLUMNS),
+        )
+
+    def put_out_status(
+        self, jobid: str, dataid: str, datasetids: Sequence[str], status: str
+    ) -> int:
+        changed = 0
+        for datasetid in datasetids:
+            changed += self.conn.execute(
+                "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
+                "VALUES (?, ?, ?, 'OUT', ?, now()) ON CONFLICT (datasetid, jobid, dataid) "
+                "DO UPDATE SET locktype = 'OUT', status = excluded.status, modified = now() "
+                "WHERE datastatus.status IS DISTINCT FROM excluded.status "
+                "OR datastatus.locktype IS DISTINCT FROM 'OUT'",
+                (datasetid, jobid, dataid, status),
+            ).rowcount
+        return changed
+
+    # -- history and views that differ ------------------------------------------------------
+
+    def start_run(self, **run: object) -> int:
+        from ..base import zoned_now
+
+        columns = ", ".join(run)
+        marks = ", ".join("?" * len(run))
+        return self.conn.execute(
+            f"INSERT INTO run(status, started, {columns}) VALUES ('RUNNING', ?, {marks}) "
+            "RETURNING runid",
+            (zoned_now(), *run.values()),
+        ).fetchone()[0]
+
+    def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
+        sql = """
+            SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath FROM run r
+            WHERE r.status <> 'RUNNING' AND (?1::text IS NULL OR r.jobid = ?1)
+              AND (?2::text IS NULL OR r.started < ?2)
+              AND NOT (r.status = 'FAILED' AND r.runid = (
+                  SELECT MAX(runid) FROM run WHERE jobid = r.jobid AND dataid = r.dataid))
+            ORDER BY r.runid"""
+        return [dict(row) for row in self.conn.execute(sql, (jobid, before))]
+
+    def board(self, jobid: str | None = None) -> list[Row]:
+        sql = """
+            SELECT d.jobid, d.dataid, d.status, r.attempt, r.duration, r.exitcode, r.signal,
+                   r.reason, r.started, r.ended
+            FROM (SELECT jobid, dataid, MIN(status) AS status FROM datastatus
+                  WHERE locktype = 'OUT' AND jobid IN (SELECT jobid FROM job)
+                    AND (?1::text IS NULL OR jobid = ?1)
+                  GROUP BY jobid, dataid) d
+            LEFT JOIN run r ON r.runid = (
+                SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)"""
+        return [dict(row) for row in self.conn.execute(sql, (jobid,))]
+
+    # -- SQL typed by users --------------------------------------------------------------
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """One statement in a read-only transaction that is then rolled back."""
+        if not sql.strip():
+            raise BadSQL("empty statement")
+        conn = connect(self.address)
+        try:
+            with conn.raw.transaction(force_rollback=True):
+                conn.execute("SET TRANSACTION READ ONLY")
+                conn.execute("SELECT 1")  # after a query, nothing may make it read-write
+                cursor = conn.execute_text(sql)
+                columns = [c.name for c in cursor.description or ()]
+                return columns, [tuple(row) for row in cursor.fetchall()]
+        except psycopg.errors.ReadOnlySqlTransaction:
+            raise ReadOnlySQL() from None
+        except psycopg.Error as exc:
+            raise failure(self.address, exc) or BadSQL(" ".join(str(exc).split())) from None
+        finally:
+            conn.close()
+
+    def execute(self, sql: str) -> tuple[list[str], list[tuple], int]:
+        if not sql.strip():
+            raise BadSQL("empty statement")
+        try:
+            with self.transaction():
+                cursor = self.conn.execute_text(sql)
+                columns = [c.name for c in cursor.description or ()]
+                rows = [tuple(row) for row in cursor.fetchall()]
+                return columns, rows, max(cursor.rowcount, 0)
+        except psycopg.Error as exc:
+            raise failure(self.address, exc) or BadSQL(" ".join(str(exc).split())) from None
