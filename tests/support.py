@@ -31,11 +31,17 @@ class Result:
         return self.out.splitlines()
 
 
-def base_env(tmp_path: Path) -> dict[str, str]:
-    """A clean environment for the CLIs: our bin/ first on PATH, the store in tmp_path."""
+# the store of each test's tmp_path, when it is not tmp_path/dataflow.db (conftest.address)
+ADDRESSES: dict[Path, object] = {}
+
+
+def base_env(tmp_path: Path, address=None) -> dict[str, str]:
+    """A clean environment for the CLIs: our bin/ first on PATH, the store in tmp_path
+    (or at ``address``), this host's files of a shared store in tmp_path/state."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PASSKEY", "DATAFLOW_"))}
     env["PATH"] = f"{BIN}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    env["DATAFLOW_DB"] = str(tmp_path / "dataflow.db")
+    env["DATAFLOW_DB"] = str(address or tmp_path / "dataflow.db")
+    env["DATAFLOW_STATE"] = str(tmp_path / "state")
     env["DATAFLOW_PYTHON"] = sys.executable
     return env
 
@@ -43,9 +49,10 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 class Cli:
     """Runs ``utility``, ``RunJob`` or any shell line for real, in tmp_path."""
 
-    def __init__(self, tmp_path: Path):
+    def __init__(self, tmp_path: Path, address=None):
         self.cwd = tmp_path
-        self.env = base_env(tmp_path)
+        self.address = address or tmp_path / "dataflow.db"
+        self.env = base_env(tmp_path, address)
 
     def __call__(self, *argv: str, env: dict[str, str] | None = None, **kw) -> Result:
         done = subprocess.run(
@@ -93,7 +100,14 @@ def wait_for(predicate, timeout=30.0, what="condition"):
 
 
 def rows(tmp_path: Path, sql: str, *params) -> list[tuple]:
-    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+    """Rows of a query on the test's store, read by the backend's own driver."""
+    address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")
+    if isinstance(address, str):  # a PostgreSQL URL
+        import psycopg
+
+        with psycopg.connect(address) as conn:
+            return conn.execute(sql.replace("?", "%s"), params).fetchall()
+    with sqlite3.connect(address) as conn:
         return conn.execute(sql, params).fetchall()
 
 

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from dataflow.dataids import natural_key
 from dataflow.run import claims, lifecycle
@@ -33,10 +39,14 @@ def reference_order(dataid: str) -> list:
 
 
 class Lifecycle(RuleBasedStateMachine):
+    pg: str | None = None  # a PostgreSQL database's URL: the machine runs there instead
+
     def __init__(self):
         super().__init__()
         self.folder = Path(tempfile.mkdtemp())
-        self.store, _ = create_store(self.folder / "dataflow.db")
+        self.store, _ = create_store(self.pg or self.folder / "dataflow.db")
+        if self.pg:  # one database for every example: start from empty tables
+            self.store.execute("truncate dataset, job, datastatus, candidate, run, hold")
         for name in ("src", "a", "b", "c"):
             self.store.execute(f"insert into dataset (datasetid) values ('{name}')")
         for jobid, (inputs, output) in JOBS.items():
@@ -52,6 +62,8 @@ class Lifecycle(RuleBasedStateMachine):
                     f"insert into job values ('{jobid}', 'retries', null, '{RETRIES[jobid]}', now())"
                 )
         self.jobs = {jobid: lifecycle.load_job(self.store, jobid) for jobid in JOBS}
+        for jobid in JOBS:
+            claims.prepare(self.store, jobid)
         self.src: set[str] = set()
         self.out: dict[tuple[str, str], str] = {}  # (job, dataid) -> status of its OUT row
         self.live: dict[tuple[str, str], object] = {}  # claimed chunk -> its Claim (holds the lock)
@@ -98,20 +110,36 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(dataid=st.sampled_from(DATAIDS))
     def source_arrives(self, dataid):
         self.store.execute(
-            "insert or replace into datastatus (dataid, datasetid, jobid, locktype, modified, status) "
+            f"delete from datastatus where datasetid = 'src' and jobid = 'fakejob' and dataid = '{dataid}'"
+        )
+        self.store.execute(
+            "insert into datastatus (dataid, datasetid, jobid, locktype, modified, status) "
             f"values ('{dataid}', 'src', 'fakejob', 'OUT', now(), 'READY')"
         )
         self.src.add(dataid)
 
     @rule(dataid=st.sampled_from(DATAIDS))
     def source_arrives_from_outside(self, dataid):
-        """A producer that is not ours: a plain sqlite3 connection, none of our functions."""
-        with closing(sqlite3.connect(self.folder / "dataflow.db", isolation_level=None)) as conn:
-            conn.execute(
-                "insert or replace into datastatus (dataid, datasetid, jobid, locktype, modified, "
-                "status) values (?, 'src', 'fakejob', 'OUT', datetime('now'), 'READY')",
-                (dataid,),
-            )
+        """A producer that is not ours: the driver's own connection, none of our functions."""
+        replace = (
+            "delete from datastatus where datasetid = 'src' and jobid = 'fakejob' and dataid = {0};"
+            "insert into datastatus (dataid, datasetid, jobid, locktype, modified, "
+            "status) values ({0}, 'src', 'fakejob', 'OUT', current_timestamp, 'READY')"
+        )
+        if self.pg:
+            import psycopg
+
+            with psycopg.connect(self.pg) as conn:  # one transaction
+                for statement in replace.format("%s").split(";"):
+                    conn.execute(statement, (dataid,))
+        else:
+            with closing(
+                sqlite3.connect(self.folder / "dataflow.db", isolation_level=None)
+            ) as conn:
+                conn.execute("begin")
+                for statement in replace.format("?").split(";"):
+                    conn.execute(statement, (dataid,))
+                conn.execute("commit")
         self.src.add(dataid)
 
     @rule(jobid=st.sampled_from(sorted(JOBS)))
@@ -163,6 +191,19 @@ class Lifecycle(RuleBasedStateMachine):
 
 TestLifecycle = Lifecycle.TestCase
 TestLifecycle.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+class OnPostgres(Lifecycle):
+    pass
+
+
+def test_lifecycle_on_postgres(pg_database, tmp_path, monkeypatch):
+    """The same machine on a real PostgreSQL server (fewer examples: each costs more)."""
+    monkeypatch.setenv("DATAFLOW_STATE", str(tmp_path))
+    OnPostgres.pg = pg_database
+    run_state_machine_as_test(
+        OnPostgres, settings=settings(max_examples=25, stateful_step_count=30, deadline=None)
+    )
 
 
 @given(

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from dataflow.store import shown
 from support import BIN, STAMP
 
 SETUP = [
@@ -27,10 +30,11 @@ def run_lines(cli, lines):
     return results
 
 
-def test_quickstart_to_the_letter(cli, tmp_path):
+@pytest.mark.both_stores
+def test_quickstart_to_the_letter(cli, tmp_path, address):
     (tmp_path / "utility.sh").symlink_to(BIN / "utility.sh")
     created, *inserts, _ = run_lines(cli, SETUP)
-    assert created.out == f"tables created in {tmp_path / 'dataflow.db'}\n"
+    assert created.out == f"tables created in {shown(address)}\n"
     assert [r.out for r in inserts] == ["1 row affected\n"] * 5
 
     (first,) = run_lines(cli, ["RunJob ./loadbob.sh"])
@@ -65,10 +69,7 @@ def test_quickstart_to_the_letter(cli, tmp_path):
 
     # The remarks: a RESUBMIT makes the chunk run again, with nothing else to do.
     (resubmit,) = run_lines(cli, ["utility.sh endjob loadbob 1.0 RESUBMIT"])
-    assert (
-        resubmit.out
-        == "1 row updated to RESUBMIT for loadbob and 1.0\n"
-    )
+    assert resubmit.out == "1 row updated to RESUBMIT for loadbob and 1.0\n"
     (rerun,) = run_lines(cli, ["RunJob ./loadbob.sh"])
     assert "Launching ./loadbob.sh with dataid 1.0" in rerun.out
     assert (
