@@ -1,0 +1,294 @@
+"""Several hosts, one PostgreSQL store: never twice, never stuck, whatever dies.
+
+A host is simulated by its own lock and log folder (``DATAFLOW_STATE``) and host name
+(``DATAFLOW_HOST``); the store is a real PostgreSQL server, reached directly or through
+a TCP proxy that can stop forwarding without closing anything (a network partition).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from support import ADDRESSES, Cli, rows, script, start_runjob, wait_for
+
+BOUND = 6  # DATAFLOW_LIVENESS_TIMEOUT for these tests, in seconds (default 20)
+
+
+@pytest.fixture
+def hosts(tmp_path, pg_database):
+    """Two hosts sharing the store: their own folders and names, the same cwd (jobs)."""
+    found = {}
+    for name in ("hostA", "hostB"):
+        host = Cli(tmp_path, pg_database)
+        host.env.update(
+            DATAFLOW_HOST=name,
+            DATAFLOW_STATE=str(tmp_path / name),
+            DATAFLOW_LIVENESS_TIMEOUT=str(BOUND),
+        )
+        found[name] = host
+    ADDRESSES[tmp_path] = pg_database
+    yield found["hostA"], found["hostB"]
+    ADDRESSES.pop(tmp_path, None)
+
+
+def _one_job(cli, tmp_path, body, chunks=1):
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('work','IN','src'), ('work','OUT','dst')",
+    )
+    cli.ok("ready", "src", *[str(i) for i in range(1, chunks + 1)])
+    script(tmp_path, "work.sh", body)
+
+
+def _processes_of(host: str) -> list[int]:
+    """Every process of a simulated host: those whose environment names it."""
+    marker = f"DATAFLOW_HOST={host}".encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as file:
+                    if marker in file.read().split(b"\0"):
+                        found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return file.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _status(tmp_path, dataid="1"):
+    found = rows(
+        tmp_path,
+        "select status from datastatus where jobid='work' and dataid=? and locktype='OUT'",
+        dataid,
+    )
+    return found[0][0] if found else None
+
+
+def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(hosts, tmp_path):
+    a, b = hosts
+    _one_job(a, tmp_path, "echo $$ > job.pid; sleep 300")
+    runner = start_runjob(a, "./work.sh")
+    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start on host A")
+    assert _status(tmp_path) == "RUNNING"
+    assert "1 abandoned" not in b.ok("recover").out  # alive: host B leaves it alone
+    killed = _processes_of("hostA")
+    assert len(killed) >= 3  # RunJob, its keeper, the job
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    runner.wait(timeout=10)
+    died = time.monotonic()
+    wait_for(lambda: "1 abandoned" in b.ok("recover").out, timeout=BOUND + 5, what="recovery")
+    assert time.monotonic() - died <= BOUND
+    assert _status(tmp_path) == "FAILED"
+    (run,) = rows(tmp_path, "select status, reason, host from run where jobid='work'")
+    assert run == ("FAILED", "abandoned", "hostA")
+
+
+def test_kill_9_of_runjob_alone_never_lets_another_host_start_the_chunk(hosts, tmp_path):
+    a, b = hosts
+    _one_job(
+        a, tmp_path, "echo $$ > job.pid; until [ -e go ]; do sleep 0.1; done; echo orphan done"
+    )
+    # a chunk wrongly taken for dead would be FAILED, and with a retry left, run again
+    a.ok("dml", "insert into job (jobid,itemtype,itemvalue) values ('work','retries','1')")
+    runner = start_runjob(a, "./work.sh")
+    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start on host A")
+    runner.send_signal(signal.SIGKILL)
+    runner.wait(timeout=10)
+    orphan = int((tmp_path / "job.pid").read_text())
+    for host in (b, a):  # several looks, over longer than the bound
+        for _ in range(3):
+            result = host.runjob("./work.sh")
+            assert result.code == 0, result
+            assert "no suitable data" in result.out, result.out
+            assert "1 abandoned" not in host.ok("recover").out
+            time.sleep(BOUND / 3)
+    assert _alive(orphan)
+    (tmp_path / "go").touch()
+    wait_for(lambda: not _alive(orphan), what="the orphan to end")
+    wait_for(lambda: "1 abandoned" in b.ok("recover").out, timeout=BOUND, what="release")
+    attempts = rows(tmp_path, "select count(*), max(host) from run where jobid='work'")
+    assert attempts == [(1, "hostA")]  # nobody ran it a second time
+
+
+class Proxy:
+    """A TCP proxy to the PostgreSQL server that can stop forwarding without closing."""
+
+    def __init__(self, port: int):
+        self.target = ("127.0.0.1", port)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _pump(self, one: socket.socket, other: socket.socket) -> None:
+        peers = {one: other, other: one}
+        while not self.stopped:
+            self.flowing.wait()
+            readable = select.select(list(peers), [], [], 0.1)[0]
+            if not self.flowing.is_set():
+                continue  # partitioned: read nothing, close nothing
+            for sock in readable:
+                data = sock.recv(65536)
+                if not data:
+                    one.close()
+                    other.close()
+                    return
+                peers[sock].sendall(data)
+
+    def close(self) -> None:
+        self.stopped = True
+        self.flowing.set()
+        self.server.close()
+
+
+def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound(
+    hosts, tmp_path, pg_database, pg_server
+):
+    a, b = hosts
+    proxy = Proxy(pg_server.port)
+    try:
+        a.env["DATAFLOW_DB"] = pg_database.replace(f":{pg_server.port}/", f":{proxy.port}/")
+        _one_job(b, tmp_path, "echo $$ > job.pid; while :; do date +%s.%N > beat; sleep 0.1; done")
+        runner = start_runjob(a, "./work.sh")
+        wait_for(lambda: (tmp_path / "beat").exists(), what="the job to start on host A")
+        job = int((tmp_path / "job.pid").read_text())
+        proxy.flowing.clear()  # host A is cut off: nothing passes, nothing closes
+        cut = time.monotonic()
+        wait_for(lambda: "1 abandoned" in b.ok("recover").out, timeout=BOUND + 10, what="recovery")
+        recovered = time.monotonic() - cut
+        assert recovered <= BOUND + 3  # the bound, plus one ping interval and our polling
+        assert not _alive(job), "host A's job still runs after host B took its chunk"
+        last_beat = float((tmp_path / "beat").read_text() or 0)
+        assert time.time() - last_beat > 0.5  # it stopped before, not just now
+        proxy.flowing.set()  # the network heals: A's late result must not overwrite
+        runner.wait(timeout=60)
+        assert runner.returncode != 0
+        assert _status(tmp_path) == "FAILED"
+        (run,) = rows(tmp_path, "select status, reason from run where jobid='work'")
+        assert run == ("FAILED", "abandoned")
+    finally:
+        proxy.close()
+
+
+CHUNKS = 1000
+JOBS = {"A": ["src"], "B": ["a"], "C": ["a", "b"]}
+OUTPUT = {"A": "a", "B": "b", "C": "c"}
+LOOP = """
+job=$1; shift
+until [ "$(grep -c "^$job " ran.log 2>/dev/null)" -ge {chunks} ]; do
+    out=$(RunJob "$@" ./$job.sh 2>&1) || {{ echo "RunJob failed: $out"; exit 1; }}
+    case $out in *"no suitable data"*) sleep 0.1;; esac
+done
+"""
+
+
+@pytest.mark.slow
+def test_two_hosts_sixteen_processes_run_every_chunk_exactly_once(hosts, tmp_path):
+    a, b = hosts
+    a.ok("createtables")
+    a.ok("dml", "insert into dataset (datasetid) values ('src'), ('a'), ('b'), ('c')")
+    for jobid, inputs in JOBS.items():
+        for dataset in inputs:
+            a.ok(
+                "dml",
+                f"insert into job (jobid,itemtype,datasetid) values ('{jobid}','IN','{dataset}')",
+            )
+        a.ok(
+            "dml",
+            f"insert into job (jobid,itemtype,datasetid) values ('{jobid}','OUT','{OUTPUT[jobid]}')",
+        )
+        script(tmp_path, f"{jobid}.sh", 'echo "$jobid $dataid $DATAFLOW_HOST" >> ran.log')
+    a.ok("ready", "src", "--from", "1", "--to", str(CHUNKS))
+    (tmp_path / "loop.sh").write_text(LOOP.format(chunks=CHUNKS))
+    workers = []
+    for host in (a, b):
+        for jobid in JOBS:
+            modes = [[], ["--all", "--parallel", "3"]]
+            if jobid != "A":
+                modes.append(["--all"])
+            workers += [(host, ["bash", "loop.sh", jobid, *mode]) for mode in modes]
+    assert len(workers) == 16
+    procs = [
+        subprocess.Popen(
+            w, cwd=tmp_path, env=h.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for h, w in workers
+    ]
+    outputs = [p.communicate(timeout=1500)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 16, outputs
+    for text in outputs:
+        for bad in ("Traceback", "error", "deadlock"):
+            assert bad not in text, text[-2000:]
+    lines = (tmp_path / "ran.log").read_text().splitlines()
+    ran = Counter(" ".join(line.split()[:2]) for line in lines)
+    expected = Counter(f"{j} {i}" for j in JOBS for i in range(1, CHUNKS + 1))
+    assert ran == expected, (ran - expected, expected - ran)
+    assert {line.split()[2] for line in lines} == {"hostA", "hostB"}  # both did work
+    states = rows(
+        tmp_path,
+        "select locktype, status, count(*) from datastatus where jobid <> 'fakejob' "
+        "and jobid in ('A', 'B', 'C') group by 1, 2",
+    )
+    assert states == [("OUT", "READY", 3 * CHUNKS)]
+    assert rows(tmp_path, "select max(attempt), count(*) from run") == [(1, 3 * CHUNKS)]
+
+
+def test_max_parallel_holds_across_hosts(hosts, tmp_path):
+    a, b = hosts
+    _one_job(a, tmp_path, "echo start >> spans; sleep 1; echo end >> spans", chunks=8)
+    a.ok("dml", "insert into job (jobid,itemtype,itemvalue) values ('work','max_parallel','2')")
+    procs = [start_runjob(h, "--all", "--parallel", "3", "./work.sh") for h in (a, b, a, b)]
+    for proc in procs:
+        proc.communicate(timeout=120)
+    live = peak = 0
+    for event in (tmp_path / "spans").read_text().split():
+        live += 1 if event == "start" else -1
+        peak = max(peak, live)
+    assert peak <= 2
+    assert rows(tmp_path, "select count(*) from run where status = 'READY'") == [(8,)]
+    hosts_seen = {r[0] for r in rows(tmp_path, "select host from run")}
+    assert hosts_seen <= {"hostA", "hostB"}
+
+
+def test_history_and_explain_name_the_host_of_a_live_run(hosts, tmp_path):
+    a, b = hosts
+    _one_job(a, tmp_path, "echo $$ > job.pid; until [ -e go ]; do sleep 0.1; done")
+    runner = start_runjob(a, "./work.sh")
+    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start")
+    refused = b.utility("endjob", "work", "1", "READY")
+    assert refused.code != 0 and "hostA" in refused.err
+    assert "hostA" in b.ok("history", "work").out
+    (tmp_path / "go").touch()
+    runner.communicate(timeout=60)
+    assert runner.returncode == 0
