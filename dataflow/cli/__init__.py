@@ -89,7 +89,8 @@ def guarded(command: Callable[[], int]) -> int:
         fail(str(exc))
         return exc.exit_code
     except tuple(DRIVER_ERRORS) as exc:  # the store itself failed: disk full, I/O error...
-        fail(f"store error: {exc}")
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # not CONTEXT: ...
+        fail(f"store error: {first}")
         return 3
     except BrokenPipeError:  # `utility runs | head`
         return 141

@@ -8,6 +8,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import PasskeyMissing, UsageError
+from ..ops import copystore
 from ..run import claims, lifecycle
 from ..store import create_store, files_of, locate, now, shown
 from . import (  # noqa: F401  (they register commands)
@@ -56,6 +57,31 @@ def createtables(options: argparse.Namespace) -> int:
         say(f"store {shown(path)} upgraded to schema version {store.version}")
     else:
         say(f"store {shown(path)} is up to date")
+    return 0
+
+
+def _copy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--to", required=True, metavar="STORE", help="a file path or a postgresql:// URL"
+    )
+    parser.add_argument("--force", action="store_true", help="replace what the target holds")
+
+
+@command(
+    "copy-store",
+    "copy the whole store, history included, to another store (all or nothing)",
+    _copy_arguments,
+)
+def copy_store(options: argparse.Namespace) -> int:
+    target_address = locate(options.to)
+    if str(target_address) == str(locate(options.db)):
+        raise UsageError("--to names the store being copied")
+    with open_store(options, readonly=True) as source:
+        target, _ = create_store(target_address)
+        with target:
+            copied = copystore.copy_store(source, target, shown(target_address), options.force)
+    counts = ", ".join(f"{n} {table}" for table, n in copied.items())
+    say(f"copied to {shown(target_address)}: {counts}")
     return 0
 
 

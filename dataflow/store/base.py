@@ -31,6 +31,34 @@ DATASET_COLUMNS = (
     "username",
     "encryptedpass",
 )
+# The tables a store is made of, with their columns, as ``utility copy-store`` copies
+# them (``candidate`` is not copied: the target's triggers rebuild it from these).
+TABLES = {
+    "dataset": DATASET_COLUMNS,
+    "job": ("jobid", "itemtype", "datasetid", "itemvalue", "modified"),
+    "datastatus": ("datasetid", "jobid", "dataid", "locktype", "status", "modified"),
+    "run": (
+        "runid",
+        "jobid",
+        "dataid",
+        "attempt",
+        "retry",
+        "status",
+        "started",
+        "ended",
+        "duration",
+        "exitcode",
+        "signal",
+        "pid",
+        "host",
+        "command",
+        "logpath",
+        "reason",
+        "validation",
+        "rerun",
+    ),
+    "hold": ("jobid", "dataid", "datasetid", "previous", "since"),
+}
 # Exception classes of the drivers of loaded backends (each adds its own on import):
 # the CLI reports them as store errors (disk full, I/O error, lost connection).
 DRIVER_ERRORS: list[type[Exception]] = []
@@ -352,6 +380,17 @@ class Store(ABC):
     @abstractmethod
     def waiting_upstream(self, datasetid: str) -> list[Row]:
         """Rows of a dataset that are not READY: chunks a consumer is waiting for."""
+
+    # -- whole tables (utility copy-store) -------------------------------------------------
+
+    @abstractmethod
+    def table_rows(self, table: str) -> list[tuple]:
+        """Every row of one of :data:`TABLES`, its columns in that order, in key order
+        (job rows in the order they were registered)."""
+
+    @abstractmethod
+    def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
+        """Replace every row of one of :data:`TABLES` (inside the caller's transaction)."""
 
     # -- SQL typed by users ------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreVersion
-from ..base import DATASET_COLUMNS, JobItem, Row, Store
+from ..base import DATASET_COLUMNS, TABLES, JobItem, Row, Store
 from ..sqlite.config import ConfigQueries
 from ..sqlite.history import HistoryQueries
 from ..sqlite.views import ViewQueries
@@ -148,7 +148,7 @@ class PostgresStore(ClaimQueries, ViewQueries, ConfigQueries, HistoryQueries, St
 
     def job_items(self, jobid: str) -> list[JobItem]:
         rows = self.conn.execute(
-            "SELECT itemtype, datasetid, itemvalue FROM job WHERE jobid = ? ORDER BY ctid",
+            f"SELECT itemtype, datasetid, itemvalue FROM job WHERE jobid = ? ORDER BY {self.INSERTION}",
             (jobid,),
         )
         return [JobItem(*row) for row in rows]
@@ -163,13 +163,20 @@ class PostgresStore(ClaimQueries, ViewQueries, ConfigQueries, HistoryQueries, St
         rows = self.conn.execute(sql + " ORDER BY 1", params)
         return {row["datasetid"]: dict(row) for row in rows}
 
-    def jobs(self) -> list[Row]:
-        sql = "SELECT jobid, itemtype, datasetid, itemvalue, modified FROM job ORDER BY jobid, ctid"
-        return [dict(row) for row in self.conn.execute(sql)]
+    INSERTION = "ctid"
 
-    def job_rows(self) -> list[Row]:
-        sql = "SELECT jobid, itemtype, datasetid, itemvalue FROM job ORDER BY jobid, ctid"
-        return [dict(row) for row in self.conn.execute(sql)]
+    def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
+        """COPY: a million rows in seconds, not one round trip each."""
+        columns = TABLES[table]
+        self.conn.execute(f"DELETE FROM {table}")
+        with self.conn.raw.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        if table == "run":  # new runs number on from the copied ones
+            self.conn.execute(
+                "SELECT setval(pg_get_serial_sequence('run', 'runid'), "
+                "GREATEST((SELECT MAX(runid) FROM run), 1))"
+            )
 
     def put_dataset(self, row: Row) -> None:
         columns = ", ".join(DATASET_COLUMNS)

@@ -9,11 +9,28 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from ..base import DATASET_COLUMNS, ChunkRow, Row
+from ..base import DATASET_COLUMNS, TABLES, ChunkRow, Row
 
 
 class ConfigQueries:
     conn: sqlite3.Connection
+    INSERTION = "rowid"  # the column that orders a table's rows as they were inserted
+
+    # -- whole tables --------------------------------------------------------------------
+
+    def table_rows(self, table: str) -> list[tuple]:
+        columns = TABLES[table]
+        order = {"job": f"jobid, {self.INSERTION}", "run": "runid"}.get(table, "1, 2, 3")
+        sql = f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}"
+        return [tuple(row) for row in self.conn.execute(sql)]
+
+    def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
+        columns = TABLES[table]
+        self.conn.execute(f"DELETE FROM {table}")
+        self.conn.executemany(
+            f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            rows,
+        )
 
     def put_dataset(self, row: Row) -> None:
         """Insert or replace a dataset row."""
@@ -38,9 +55,13 @@ class ConfigQueries:
     def delete_job(self, jobid: str) -> int:
         return self.conn.execute("DELETE FROM job WHERE jobid = ?", (jobid,)).rowcount
 
+    def jobs(self) -> list[Row]:
+        sql = "SELECT jobid, itemtype, datasetid, itemvalue, modified FROM job ORDER BY jobid, "
+        return [dict(row) for row in self.conn.execute(sql + self.INSERTION)]
+
     def job_rows(self) -> list[Row]:
         rows = self.conn.execute(
-            "SELECT jobid, itemtype, datasetid, itemvalue FROM job ORDER BY jobid, rowid"
+            f"SELECT jobid, itemtype, datasetid, itemvalue FROM job ORDER BY jobid, {self.INSERTION}"
         )
         return [dict(row) for row in rows]
 

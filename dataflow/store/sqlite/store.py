@@ -182,12 +182,6 @@ class SqliteStore(ViewQueries, ConfigQueries, HistoryQueries, Store):
             row["datasetid"]: dict(row) for row in self.conn.execute(sql + " ORDER BY 1", params)
         }
 
-    def jobs(self) -> list[Row]:
-        sql = (
-            "SELECT jobid, itemtype, datasetid, itemvalue, modified FROM job ORDER BY jobid, rowid"
-        )
-        return [dict(row) for row in self.conn.execute(sql)]
-
     # -- the claim -------------------------------------------------------------------
 
     def candidates(
