@@ -9,7 +9,7 @@ import sys
 from .. import __version__, crypto
 from ..errors import PasskeyMissing, UsageError
 from ..ops import copystore
-from ..run import claims, lifecycle
+from ..run import claims, lifecycle, liveness
 from ..store import create_store, files_of, locate, now, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
@@ -236,10 +236,12 @@ def deleterun(options: argparse.Namespace) -> int:
     positional(optional=("jobid",)),
 )
 def recover(options: argparse.Namespace) -> int:
-    with open_store(options) as store, store.transaction():
-        dead = claims.recover(store, options.jobid)
-    for jobid, dataid in dead:
-        say(f"{jobid} {dataid}: run died; marked FAILED (abandoned)")
+    with open_store(options) as store:
+        with store.transaction():
+            dead = claims.recover(store, options.jobid)
+        places = [liveness.where(store.last_run(*chunk)) for chunk in dead]
+    for (jobid, dataid), place in zip(dead, places, strict=True):
+        say(f"{jobid} {dataid}: its run ({place}) died; marked FAILED (abandoned)")
     say(f"{len(dead)} abandoned chunks recovered")
     return 0
 

@@ -85,6 +85,8 @@ def hover_text(cell: dict) -> str:
         lines.append(
             f"started {cell['started']}" + (f", ended {cell['ended']}" if cell.get("ended") else "")
         )
+    if cell.get("host"):
+        lines.append(f"on host {cell['host']}, pid {cell['pid']}")
     return "\n".join(lines)
 
 

@@ -20,14 +20,15 @@ def job_status(store: Store) -> list[Row]:
             nxt = claims.peek(store, lifecycle.load_job(store, jobid)) or ""
         except DataflowError as exc:
             nxt = f"misconfigured: {exc}"
-        live = len(liveness.live_runs(store, store.running(jobid)))
+        live = liveness.live_runs(store, store.running(jobid))
+        places = sorted(liveness.where(store.last_run(*chunk)) for chunk in live)
         failure = store.last_failure(jobid)
         row: Row = {"jobid": jobid}
         row.update({s.lower(): counts.get(jobid, {}).get(s, 0) for s in STATUSES})
         row.update(
             waiting=store.count_candidates(jobid),
             next=nxt,
-            live=live,
+            live=f"{len(live)} ({'; '.join(places)})" if live else 0,
             last_failure=(
                 f"{failure['dataid']} at {failure['ended']}: {failure['reason'] or 'failed'}"
                 if failure

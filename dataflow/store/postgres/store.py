@@ -228,7 +228,7 @@ class PostgresStore(ClaimQueries, ViewQueries, ConfigQueries, HistoryQueries, St
     def board(self, jobid: str | None = None) -> list[Row]:
         sql = """
             SELECT d.jobid, d.dataid, d.status, r.attempt, r.duration, r.exitcode, r.signal,
-                   r.reason, r.started, r.ended
+                   r.reason, r.started, r.ended, r.host, r.pid
             FROM (SELECT jobid, dataid, MIN(status) AS status FROM datastatus
                   WHERE locktype = 'OUT' AND jobid IN (SELECT jobid FROM job)
                     AND (?1::text IS NULL OR jobid = ?1)

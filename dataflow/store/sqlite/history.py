@@ -99,7 +99,7 @@ class HistoryQueries:
         """Per registered job and dataid: the status of its OUT rows and its last run."""
         sql = """
             SELECT d.jobid, d.dataid, MIN(d.status) AS status, r.attempt, r.duration,
-                   r.exitcode, r.signal, r.reason, r.started, r.ended
+                   r.exitcode, r.signal, r.reason, r.started, r.ended, r.host, r.pid
             FROM datastatus d
             LEFT JOIN run r ON r.runid = (
                 SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)
