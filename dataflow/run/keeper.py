@@ -200,7 +200,7 @@ def _request(store: Store, held: dict, line: str, answers) -> None:
 
 def _fence(held: dict) -> None:
     """Kill every run we hold a lock for, then end: our locks are gone or about to go."""
-    _kill_groups(h.group for h in held.values() if h.group)
+    _kill_groups([h.group for h in list(held.values()) if h.group])
     os._exit(3)
 
 
