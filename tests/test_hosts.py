@@ -292,3 +292,26 @@ def test_history_and_explain_name_the_host_of_a_live_run(hosts, tmp_path):
     (tmp_path / "go").touch()
     runner.communicate(timeout=60)
     assert runner.returncode == 0
+
+
+def test_writes_by_psql_are_honoured_by_the_next_claim_in_natural_order(hosts, tmp_path):
+    a, _ = hosts
+    _one_job(a, tmp_path, "echo $dataid >> ran")
+    psql = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", a.env["DATAFLOW_DB"], "-c"]
+    for dataid in ("10", "2", "2025-01-10", "2025-01-9"):  # a producer in another language
+        done = subprocess.run(
+            [
+                *psql,
+                "insert into datastatus values ('src', 'producer', "
+                f"'{dataid}', 'OUT', 'READY', now())",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+    assert a.runjob("--all", "./work.sh").code == 0
+    assert (tmp_path / "ran").read_text().split() == ["1", "2", "10", "2025-01-9", "2025-01-10"]
+    resubmit = "update datastatus set status = 'RESUBMIT' where jobid = 'work' and dataid = '2'"
+    assert subprocess.run([*psql, resubmit], capture_output=True).returncode == 0
+    assert a.runjob("./work.sh").code == 0
+    assert (tmp_path / "ran").read_text().split()[-1] == "2"
