@@ -127,11 +127,24 @@ class PostgresStore(ClaimQueries, ViewQueries, ConfigQueries, HistoryQueries, St
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """A transaction; a connection lost while idle (a long job) is opened again first."""
+        """A transaction. A connection lost while it was idle (during a long job, say) is
+        opened again first: nothing of the transaction has run yet."""
         if self.conn.broken:
             self.conn = connect(self.address)
-        with self.conn.raw.transaction():
+        try:
+            self.conn.execute("BEGIN")
+        except psycopg.OperationalError:
+            self.conn.close()
+            self.conn = connect(self.address)
+            self.conn.execute("BEGIN")
+        try:
             yield
+        except BaseException:
+            if not self.conn.broken:
+                self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
 
     def job_turn(self, jobid: str) -> None:
         self.conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (schema.CAP, jobid))
