@@ -17,6 +17,7 @@ import time
 from collections import Counter
 
 import pytest
+from test_stress import CHUNKS, JOBS, LOOP, OUTPUT
 
 from support import ADDRESSES, Cli, rows, script, start_runjob, wait_for
 
@@ -199,18 +200,6 @@ def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound
         assert run == ("FAILED", "abandoned")
     finally:
         proxy.close()
-
-
-CHUNKS = 1000
-JOBS = {"A": ["src"], "B": ["a"], "C": ["a", "b"]}
-OUTPUT = {"A": "a", "B": "b", "C": "c"}
-LOOP = """
-job=$1; shift
-until [ "$(grep -c "^$job " ran.log 2>/dev/null)" -ge {chunks} ]; do
-    out=$(RunJob "$@" ./$job.sh 2>&1) || {{ echo "RunJob failed: $out"; exit 1; }}
-    case $out in *"no suitable data"*) sleep 0.1;; esac
-done
-"""
 
 
 @pytest.mark.slow

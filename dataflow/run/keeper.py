@@ -205,7 +205,7 @@ def _fence(held: dict) -> None:
 
 
 def _bound() -> float:
-    from ..store.base import liveness_timeout
+    from ..store.address import liveness_timeout
 
     return liveness_timeout()
 

@@ -23,6 +23,8 @@ import os
 import struct
 from pathlib import Path
 
+from ..dataids import chunk_hash
+
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _MAX_NAME = 200  # bytes; file systems allow 255
 _FLOCK = "hhqqi4x"  # struct flock: type, whence, start, len, pid (and padding)
@@ -44,13 +46,9 @@ def safe_name(text: str) -> str:
 
 
 def _offset(jobid: str, dataid: str) -> int:
-    """The chunk's byte in the store's lock file: 63 bits of the 64-bit FNV-1a hash of
-    ``jobid NUL dataid`` (a few lines instead of ``hashlib``, whose OpenSSL import costs
-    ~4 ms of every RunJob; two chunks share a byte with odds of about n²/2⁶⁴)."""
-    value = 0xCBF29CE484222325
-    for byte in f"{jobid}\0{dataid}".encode("utf-8", "surrogatepass"):
-        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return value >> 1
+    """The chunk's byte in the store's lock file: 63 bits of its hash (two chunks share a
+    byte with odds of about n²/2⁶⁴)."""
+    return chunk_hash(jobid, dataid) >> 1
 
 
 def _request(kind: int, offset: int) -> bytes:

@@ -9,20 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..base import ChunkRow, liveness_timeout
+from ...dataids import chunk_hash
+from ..address import liveness_timeout
 from .connection import Connection
 
 
-def _hash64(text: str) -> int:
-    """A signed 64-bit advisory lock key for a chunk (FNV-1a, as the local locks)."""
-    value = 0xCBF29CE484222325
-    for byte in text.encode("utf-8", "surrogatepass"):
-        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
 def run_key(jobid: str, dataid: str) -> int:
-    return _hash64(f"{jobid}\0{dataid}")
+    """The chunk's run lock: its hash as PostgreSQL's signed 64-bit advisory lock key."""
+    value = chunk_hash(jobid, dataid)
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 class ClaimQueries:
@@ -43,83 +38,12 @@ class ClaimQueries:
         sql += " ORDER BY sortkey, dataid LIMIT ? FOR UPDATE SKIP LOCKED"
         return [tuple(row) for row in self.conn.execute(sql, (*params, limit))]
 
-    def drop_candidate(self, jobid: str, sortkey: str, dataid: str) -> None:
-        self.conn.execute(
-            "DELETE FROM candidate WHERE jobid = ? AND sortkey = ? AND dataid = ?",
-            (jobid, sortkey, dataid),
-        )
-
     def put_candidate(self, jobid: str, dataid: str) -> None:
         self.conn.execute(
             "INSERT INTO candidate(jobid, sortkey, dataid) "
             "VALUES (?, dataflow_natkey(?), ?) ON CONFLICT DO NOTHING",
             (jobid, dataid, dataid),
         )
-
-    def count_candidates(self, jobid: str) -> int:
-        sql = "SELECT COUNT(*) FROM candidate WHERE jobid = ?"
-        return self.conn.execute(sql, (jobid,)).fetchone()[0]
-
-    def ready_inputs(self, datasetids: Sequence[str], dataid: str) -> int:
-        if not datasetids:
-            return 0
-        marks = ", ".join("?" * len(datasetids))
-        sql = (
-            "SELECT COUNT(DISTINCT datasetid) FROM datastatus WHERE datasetid IN "
-            f"({marks}) AND dataid = ? AND locktype = 'OUT' AND status = 'READY'"
-        )
-        return self.conn.execute(sql, (*datasetids, dataid)).fetchone()[0]
-
-    def chunk_rows(self, jobid: str, dataid: str) -> list[ChunkRow]:
-        rows = self.conn.execute(
-            "SELECT datasetid, locktype, status FROM datastatus WHERE jobid = ? AND dataid = ?",
-            (jobid, dataid),
-        )
-        return [ChunkRow(*row) for row in rows]
-
-    def mark_running(
-        self, jobid: str, dataid: str, outputs: Sequence[str], inputs: Sequence[str]
-    ) -> None:
-        upsert = (
-            "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
-            "VALUES (?, ?, ?, ?, 'RUNNING', now()) ON CONFLICT (datasetid, jobid, dataid) "
-            "DO UPDATE SET locktype = excluded.locktype, status = 'RUNNING', modified = now()"
-        )
-        rows = [(d, jobid, dataid, "OUT") for d in outputs]
-        rows += [(d, jobid, dataid, "IN") for d in inputs]
-        self.conn.executemany(upsert, rows)
-
-    def finish(self, jobid: str, dataid: str, status: str) -> tuple[int, int]:
-        updated = self.conn.execute(
-            "UPDATE datastatus SET status = ?, modified = now() "
-            "WHERE jobid = ? AND dataid = ? AND locktype = 'OUT'",
-            (status, jobid, dataid),
-        ).rowcount
-        released = self.conn.execute(
-            "DELETE FROM datastatus WHERE jobid = ? AND dataid = ? AND locktype = 'IN'",
-            (jobid, dataid),
-        ).rowcount
-        return updated, released
-
-    def delete_chunk(self, jobid: str, dataid: str) -> int:
-        sql = "DELETE FROM datastatus WHERE jobid = ? AND dataid = ?"
-        return self.conn.execute(sql, (jobid, dataid)).rowcount
-
-    def running(self, jobid: str | None = None) -> list[tuple[str, str]]:
-        sql = (
-            "SELECT DISTINCT jobid, dataid FROM datastatus "
-            "WHERE status = 'RUNNING' AND locktype = 'OUT'"
-        )
-        if jobid is None:
-            return [tuple(row) for row in self.conn.execute(sql)]
-        return [tuple(row) for row in self.conn.execute(sql + " AND jobid = ?", (jobid,))]
-
-    def count_running(self, jobid: str) -> int:
-        return self.conn.execute(
-            "SELECT COUNT(DISTINCT dataid) FROM datastatus "
-            "WHERE jobid = ? AND status = 'RUNNING' AND locktype = 'OUT'",
-            (jobid,),
-        ).fetchone()[0]
 
     # -- run locks (held by keepers; see dataflow.run.keeper) -------------------------------
 

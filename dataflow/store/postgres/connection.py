@@ -16,8 +16,9 @@ from datetime import datetime
 import psycopg
 
 from ...errors import BadSQL, NotAStore, StoreMissing, StoreUnavailable
-from ..base import DRIVER_ERRORS, liveness_timeout
-from ..base import shown as display
+from ..address import liveness_timeout
+from ..address import shown as display
+from ..base import DRIVER_ERRORS
 
 DRIVER_ERRORS.append(psycopg.Error)
 

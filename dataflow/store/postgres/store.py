@@ -23,6 +23,7 @@ import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreVersion
 from ..base import DATASET_COLUMNS, TABLES, JobItem, Row, Store
+from ..sqlite.chunks import ChunkQueries
 from ..sqlite.config import ConfigQueries
 from ..sqlite.history import HistoryQueries
 from ..sqlite.views import ViewQueries
@@ -33,7 +34,7 @@ from .connection import Connection, connect, display, failure
 STATE_ENV = "DATAFLOW_STATE"  # this host's folder for a shared store's logs and lock file
 
 
-class PostgresStore(ClaimQueries, ViewQueries, ConfigQueries, HistoryQueries, Store):
+class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Store):
     """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION

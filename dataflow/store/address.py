@@ -1,0 +1,45 @@
+"""A store's address (a file path, or a server's URL), as given and as shown, and how long
+a host of a shared store may stop answering before it counts as dead."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+DEFAULT_NAME = "dataflow.db"
+# A store's address: the path of an SQLite file, or a postgresql:// URL (a str)
+Address = Path | str
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(address: Address) -> bool:
+    """Is the address a database server's URL (not a file)?"""
+    return isinstance(address, str) and address.startswith(URL_SCHEMES)
+
+
+def locate(db: str | None = None) -> Address:
+    """The store's address: ``--db``, else ``DATAFLOW_DB``, else ``./dataflow.db``; a
+    ``postgresql://user@host:port/db`` URL stays as it is."""
+    found = db or os.environ.get("DATAFLOW_DB") or DEFAULT_NAME
+    if found.startswith(URL_SCHEMES):
+        return found
+    return Path(found).expanduser().absolute()
+
+
+def shown(address: Address) -> str:
+    """The address for a person: a URL without its password."""
+    return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", str(address))
+
+
+LIVENESS_ENV = "DATAFLOW_LIVENESS_TIMEOUT"
+LIVENESS_S = 20.0  # the default bound: a dead host's runs are recoverable after at most this
+
+
+def liveness_timeout() -> float:
+    """Seconds after which a host that stopped answering counts as dead (default 20 s)."""
+    try:
+        value = float(os.environ.get(LIVENESS_ENV, LIVENESS_S))
+    except ValueError:
+        return LIVENESS_S
+    return value if 2 <= value <= 3600 else LIVENESS_S
