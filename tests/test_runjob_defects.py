@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from dataflow.dataids import natural_key
 from support import (
     BIN,
@@ -275,6 +277,25 @@ def test_a_missing_interpreter_is_named_and_costs_no_chunk(chain, tmp_path):
     assert refused.err == (
         "error: cannot run ./work.sh: its interpreter /nonexistent/interp (first line) is not there\n"
     )
+    assert dump(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "source, says",
+    [
+        ("print('hi'\n", "it is not valid Python: '(' was never closed (line 1)"),
+        ("x = 1\n  y = 2\n", "it is not valid Python: unexpected indent (line 2)"),
+        ("x = 1\0\n", "it is not valid Python: source code string cannot contain null bytes"),
+    ],
+)
+def test_a_py_job_that_is_not_python_costs_no_chunk(chain, tmp_path, source, says):
+    """Checked before the claim (spark-submit would fail only after starting a JVM);
+    like most .py files, the job is not executable, and need not be."""
+    (tmp_path / "work.py").write_text(source)
+    before = dump(tmp_path)
+    refused = chain.runjob("./work.py")
+    assert refused.code != 0, refused
+    assert refused.err == f"error: cannot run ./work.py: {says}\n"
     assert dump(tmp_path) == before
 
 

@@ -47,11 +47,30 @@ def resolve(script: str) -> str:
         raise ScriptError(script, "no such file")
     if os.path.isdir(path):
         raise ScriptError(script, "it is a folder")
+    if path.endswith(".py"):  # spark-submit reads a .py job: it need not be executable
+        _check_python(script, path)
+        return path
     if not os.access(path, os.X_OK):
         raise ScriptError(script, f"it is not executable (chmod +x {script})")
-    if not path.endswith(".py"):  # a .py job is run by spark-submit, not by its "#!" line
-        _check_interpreter(script, path)
+    _check_interpreter(script, path)
     return path
+
+
+def _check_python(script: str, path: str) -> None:
+    """A ``.py`` job that cannot be read or compiled would fail only inside spark-submit,
+    after the claim and seconds of JVM start-up: say so now, nothing claimed."""
+    try:
+        with open(path, "rb") as file:
+            source = file.read()
+    except OSError as exc:
+        raise ScriptError(script, f"it cannot be read: {exc.strerror or exc}") from None
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        raise ScriptError(script, f"it is not valid Python: {exc.msg}{where}") from None
+    except ValueError as exc:  # a NUL byte in the source
+        raise ScriptError(script, f"it is not valid Python: {exc}") from None
 
 
 def _check_interpreter(script: str, path: str) -> None:

@@ -71,7 +71,7 @@ def test_runjob_py_runs_spark_submit_and_a_rerun_replaces_only_its_chunk(cli, sp
         )
     job = cli.cwd / "job.py"
     job.write_text(JOB)
-    job.chmod(0o755)
+    job.chmod(0o644)  # spark-submit reads a .py job: it need not be executable
     env = {
         "PASSKEY": PASSKEY,
         "EXPECTED_PASSWORD": PASSWORD,
