@@ -65,10 +65,7 @@ def test_quickstart_to_the_letter(cli, tmp_path):
 
     # The remarks: a RESUBMIT makes the chunk run again, with nothing else to do.
     (resubmit,) = run_lines(cli, ["utility.sh endjob loadbob 1.0 RESUBMIT"])
-    assert (
-        resubmit.out
-        == "1 row updated to RESUBMIT for loadbob and 1.0\n"
-    )
+    assert resubmit.out == "1 row updated to RESUBMIT for loadbob and 1.0\n"
     (rerun,) = run_lines(cli, ["RunJob ./loadbob.sh"])
     assert "Launching ./loadbob.sh with dataid 1.0" in rerun.out
     assert (
@@ -87,3 +84,17 @@ def test_make_demo_script_runs_the_quickstart(cli, tmp_path):
     assert demo.code == 0, demo
     assert "1 rows updated to READY for loadbob and 1.0 1 IN file-local locks released" in demo.out
     assert "no suitable data available for job. Not running it" in demo.out
+
+
+def test_make_demo_replaces_only_its_own_folder(cli, tmp_path):
+    """Run twice from a folder where an example keeps its results in demo-run/: the
+    quickstart starts afresh each time, the example's store is left alone."""
+    example = tmp_path / "demo-run" / "daily_pipeline"
+    example.mkdir(parents=True)
+    (example / "dataflow.db").write_text("the example's results")
+    for _ in range(2):
+        demo = cli("bash", str(BIN.parent / "examples/quickstart/demo.sh"))
+        assert demo.code == 0, demo
+        assert "tables created in " in demo.out  # a fresh store each time
+    assert (example / "dataflow.db").read_text() == "the example's results"
+    assert (tmp_path / "demo-run" / "quickstart" / "dataflow.db").is_file()
