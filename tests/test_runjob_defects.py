@@ -208,7 +208,8 @@ def test_a_second_hard_link_to_the_store_is_refused(chain, tmp_path):
 # -- hands off a live chunk ---------------------------------------------------------------
 
 
-def test_endjob_and_deleterun_refuse_a_live_chunk_unless_forced(chain, tmp_path):
+def test_endjob_deleterun_resubmit_hold_refuse_a_live_chunk(chain, tmp_path):
+    """endjob and deleterun name the live run and take --force; resubmit and hold wait."""
     runjob = started_run(chain, tmp_path)
     before = dump(tmp_path)
     for argv in (("endjob", "work", "1", "READY"), ("deleterun", "work", "1")):
@@ -216,6 +217,14 @@ def test_endjob_and_deleterun_refuse_a_live_chunk_unless_forced(chain, tmp_path)
         assert refused.code != 0, refused
         assert f"work 1 is being run now (pid {runjob.pid} on host " in refused.err
         assert "--force" in refused.err and refused.err.count("\n") == 1
+    for argv in (("resubmit", "work", "1"), ("resubmit", "work", "1", "--cascade")):
+        refused = chain.utility(*argv)
+        assert refused.code != 0, refused
+        assert refused.err == "error: work 1 is RUNNING: wait for it to end (or release it)" + (
+            " before changing it\n"
+        )
+    refused = chain.utility("hold", "work", "1")
+    assert refused.code != 0 and refused.err.startswith("error: work 1 is RUNNING"), refused
     assert dump(tmp_path) == before
     chain.ok("endjob", "work", "1", "FAILED", "--force")
     assert statuses(tmp_path, "work")["1"] == "FAILED"
