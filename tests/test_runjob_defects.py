@@ -449,3 +449,21 @@ def test_megabytes_of_binary_output_reach_the_log_whole(chain, tmp_path):
     log = Path(rows(tmp_path, "select logpath from run")[0][0]).read_bytes()
     assert log == sent and sent in done.stdout
     assert statuses(tmp_path, "work") == {"1": "READY"}
+
+
+def test_a_python_traceback_is_the_reason_of_a_failed_run(chain, tmp_path):
+    """Its last line names why the job failed; a job without one keeps its exit code."""
+    script(
+        tmp_path,
+        "work.sh",
+        'echo working; [ "$dataid" = 1 ] || exit 3\n'
+        "python3 -c 'import json; json.loads(\"{oops\")'",
+    )
+    assert chain.runjob("./work.sh").code == 1
+    assert chain.runjob("./work.sh").code == 3
+    (first, second) = [reason for *_, reason in history(tmp_path, "work")]
+    assert first == (
+        "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes:"
+        " line 1 column 2 (char 1) (exit code 1)"
+    )
+    assert second == "exit code 3"

@@ -19,7 +19,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from ..errors import ScriptError
-from .output import Copier, Sink
+from .output import Copier, Sink, Tail
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
 # (nor the file that holds the key)
@@ -106,8 +106,8 @@ def signal_name(number: int) -> str:
 class Outcome(
     namedtuple(
         "Outcome",
-        "returncode duration timeout interrupted validation lost",
-        defaults=(0.0, None, None, None, ()),
+        "returncode duration timeout interrupted validation lost exception",
+        defaults=(0.0, None, None, None, (), None),
     )
 ):
     """How the job's process ended.
@@ -115,7 +115,9 @@ class Outcome(
     returncode: negative when killed by that signal, as subprocess reports it;
     timeout: set when the job was killed for running too long; interrupted: the
     signal RunJob received and passed on; validation: "passed" or "failed" when a
-    check ran after the job; lost: destinations its output could not be written to.
+    check ran after the job; lost: destinations its output could not be written to;
+    exception: the last line of a Python traceback the job wrote (a .py job's, or any
+    Python's), which names why it failed better than its exit code.
     """
 
     __slots__ = ()
@@ -153,7 +155,11 @@ class Outcome(
             return f"timeout after {self.timeout:g} s"
         if self.returncode < 0:
             return f"killed by {signal_name(-self.returncode)}"
-        return f"exit code {self.returncode}" if self.returncode else None
+        if not self.returncode:
+            return None
+        if self.exception:
+            return f"{self.exception} (exit code {self.returncode})"
+        return f"exit code {self.returncode}"
 
     @property
     def note(self) -> str | None:
@@ -188,7 +194,12 @@ class Run:
         self._started = time.monotonic()
         self.process = self._spawn(self.argv)
         self._log = log = self._open_log()
-        routes = [(self.process.stdout, [log]), (self.process.stderr, [log])]
+        self._tail = Tail()
+        # spark-submit hands its Python driver's stderr on through its stdout: watch both
+        routes = [
+            (self.process.stdout, [log, self._tail]),
+            (self.process.stderr, [log, self._tail]),
+        ]
         if self.echo:
             routes[0][1].append(Sink.console("stdout", sys.stdout))
             routes[1][1].append(Sink.console("stderr", sys.stderr))
@@ -268,4 +279,6 @@ class Run:
             with contextlib.suppress(OSError):
                 os.close(self._log.fd)
         duration = round(time.monotonic() - self._started, 3)
-        return Outcome(code, duration, timed_out, self.interrupted, lost=self._copier.lost())
+        exception = self._tail.exception() if code > 0 else None
+        lost = self._copier.lost()
+        return Outcome(code, duration, timed_out, self.interrupted, lost=lost, exception=exception)
