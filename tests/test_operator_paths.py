@@ -139,6 +139,11 @@ def test_both_commands_tell_their_version_and_runjob_its_exit_codes(cli):
     helped = cli.runjob("--help").out
     for code in ("124", "128+n", "a usage or configuration error"):
         assert code in helped
+    # 'runs' lists where chunks stand; 'history' lists the runs: each help says which
+    listed = " ".join(cli.utility("--help").out.split())
+    assert "runs list the newest status rows (OUT rows of datastatus)" in listed
+    assert "see history" in listed
+    assert "history list runs (one row per attempt)" in listed
 
 
 def test_history_times_carry_their_utc_offset(cli, tmp_path):
