@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -168,3 +169,20 @@ def test_graph_sees_lazy_and_relative_imports():
 def test_public_aliases_are_the_spark_modules(name):
     __import__(name)
     assert sys.modules[name] is sys.modules[name.replace("dataflow.", "dataflow.spark.")]
+
+
+def test_the_import_users_write_in_their_jobs_keeps_working():
+    """``from dataflow import spark as df`` (README, docs/spark.md), in a fresh Python: the
+    job-side API is there, and importing it does not import pyspark (a job pays for Spark
+    only when it starts a session)."""
+    code = (
+        "import sys\n"
+        "from dataflow import spark as df\n"
+        "api = ('Dataset', 'context', 'read', 'read_all', 'write', 'registered')\n"
+        "print([name for name in api if not callable(getattr(df, name, None))])\n"
+        "print('pyspark' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\nFalse\n", "")
