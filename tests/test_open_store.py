@@ -99,6 +99,11 @@ def test_outside_writes_are_honoured_in_natural_order(chain, tmp_path, write):
         assert chain.runjob("./late.sh").code == 0
     assert (tmp_path / "late_order").read_text().split() == [d for d in natural if d != "10"]
 
+    # and changes it or takes it away again (every trigger on job runs in plain SQL)
+    write(tmp_path, "update job set datasetid='late_out' where jobid='late' and itemtype='OUT'")
+    write(tmp_path, "delete from job where jobid='late'")
+    assert rows(tmp_path, "select count(*) from candidate where jobid='late'") == [(0,)]
+
 
 @needs_shell
 def test_an_outside_write_cannot_corrupt_the_claim_order(chain, tmp_path):
