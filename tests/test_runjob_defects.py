@@ -308,6 +308,18 @@ def test_a_py_job_that_is_not_python_costs_no_chunk(chain, tmp_path, source, say
     assert dump(tmp_path) == before
 
 
+def test_a_validate_check_in_python_is_executed_so_must_be_executable(chain, tmp_path):
+    """Only a .py *job* goes to spark-submit; a --validate check is run as a program."""
+    script(tmp_path, "work.sh", "true")
+    (tmp_path / "check.py").write_text("print('ok')\n")
+    before = dump(tmp_path)
+    refused = chain.runjob("--validate", "./check.py", "./work.sh")
+    assert refused.err == (
+        "error: cannot run ./check.py: it is not executable (chmod +x ./check.py)\n"
+    ), refused
+    assert dump(tmp_path) == before
+
+
 def test_a_job_that_cannot_start_gives_its_claim_back(chain, tmp_path):
     """An interpreter that is there but cannot be executed (a folder) fails at exec time."""
     (tmp_path / "interp").mkdir()

@@ -249,7 +249,9 @@ def run(options: argparse.Namespace) -> int:
             limit=None if drain_mode else 1,
             echo=not drain_mode,
             notify=report,
-            validate=[runner.resolve(options.validate)] if options.validate else None,
+            validate=[runner.resolve(options.validate, submitted=False)]
+            if options.validate
+            else None,
         )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}

@@ -36,8 +36,9 @@ def job_name(script: str) -> str:
     return stem if dot and stem else name
 
 
-def resolve(script: str) -> str:
-    """The path to execute for ``script``; a clear error if it cannot run."""
+def resolve(script: str, submitted: bool = True) -> str:
+    """The path to execute for ``script``; a clear error if it cannot run. ``submitted``:
+    a ``.py`` script goes to spark-submit (a job); else it is executed (a ``--validate``)."""
     path = script
     if "/" not in script:
         from shutil import which  # only here: shutil costs ~3 ms of every RunJob's start
@@ -47,7 +48,7 @@ def resolve(script: str) -> str:
         raise ScriptError(script, "no such file")
     if os.path.isdir(path):
         raise ScriptError(script, "it is a folder")
-    if path.endswith(".py"):  # spark-submit reads a .py job: it need not be executable
+    if submitted and path.endswith(".py"):  # spark-submit reads it: need not be executable
         _check_python(script, path)
         return path
     if not os.access(path, os.X_OK):
