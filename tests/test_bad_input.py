@@ -133,6 +133,13 @@ def test_arguments_that_are_not_utf8(made, tmp_path, argv):
             b'{"opendataflow": 1, "datasets": [{"datasetid": "a", "hostname": {}}], "jobs": {}}',
             "hostname must be text",
         ),
+        (b'{"opendataflow": 1, "datasets": [{"datasetid": "a"', "not an OpenDataFlow export"),
+        (b"", "not an OpenDataFlow export"),
+        (  # a job cut short: the datasets before it are not imported either
+            b'{"opendataflow": 1, "datasets": [{"datasetid": "a"}, {"datasetid": "b"}],'
+            b' "jobs": {"j": [{"itemtype": "IN", "datasetid": "a"}]}}',
+            "job 'j' needs at least one OUT dataset",
+        ),
     ],
 )
 def test_import_of_a_bad_file_writes_nothing(made, tmp_path, content, why):
@@ -255,3 +262,44 @@ def test_a_store_in_a_read_only_folder_can_be_read(made, tmp_path):
             assert listed[-1].strip() == "a,b,c"
             writer.execute("delete from dataset where datasetid = 'c'")
         assert dump(src / "dataflow.db") == before
+
+
+@pytest.mark.parametrize(
+    "name, make, says",
+    [
+        ("missing.sh", None, "cannot run ./missing.sh: no such file"),
+        ("folder.sh", "folder", "cannot run ./folder.sh: it is a folder"),
+        ("plain.sh", "plain", "cannot run ./plain.sh: it is not executable (chmod +x ./plain.sh)"),
+    ],
+)
+def test_a_job_script_that_cannot_run_changes_nothing(made, tmp_path, name, make, says):
+    if make == "folder":
+        (tmp_path / name).mkdir()
+    elif make == "plain":
+        (tmp_path / name).write_text("echo hi\n")
+    with unchanged(tmp_path / "dataflow.db"):  # not even a lock file or a log folder
+        refused(made.runjob(f"./{name}"), says)
+
+
+def test_garbage_ciphertext_changes_nothing(made, tmp_path):
+    """A password that is not ciphertext (an outside writer, a bad paste): RunJob, rekey
+    and crypt -d each say so in one line, and nothing is claimed or re-encrypted."""
+    made.ok("dml", "update dataset set encryptedpass = 'df1$garbage!!' where datasetid = 'src'")
+    (tmp_path / "work.sh").write_text("#!/bin/sh\necho ran\n")
+    (tmp_path / "work.sh").chmod(0o755)
+    (tmp_path / "old").write_text("k\n")
+    (tmp_path / "new").write_text("n\n")
+    with unchanged(tmp_path / "dataflow.db"):
+        refused(
+            made.runjob("./work.sh", env={"PASSKEY": "k"}),
+            "cannot decrypt the password of dataset 'src': wrong passkey or damaged ciphertext",
+        )
+        refused(
+            made.utility("rekey", "--old-file", "old", "--new-file", "new"),
+            "cannot decrypt the password of dataset 'src' with the old passkey; nothing changed",
+        )
+        for token in ("not base64!", "df1$AAAA", "AAAA"):
+            refused(
+                made.utility("crypt", "-d", token, env={"PASSKEY": "k"}),
+                "cannot decrypt the text: wrong passkey or damaged ciphertext",
+            )

@@ -8,7 +8,9 @@ findings ``--dump-dom`` prints) cell counts, hover texts, and the job filter hid
 from __future__ import annotations
 
 import html
+import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from dataflow.ops import board
+from dataflow.ops import board, lineage
 from support import Cli, script
 
 WINDOW = (1000, 600)
@@ -49,6 +51,7 @@ EXPECTED = {  # (job, dataid) -> status, as the fixture leaves the store
     ("gamma", ODD): "RUNNING",
 }
 DATAIDS = ["1", "2", "3", "10", ODD]  # natural order: 10 after 3
+JOBS = ["alpha", "beta", "gamma", "aardvark"]  # lineage order: gamma reads a, aardvark c
 
 
 # -- the browser ------------------------------------------------------------------------
@@ -85,6 +88,10 @@ var out = {rows: [], cells: [], title: document.title,
            filter: document.getElementById('filter').value,
            scope: document.getElementById('scope').textContent,
            legend: document.querySelector('.legend').textContent,
+           failures: Array.from(document.querySelectorAll('#failures li')).map(function (li) {
+             var r = li.getBoundingClientRect();
+             return {text: li.textContent, shown: r.height > 0 && r.width > 0};
+           }),
            headers: Array.from(document.querySelectorAll('thead th')).slice(1)
                       .map(function (th) { return th.textContent; })};
 document.querySelectorAll('tbody tr').forEach(function (tr) {
@@ -168,15 +175,17 @@ def rgb(hex_colour: str) -> tuple[int, int, int]:
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> tuple[Cli, Path]:
-    """Jobs alpha (src -> a), beta (src -> b, fails) and gamma (a -> c), one chunk per status."""
+    """Jobs alpha (src -> a), beta (src -> b, fails), gamma (a -> c), one chunk per status,
+    and aardvark (c -> d), registered and waiting: no chunk yet, last in pipeline order."""
     folder = tmp_path_factory.mktemp("board")
     cli = Cli(folder)
     cli.ok("createtables")
-    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('a'), ('b'), ('c')")
+    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('a'), ('b'), ('c'), ('d')")
     cli.ok(
         "dml",
         "insert into job (jobid,itemtype,datasetid) values ('alpha','IN','src'), ('alpha','OUT','a'),"
-        " ('beta','IN','src'), ('beta','OUT','b'), ('gamma','IN','a'), ('gamma','OUT','c')",
+        " ('beta','IN','src'), ('beta','OUT','b'), ('gamma','IN','a'), ('gamma','OUT','c'),"
+        " ('aardvark','IN','c'), ('aardvark','OUT','d')",
     )
     cli.ok(
         "dml",
@@ -196,7 +205,7 @@ def made(tmp_path_factory) -> tuple[Cli, Path]:
     cli.ok("forcejob", "gamma", ODD)  # RUNNING
     cli.ok("endjob", "alpha", "3", "RESUBMIT")
     result = cli.ok("board", "--html", "board.html")
-    assert result.out == "board written to board.html (3 jobs, 5 dataids)\n"
+    assert result.out == "board written to board.html (4 jobs, 5 dataids)\n"
     return cli, folder / "board.html"
 
 
@@ -204,8 +213,9 @@ def test_grid_cells_and_hover_texts_in_the_browser(chromium, made):
     _, page = made
     seen = probe(chromium, page)
     assert seen["headers"] == DATAIDS  # natural order, shown as text, not as markup
-    assert [row["job"] for row in seen["rows"]] == ["alpha", "beta", "gamma"]
-    assert len(seen["cells"]) == 3 * 5
+    # pipeline order (producers first), and a registered job with no chunk has its row
+    assert [row["job"] for row in seen["rows"]] == JOBS
+    assert len(seen["cells"]) == 4 * 5
     statuses = {(c["job"], c["dataid"]): c["status"] for c in seen["cells"] if c["status"]}
     assert statuses == EXPECTED
     assert seen["title"] == "OpenDataFlow status board"  # the reason's <script> did not run
@@ -219,6 +229,10 @@ def test_grid_cells_and_hover_texts_in_the_browser(chromium, made):
     assert titles["alpha", "2"].startswith("alpha at 2: READY\nattempt 1, ")
     assert titles["gamma", ODD].startswith(f"gamma at {ODD}: RUNNING")
     assert titles["beta", "3"] == "beta at 3: no chunk"
+    assert titles["aardvark", "1"] == "aardvark at 1: no chunk"
+    # a failure's reason is on the page in words, not only on hover
+    ((failure,),) = [[f for f in seen["failures"] if f["shown"]]]
+    assert re.fullmatch(r"beta at 1: attempt 1, \d+\.\d s, exit code 3", failure["text"])
     for cell in seen["cells"]:
         expected = board.COLOURS.get(cell["status"], board.EMPTY)
         assert cell["colour"] == "rgb({}, {}, {})".format(*rgb(expected)), cell
@@ -247,7 +261,7 @@ def test_job_filter_hides_other_rows(chromium, made):
     assert seen["filter"] == "beta"
     rows = {row["job"]: row for row in seen["rows"]}
     assert not rows["beta"]["hidden"] and rows["beta"]["height"] > 0
-    for job in ("alpha", "gamma"):
+    for job in ("alpha", "gamma", "aardvark"):
         assert rows[job]["hidden"] and rows[job]["height"] == 0
     everything = probe(chromium, page)
     assert not any(row["hidden"] for row in everything["rows"])
@@ -256,17 +270,17 @@ def test_job_filter_hides_other_rows(chromium, made):
 def test_last_n_shows_the_newest_dataids_and_says_so(chromium, made):
     cli, _ = made
     result = cli.ok("board", "--html", "last.html", "--last", "2")
-    assert result.out == "board written to last.html (3 jobs, 2 dataids)\n"
+    assert result.out == "board written to last.html (4 jobs, 2 dataids)\n"
     seen = probe(chromium, cli.cwd / "last.html")
     assert seen["headers"] == ["10", ODD]
-    assert len(seen["cells"]) == 3 * 2
+    assert len(seen["cells"]) == 4 * 2
     assert "showing only the newest 2 of 5 dataids" in seen["scope"]
 
 
 def test_job_option_and_a_self_contained_page(made):
     cli, _ = made
     result = cli.ok("board", "--html", "beta.html", "--job", "beta")
-    assert result.out == "board written to beta.html (1 jobs, 2 dataids)\n"
+    assert result.out == "board written to beta.html (1 job, 2 dataids)\n"
     page = (cli.cwd / "beta.html").read_text()
     assert 'data-job="beta"' in page and 'data-job="alpha"' not in page
     assert not re.search(r"https?:|src=|href=|@import|url\(", page)  # nothing to fetch
@@ -319,3 +333,59 @@ def test_render_escapes_and_orders_without_a_browser():
             "reason": "killed by SIGKILL",
         }
     ) == ("j at 1: FAILED\nattempt 2, 1 h 2 min, signal SIGKILL\nreason: killed by SIGKILL")
+
+
+def lab(hex_colour: str) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of an sRGB colour."""
+
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c / 255) for c in rgb(hex_colour))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_every_status_colour_is_far_from_every_other():
+    """At 14 px, FAILED and RESUBMIT (and every other pair, the empty cell too) must not
+    be mistaken: a colour difference (CIE76) of at least 40, i.e. plainly different."""
+    colours = {**board.COLOURS, "no chunk": board.EMPTY}
+    for one, other in itertools.combinations(colours, 2):
+        distance = math.dist(lab(colours[one]), lab(colours[other]))
+        assert distance >= 40, (one, other, round(distance))
+
+
+def test_board_json_is_the_grid_in_pipeline_order(made):
+    cli, _ = made
+    told = json.loads(cli.ok("--json", "board").out)
+    assert told["jobs"] == JOBS and told["dataids"] == DATAIDS
+    cells = {(c["jobid"], c["dataid"]): c["status"] for c in told["cells"]}
+    assert cells == EXPECTED
+    ((failed,),) = [[c for c in told["cells"] if c["status"] == "FAILED"]]
+    assert (failed["jobid"], failed["dataid"], failed["exitcode"]) == ("beta", "1", 3)
+    both = json.loads(cli.ok("board", "--json", "--html", "both.html").out)
+    assert both == told and (cli.cwd / "both.html").is_file()
+    refused = cli.utility("board")
+    assert refused.code == 2 and refused.err.startswith("error: board needs --html FILE")
+
+
+def test_pipeline_order_puts_producers_first_and_survives_a_cycle():
+    def rows(*edges: tuple[str, str, str]) -> list[dict]:
+        return [
+            {"jobid": job, "itemtype": kind, "datasetid": dataset} for job, kind, dataset in edges
+        ]
+
+    chain = rows(
+        ("z", "IN", "today"), ("z", "OUT", "x"), ("a", "IN", "y"), ("a", "OUT", "w"),
+        ("m", "IN", "x"), ("m", "OUT", "y"), ("b", "IN", "src"), ("b", "OUT", "v"),
+    )  # fmt: skip
+    assert lineage.pipeline_order(chain) == ["b", "z", "m", "a"]
+    loop = rows(("p", "IN", "q_out"), ("p", "OUT", "p_out"), ("q", "IN", "p_out"))
+    loop += rows(("q", "OUT", "q_out"), ("r", "IN", "p_out"), ("r", "OUT", "r_out"))
+    assert lineage.pipeline_order(loop) == ["p", "q", "r"]

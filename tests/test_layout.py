@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -168,3 +169,82 @@ def test_graph_sees_lazy_and_relative_imports():
 def test_public_aliases_are_the_spark_modules(name):
     __import__(name)
     assert sys.modules[name] is sys.modules[name.replace("dataflow.", "dataflow.spark.")]
+
+
+def test_the_import_users_write_in_their_jobs_keeps_working():
+    """``from dataflow import spark as df`` (README, docs/spark.md), in a fresh Python: the
+    job-side API is there, and importing it does not import pyspark (a job pays for Spark
+    only when it starts a session)."""
+    code = (
+        "import sys\n"
+        "from dataflow import spark as df\n"
+        "api = ('Dataset', 'context', 'read', 'read_all', 'write', 'registered')\n"
+        "print([name for name in api if not callable(getattr(df, name, None))])\n"
+        "print('pyspark' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\nFalse\n", "")
+
+
+DRIVERS = {"sqlite3", "psycopg", "psycopg2", "psycopg_pool", "asyncpg", "pg8000"}
+
+
+def _backend_of(name: str) -> str | None:
+    """The backend package a module belongs to (``dataflow.store.sqlite``), if any."""
+    parts = name.split(".")
+    if len(parts) >= 3 and parts[:2] == ["dataflow", "store"] and parts[2] != "base":
+        return ".".join(parts[:3])
+    return None
+
+
+def _seam_violations(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """Imports that cross the backend seam: a database driver imported outside a backend
+    package, or a backend imported by anything but ``dataflow.store`` (which picks one)."""
+    backends = {b for name in sources if (b := _backend_of(name))}
+    wrong = []
+    for name, (source, is_package) in sorted(sources.items()):
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for target in targets:
+                root = target.split(".")[0]
+                if root in DRIVERS and not _backend_of(name):
+                    wrong.append(f"{name} imports the driver {root}")
+                backend = next((b for b in backends if f"{target}.".startswith(f"{b}.")), None)
+                if backend and name != "dataflow.store" and _backend_of(name) != backend:
+                    wrong.append(f"{name} imports the backend {backend}")
+    return sorted(set(wrong))
+
+
+def _sources() -> dict[str, tuple[str, bool]]:
+    """Each module's source, and whether it is a package's ``__init__``."""
+    return {name: (p.read_text(), p.name == "__init__.py") for name, p in _modules().items()}
+
+
+def test_only_a_backend_holds_its_driver_and_only_the_store_picks_a_backend():
+    assert _seam_violations(_sources()) == []
+
+
+def test_the_seam_check_can_fail():
+    sources = _sources()
+    sources["dataflow.ops.sneaky"] = (
+        "import sqlite3\nfrom ..store.sqlite import SqliteStore\n",
+        False,
+    )
+    sources["dataflow.run"] = (sources["dataflow.run"][0] + "\nfrom ..store import sqlite\n", True)
+    assert _seam_violations(sources) == [
+        "dataflow.ops.sneaky imports the backend dataflow.store.sqlite",
+        "dataflow.ops.sneaky imports the driver sqlite3",
+        "dataflow.run imports the backend dataflow.store.sqlite",
+    ]

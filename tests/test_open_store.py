@@ -99,6 +99,11 @@ def test_outside_writes_are_honoured_in_natural_order(chain, tmp_path, write):
         assert chain.runjob("./late.sh").code == 0
     assert (tmp_path / "late_order").read_text().split() == [d for d in natural if d != "10"]
 
+    # and changes it or takes it away again (every trigger on job runs in plain SQL)
+    write(tmp_path, "update job set datasetid='late_out' where jobid='late' and itemtype='OUT'")
+    write(tmp_path, "delete from job where jobid='late'")
+    assert rows(tmp_path, "select count(*) from candidate where jobid='late'") == [(0,)]
+
 
 @needs_shell
 def test_an_outside_write_cannot_corrupt_the_claim_order(chain, tmp_path):
@@ -144,3 +149,26 @@ def test_hostile_dataids_from_an_outside_writer_never_break_a_command(chain, tmp
         shown = chain.utility(*argv)
         assert shown.code == 0 and "Traceback" not in shown.err, (argv, shown)
     assert "a\\udcffb" in chain.utility("runs").out  # shown, escaped
+
+
+@needs_shell
+def test_a_store_made_before_the_open_schema_is_opened_by_createtables(cli, tmp_path):
+    """A v6 store's triggers call dataflow_natkey(): the shell cannot write it until
+    createtables upgrades it; then it can, and its chunks are claimed in natural order."""
+    from test_schema import old_store
+
+    conn = old_store(tmp_path / "dataflow.db", 6)
+    conn.execute("insert into dataset (datasetid) values ('src'), ('dst')")
+    conn.execute(
+        "insert into job (jobid,itemtype,datasetid) values ('work','IN','src'), ('work','OUT','dst')"
+    )
+    conn.execute("insert into datastatus values ('src','up','10','OUT','READY',now())")
+    conn.close()
+    before = subprocess.run(
+        [SHELL, str(tmp_path / "dataflow.db"), ready("9")], capture_output=True, text=True
+    )
+    assert "no such function: dataflow_natkey" in before.stderr, before
+    assert cli.ok("createtables").out.endswith(f"upgraded to schema version {schema.VERSION}\n")
+    shell_sql(tmp_path, ready("9"))
+    shell_sql(tmp_path, ready("2026-1-5"))
+    assert claimed_in_order(cli, tmp_path, 3) == ["9", "10", "2026-1-5"]

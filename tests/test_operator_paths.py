@@ -139,6 +139,11 @@ def test_both_commands_tell_their_version_and_runjob_its_exit_codes(cli):
     helped = cli.runjob("--help").out
     for code in ("124", "128+n", "a usage or configuration error"):
         assert code in helped
+    # 'runs' lists where chunks stand; 'history' lists the runs: each help says which
+    listed = " ".join(cli.utility("--help").out.split())
+    assert "runs list the newest status rows (OUT rows of datastatus)" in listed
+    assert "see history" in listed
+    assert "history list runs (one row per attempt)" in listed
 
 
 def test_history_times_carry_their_utc_offset(cli, tmp_path):
@@ -150,3 +155,25 @@ def test_history_times_carry_their_utc_offset(cli, tmp_path):
     assert re.fullmatch(zoned, started) and re.fullmatch(zoned, ended), (started, ended)
     (modified,) = rows(tmp_path, "select modified from datastatus where jobid='up'")[0]
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", modified)  # the seed's format
+
+
+def test_counts_of_one_read_as_english(cli, tmp_path):
+    """'1 chunk waits', '1 row deleted', '1 run purged', '1 job imported': not '1 rows'."""
+    pipeline(cli)
+    cli.ok("resubmit", "up", "1", "--cascade")
+    assert "nothing claimable for down now; 1 chunk waits to rerun" in cli.ok("explain", "down").out
+    assert cli.ok("deleterun", "down", "1").out == "1 row deleted for down and 1\n"
+    assert cli.ok("purge", "--job", "up").out == "1 run purged\n"
+    cli.ok("export", "config.json")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    cli.ok("--db", str(fresh / "dataflow.db"), "createtables")
+    told = cli.ok("--db", str(fresh / "dataflow.db"), "import", "config.json").out
+    assert told == "3 datasets and 2 jobs imported\n"
+    cli.ok("unregister-job", "down")
+    cli.ok("export", "one.json")
+    other = tmp_path / "other"
+    other.mkdir()
+    cli.ok("--db", str(other / "dataflow.db"), "createtables")
+    told = cli.ok("--db", str(other / "dataflow.db"), "import", "one.json").out
+    assert told == "3 datasets and 1 job imported\n"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
 from dataflow.store import shown
-from support import BIN, STAMP
+from support import BIN, STAMP, rows, script
 
 SETUP = [
     "./utility.sh createtables",
@@ -88,3 +89,55 @@ def test_make_demo_script_runs_the_quickstart(cli, tmp_path):
     assert demo.code == 0, demo
     assert "1 rows updated to READY for loadbob and 1.0 1 IN file-local locks released" in demo.out
     assert "no suitable data available for job. Not running it" in demo.out
+
+
+def test_make_demo_replaces_only_its_own_folder(cli, tmp_path):
+    """Run twice from a folder where an example keeps its results in demo-run/: the
+    quickstart starts afresh each time, the example's store is left alone."""
+    example = tmp_path / "demo-run" / "daily_pipeline"
+    example.mkdir(parents=True)
+    (example / "dataflow.db").write_text("the example's results")
+    for _ in range(2):
+        demo = cli("bash", str(BIN.parent / "examples/quickstart/demo.sh"))
+        assert demo.code == 0, demo
+        assert "tables created in " in demo.out  # a fresh store each time
+    assert (example / "dataflow.db").read_text() == "the example's results"
+    assert (tmp_path / "demo-run" / "quickstart" / "dataflow.db").is_file()
+
+
+def crontab_lines() -> list[str]:
+    """The README's crontab block, line by line."""
+    text = (BIN.parent / "README.md").read_text()
+    block = text.split("```crontab\n", 1)[1].split("```", 1)[0]
+    return block.splitlines()
+
+
+def test_the_readme_crontab_lines_run_under_crons_environment(cli, tmp_path):
+    """Each line's command, as cron's sh runs it: `env -i` with cron's PATH, nothing of
+    ours on it; the RunJob line twice at once (no flock), its chunk run once."""
+    cli.ok("createtables")
+    cli.ok("register-dataset", "src")
+    cli.ok("register-dataset", "dst")
+    cli.ok("register-job", "load", "--in", "src", "--out", "dst")
+    cli.ok("ready", "src", "1")
+    script(tmp_path, "load.sh", 'echo "load $dataid"; echo "$dataid" >> starts; sleep 1')
+    runjob, board = crontab_lines()
+    assert len(runjob.split(None, 5)) == len(board.split(None, 5)) == 6  # 5 times + command
+
+    def cron(line: str) -> subprocess.Popen:
+        command = line.split(None, 5)[5]
+        command = command.replace("/opt/opendataflow", str(BIN.parent))
+        command = command.replace("/srv/etl", str(tmp_path))
+        env = ["env", "-i", f"HOME={tmp_path}", "PATH=/usr/bin:/bin", "SHELL=/bin/sh"]
+        return subprocess.Popen([*env, "sh", "-c", command], cwd="/")
+
+    together = [cron(runjob), cron(runjob)]
+    assert [process.wait(timeout=120) for process in together] == [0, 0]
+    assert (tmp_path / "starts").read_text() == "1\n"
+    assert rows(tmp_path, "select status from datastatus where jobid = 'load'") == [("READY",)]
+    log = (tmp_path / "load.log").read_text()
+    assert "load 1" in log and "no suitable data available for job. Not running it" in log
+    assert "error" not in log
+    assert cron(board).wait(timeout=120) == 0
+    assert "board written to" in (tmp_path / "board.log").read_text()
+    assert 'data-job="load"' in (tmp_path / "board.html").read_text()

@@ -148,7 +148,7 @@ def test_export_import_moves_the_configuration(store, tmp_path):
     other = Cli(prod)
     other.ok("createtables")
     assert (
-        other.ok("import", str(tmp_path / "config.json")).out == "2 datasets and 1 jobs imported\n"
+        other.ok("import", str(tmp_path / "config.json")).out == "2 datasets and 1 job imported\n"
     )
     assert other.ok("export", "-").out.strip() == (tmp_path / "config.json").read_text().strip()
 

@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from dataflow.dataids import natural_key
 from support import (
     BIN,
@@ -206,7 +208,8 @@ def test_a_second_hard_link_to_the_store_is_refused(chain, tmp_path):
 # -- hands off a live chunk ---------------------------------------------------------------
 
 
-def test_endjob_and_deleterun_refuse_a_live_chunk_unless_forced(chain, tmp_path):
+def test_endjob_deleterun_resubmit_hold_refuse_a_live_chunk(chain, tmp_path):
+    """endjob and deleterun name the live run and take --force; resubmit and hold wait."""
     runjob = started_run(chain, tmp_path)
     before = dump(tmp_path)
     for argv in (("endjob", "work", "1", "READY"), ("deleterun", "work", "1")):
@@ -214,6 +217,14 @@ def test_endjob_and_deleterun_refuse_a_live_chunk_unless_forced(chain, tmp_path)
         assert refused.code != 0, refused
         assert f"work 1 is being run now (pid {runjob.pid} on host " in refused.err
         assert "--force" in refused.err and refused.err.count("\n") == 1
+    for argv in (("resubmit", "work", "1"), ("resubmit", "work", "1", "--cascade")):
+        refused = chain.utility(*argv)
+        assert refused.code != 0, refused
+        assert refused.err == "error: work 1 is RUNNING: wait for it to end (or release it)" + (
+            " before changing it\n"
+        )
+    refused = chain.utility("hold", "work", "1")
+    assert refused.code != 0 and refused.err.startswith("error: work 1 is RUNNING"), refused
     assert dump(tmp_path) == before
     chain.ok("endjob", "work", "1", "FAILED", "--force")
     assert statuses(tmp_path, "work")["1"] == "FAILED"
@@ -275,6 +286,37 @@ def test_a_missing_interpreter_is_named_and_costs_no_chunk(chain, tmp_path):
     assert refused.err == (
         "error: cannot run ./work.sh: its interpreter /nonexistent/interp (first line) is not there\n"
     )
+    assert dump(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "source, says",
+    [
+        ("print('hi'\n", "it is not valid Python: '(' was never closed (line 1)"),
+        ("x = 1\n  y = 2\n", "it is not valid Python: unexpected indent (line 2)"),
+        ("x = 1\0\n", "it is not valid Python: source code string cannot contain null bytes"),
+    ],
+)
+def test_a_py_job_that_is_not_python_costs_no_chunk(chain, tmp_path, source, says):
+    """Checked before the claim (spark-submit would fail only after starting a JVM);
+    like most .py files, the job is not executable, and need not be."""
+    (tmp_path / "work.py").write_text(source)
+    before = dump(tmp_path)
+    refused = chain.runjob("./work.py")
+    assert refused.code != 0, refused
+    assert refused.err == f"error: cannot run ./work.py: {says}\n"
+    assert dump(tmp_path) == before
+
+
+def test_a_validate_check_in_python_is_executed_so_must_be_executable(chain, tmp_path):
+    """Only a .py *job* goes to spark-submit; a --validate check is run as a program."""
+    script(tmp_path, "work.sh", "true")
+    (tmp_path / "check.py").write_text("print('ok')\n")
+    before = dump(tmp_path)
+    refused = chain.runjob("--validate", "./check.py", "./work.sh")
+    assert refused.err == (
+        "error: cannot run ./check.py: it is not executable (chmod +x ./check.py)\n"
+    ), refused
     assert dump(tmp_path) == before
 
 
@@ -419,3 +461,21 @@ def test_megabytes_of_binary_output_reach_the_log_whole(chain, tmp_path):
     log = Path(rows(tmp_path, "select logpath from run")[0][0]).read_bytes()
     assert log == sent and sent in done.stdout
     assert statuses(tmp_path, "work") == {"1": "READY"}
+
+
+def test_a_python_traceback_is_the_reason_of_a_failed_run(chain, tmp_path):
+    """Its last line names why the job failed; a job without one keeps its exit code."""
+    script(
+        tmp_path,
+        "work.sh",
+        'echo working; [ "$dataid" = 1 ] || exit 3\n'
+        "python3 -c 'import json; json.loads(\"{oops\")'",
+    )
+    assert chain.runjob("./work.sh").code == 1
+    assert chain.runjob("./work.sh").code == 3
+    (first, second) = [reason for *_, reason in history(tmp_path, "work")]
+    assert first == (
+        "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes:"
+        " line 1 column 2 (char 1) (exit code 1)"
+    )
+    assert second == "exit code 3"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from ..errors import UsageError
-from ..ops import board
+from ..ops import board, lineage
 from ..run import lifecycle
 from ..store import locate, now, open_store, shown
 from . import say
@@ -14,7 +15,7 @@ from .commands import command, write_whole
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--html", required=True, metavar="FILE", help="the page to write")
+    parser.add_argument("--html", metavar="FILE", help="the page to write")
     parser.add_argument("--job", metavar="J", help="only this job")
     parser.add_argument(
         "--last",
@@ -27,18 +28,33 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 @command(
     "board",
-    "write the status board: one HTML page of jobs x dataids coloured by status",
+    "write the status board: one HTML page of jobs x dataids coloured by status"
+    " (--json: print it for scripts)",
     _arguments,
 )
 def write(options: argparse.Namespace) -> int:
     if options.last < 1:
         raise UsageError(f"--last must be at least 1, not {options.last}")
+    if not options.html and not options.json:
+        raise UsageError("board needs --html FILE (the page to write) or --json")
     path = locate(options.db)
     with open_store(path, readonly=True) as store:
         if options.job:
             lifecycle.load_job(store, options.job)  # an unknown job is an error, not an empty page
+            jobs = [options.job]
+        else:
+            jobs = lineage.pipeline_order(store.job_rows())  # with or without chunks
         rows = store.board(options.job)
-    grid = board.build(rows, options.last)
-    write_whole(Path(options.html), board.render(grid, generated=now()[:19], source=shown(path)))
-    say(f"board written to {options.html} ({len(grid.jobs)} jobs, {len(grid.dataids)} dataids)")
+    grid = board.build(rows, options.last, jobs)
+    if options.html:
+        page = board.render(grid, generated=now()[:19], source=shown(path))
+        write_whole(Path(options.html), page)
+    if options.json:
+        say(json.dumps(board.as_json(grid), indent=2, default=str))
+    else:
+        jobs_n, dataids_n = len(grid.jobs), len(grid.dataids)
+        say(
+            f"board written to {options.html} ({jobs_n} job{'' if jobs_n == 1 else 's'}, "
+            f"{dataids_n} dataid{'' if dataids_n == 1 else 's'})"
+        )
     return 0

@@ -10,7 +10,7 @@ from ..errors import UsageError
 from ..ops import drops, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
-from . import say
+from . import output, say
 from .commands import command, open_store, positional, show
 
 
@@ -208,5 +208,5 @@ def purge(options: argparse.Namespace) -> int:
     if options.dry_run:
         for run in runs:
             say(f"{run['jobid']} {run['dataid']} attempt {run['attempt']}")
-    say(f"{len(runs)} runs {verb}")
+    say(f"{output.plural(len(runs), 'run')} {verb}")
     return 0

@@ -6,6 +6,11 @@ import json
 from collections.abc import Sequence
 
 
+def plural(number: int, noun: str) -> str:
+    """``1 row``, ``2 rows``: a count as a person would write it."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
 def table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """The seed's look: upper-case header, a dashed line, aligned columns."""
     from tabulate import tabulate  # costly to import; only listings need it

@@ -14,6 +14,7 @@ from ..ops import registry
 from ..store import DATASET_COLUMNS
 from . import say
 from .commands import command, open_store, positional, write_whole
+from .output import plural
 
 
 def _secret(prompt: str, from_stdin: bool) -> str:
@@ -136,7 +137,7 @@ def import_(options: argparse.Namespace) -> int:
         raise UsageError(f"{source} is not UTF-8 text (byte {exc.start + 1})") from None
     with open_store(options) as store:
         datasets, jobs = registry.import_(store, text)
-    say(f"{datasets} datasets and {jobs} jobs imported")
+    say(f"{plural(datasets, 'dataset')} and {plural(jobs, 'job')} imported")
     return 0
 
 
@@ -166,5 +167,5 @@ def rekey(options: argparse.Namespace) -> int:
     new = _passkey_file(options.new_file) if options.new_file else _secret("New passkey: ", False)
     with open_store(options) as store:
         count = registry.rekey(store, old, new)
-    say(f"{count} passwords re-encrypted")
+    say(f"{plural(count, 'password')} re-encrypted")
     return 0

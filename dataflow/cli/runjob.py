@@ -127,7 +127,7 @@ class Report:
             )
         elif kind == "cap_full":
             self._line(
-                f"{stamp()}: {event.live} runs of {self.jobid} are live (max_parallel "
+                f"{stamp()}: {_live(event.live, self.jobid)} (max_parallel "
                 f"{event.cap}). Not starting another"
             )
         elif self.drain:
@@ -194,12 +194,14 @@ class Report:
             )
 
 
+def _live(count: int, jobid: str) -> str:
+    return f"{count} run of {jobid} is live" if count == 1 else f"{count} runs of {jobid} are live"
+
+
 def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[str]) -> int:
     result = claims.claim(store, job, command=shlex.join(argv), dry_run=True)
     if result.cap_full:
-        say(
-            f"{result.live} runs of {job.jobid} are live (max_parallel {result.cap}): would not start"
-        )
+        say(f"{_live(result.live, job.jobid)} (max_parallel {result.cap}): would not start")
         return 0
     if result.claim is None:
         say(f"{stamp()}: no suitable data available for job. Not running it")
@@ -249,7 +251,9 @@ def run(options: argparse.Namespace) -> int:
             limit=None if drain_mode else 1,
             echo=not drain_mode,
             notify=report,
-            validate=[runner.resolve(options.validate)] if options.validate else None,
+            validate=[runner.resolve(options.validate, submitted=False)]
+            if options.validate
+            else None,
         )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}

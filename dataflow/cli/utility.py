@@ -226,7 +226,7 @@ def forcejob(options: argparse.Namespace) -> int:
 def deleterun(options: argparse.Namespace) -> int:
     with open_store(options) as store:
         deleted = lifecycle.delete_chunk(store, options.jobid, options.dataid, force=options.force)
-    say(f"{deleted} rows deleted for {options.jobid} and {options.dataid}")
+    say(f"{output.plural(deleted, 'row')} deleted for {options.jobid} and {options.dataid}")
     return 0
 
 

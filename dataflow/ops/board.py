@@ -9,22 +9,25 @@ reason is user data and goes through ``html.escape``; the script reads them back
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
 from ..dataids import natural_key
 
 # Okabe-Ito colours: told apart by people with the common colour-vision deficiencies.
+# FAILED (vermilion) and RESUBMIT (yellow, not Okabe-Ito's orange) differ in lightness
+# too, so that a 14 px cell of one is never taken for the other.
 COLOURS = {
     "READY": "#009e73",
     "RUNNING": "#0072b2",
     "FAILED": "#d55e00",
-    "RESUBMIT": "#e69f00",
+    "RESUBMIT": "#f0e442",
     "HOLD": "#cc79a7",
 }
 EMPTY = "#e8e8e8"  # the job has no chunk at that dataid (yet)
 DEFAULT_LAST = 200
+MAX_FAILURES = 100  # failures listed in words under the grid
 
 
 @dataclass
@@ -41,15 +44,22 @@ class Board:
         return len(self.dataids) < self.total_dataids
 
 
-def build(rows: Iterable[dict], last: int = DEFAULT_LAST) -> Board:
-    """Arrange ``Store.board()`` rows; keep the newest ``last`` dataids in natural order."""
+def build(rows: Iterable[dict], last: int = DEFAULT_LAST, jobs: Sequence[str] = ()) -> Board:
+    """Arrange ``Store.board()`` rows; keep the newest ``last`` dataids in natural order.
+    ``jobs``: the rows of the grid in their order (registered jobs, in pipeline order),
+    chunks or not; a job of ``rows`` not among them follows, by name."""
     rows = list(rows)
-    jobs = sorted({row["jobid"] for row in rows}, key=natural_key)
+    others = {row["jobid"] for row in rows}.difference(jobs)
+    jobs = [*dict.fromkeys(jobs), *sorted(others, key=natural_key)]
     dataids = sorted({row["dataid"] for row in rows}, key=natural_key)
     shown = dataids[-last:] if last > 0 else []
     keep = set(shown)
     cells = {(r["jobid"], r["dataid"]): r for r in rows if r["dataid"] in keep}
     return Board(jobs, shown, len(dataids), cells)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
 def _duration(seconds: float) -> str:
@@ -90,9 +100,54 @@ def hover_text(cell: dict) -> str:
     return "\n".join(lines)
 
 
+def failures(board: Board) -> list[dict]:
+    """The FAILED cells, job by job (pipeline order), newest dataid first."""
+    return [
+        cell
+        for job in board.jobs
+        for dataid in reversed(board.dataids)
+        if (cell := board.cells.get((job, dataid))) and cell["status"] == "FAILED"
+    ]
+
+
+def failure_line(cell: dict) -> str:
+    """A failed cell in one line: where, which attempt, how it ended and why."""
+    lines = hover_text(cell).splitlines()[1:]
+    told = "; ".join(line for line in lines if not line.startswith("started "))
+    return f"{cell['jobid']} at {cell['dataid']}: {told or 'FAILED'}"
+
+
+def as_json(board: Board) -> dict:
+    """The board for scripts: jobs in order, the dataids shown, and every cell."""
+    return {
+        "jobs": board.jobs,
+        "dataids": board.dataids,
+        "total_dataids": board.total_dataids,
+        "cells": [
+            board.cells[job, dataid]
+            for job in board.jobs
+            for dataid in board.dataids
+            if (job, dataid) in board.cells
+        ],
+    }
+
+
+def _failure_list(board: Board) -> str:
+    failed = failures(board)
+    if not failed:
+        return ""
+    items = "".join(f"<li>{escape(failure_line(cell))}</li>" for cell in failed[:MAX_FAILURES])
+    more = len(failed) - MAX_FAILURES
+    if more > 0:
+        items += f"<li>and {more:,} more (utility status, utility history)</li>"
+    return f'<h2>Failures ({len(failed):,})</h2>\n<ul id="failures">{items}</ul>\n'
+
+
 _STYLE = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
 h1 { font-size: 18px; margin: 0 0 4px; }
+h2 { font-size: 15px; margin: 12px 0 4px; }
+#failures { margin: 0; padding-left: 20px; }
 .note { color: #555; margin: 0 0 8px; }
 .bar { display: flex; gap: 16px; align-items: center; flex-wrap: wrap; margin-bottom: 8px; }
 .legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 10px; }
@@ -141,7 +196,7 @@ def render(board: Board, generated: str = "", source: str = "") -> str:
         for s, c in COLOURS.items()
     )
     legend += f'<span><i style="background:{EMPTY}"></i>no chunk</span>'
-    scope = f"{len(board.jobs):,} jobs \u00d7 {len(board.dataids):,} dataids"
+    scope = f"{_count(len(board.jobs), 'job')} \u00d7 {_count(len(board.dataids), 'dataid')}"
     if board.truncated:
         scope += (
             f" \u2014 showing only the newest {len(board.dataids):,} of {board.total_dataids:,}"
@@ -168,7 +223,7 @@ def render(board: Board, generated: str = "", source: str = "") -> str:
             f'<tr data-job="{job_attr}"><th scope="row">{job_attr}</th>{"".join(cells)}</tr>'
         )
     made = " ".join(p for p in (f"store {source}" if source else "", generated) if p)
-    empty = "" if board.jobs else '<p class="note">No chunks in the store yet.</p>'
+    empty = "" if board.dataids else '<p class="note">No chunks in the store yet.</p>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
@@ -186,6 +241,6 @@ def render(board: Board, generated: str = "", source: str = "") -> str:
 <tbody>
 {chr(10).join(body)}
 </tbody></table></div>
-<script>{_SCRIPT}</script>
+{_failure_list(board)}<script>{_SCRIPT}</script>
 </body></html>
 """

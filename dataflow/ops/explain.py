@@ -40,7 +40,8 @@ def explain(store: Store, jobid: str, dataid: str | None = None) -> Explanation:
                 return Explanation(
                     jobid, None, summary, verdict="will not run: no chunk waits for it"
                 )
-            summary = f"nothing claimable for {jobid} now; {len(waiting)} chunks wait to rerun"
+            count = "1 chunk waits" if len(waiting) == 1 else f"{len(waiting)} chunks wait"
+            summary = f"nothing claimable for {jobid} now; {count} to rerun"
             first = waiting[0].split(": ", 1)[1]
             return Explanation(jobid, None, summary, {WAITING: waiting}, f"will not run: {first}")
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..dataids import natural_key
 from ..run.lifecycle import TODAY
 from ..store import Store
 
@@ -77,3 +78,24 @@ def job_graph(rows: list[dict]) -> dict[str, set[str]]:
             for producer in producers.get(row["datasetid"], ()):
                 edges.setdefault(producer, set()).add(row["jobid"])
     return edges
+
+
+def pipeline_order(rows: list[dict]) -> list[str]:
+    """Every job of the ``job`` table rows, each after the jobs that produce its inputs
+    (lineage order); among jobs free to go next, and to break a cycle, by name."""
+    edges = job_graph(rows)
+    jobs = sorted({row["jobid"] for row in rows}, key=natural_key)
+    waiting = dict.fromkeys(jobs, 0)  # how many of a job's producers are not placed yet
+    for consumers in edges.values():
+        for consumer in consumers:
+            waiting[consumer] += 1
+    order: list[str] = []
+    placed: set[str] = set()
+    while len(order) < len(jobs):
+        free = [job for job in jobs if job not in placed and waiting[job] <= 0]
+        job = free[0] if free else next(job for job in jobs if job not in placed)  # a cycle
+        order.append(job)
+        placed.add(job)
+        for consumer in edges.get(job, ()):
+            waiting[consumer] -= 1
+    return order

@@ -44,6 +44,32 @@ class Sink:
             self.lost = f"{self.name}: {exc.strerror or exc}"
 
 
+class Tail(Sink):
+    """The last bytes a job wrote, kept to name why it failed."""
+
+    KEEP = 65536  # a PySpark traceback is followed by a Java stack trace: keep room
+
+    def __init__(self):
+        super().__init__("tail", None)
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+        del self.data[: -self.KEEP]
+
+    def exception(self) -> str | None:
+        """The exception line of the last Python traceback: the first line after its
+        ``Traceback (most recent call last):`` that is not indented (the frames are)."""
+        text = self.data.decode("utf-8", "replace")
+        start = text.rfind("Traceback (most recent call last):")
+        if start < 0:
+            return None
+        for line in text[start:].splitlines()[1:]:
+            if line.strip() and not line[0].isspace():
+                return line.strip()[:500]
+        return None
+
+
 class Copier:
     """Copies each pipe, with the job's secrets masked, to its sinks until every pipe
     is at its end (or :meth:`stop` is called: a grandchild may keep a pipe open)."""

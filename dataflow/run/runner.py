@@ -19,7 +19,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from ..errors import ScriptError
-from .output import Copier, Sink
+from .output import Copier, Sink, Tail
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
 # (nor the file that holds the key)
@@ -36,8 +36,9 @@ def job_name(script: str) -> str:
     return stem if dot and stem else name
 
 
-def resolve(script: str) -> str:
-    """The path to execute for ``script``; a clear error if it cannot run."""
+def resolve(script: str, submitted: bool = True) -> str:
+    """The path to execute for ``script``; a clear error if it cannot run. ``submitted``:
+    a ``.py`` script goes to spark-submit (a job); else it is executed (a ``--validate``)."""
     path = script
     if "/" not in script:
         from shutil import which  # only here: shutil costs ~3 ms of every RunJob's start
@@ -47,11 +48,30 @@ def resolve(script: str) -> str:
         raise ScriptError(script, "no such file")
     if os.path.isdir(path):
         raise ScriptError(script, "it is a folder")
+    if submitted and path.endswith(".py"):  # spark-submit reads it: need not be executable
+        _check_python(script, path)
+        return path
     if not os.access(path, os.X_OK):
         raise ScriptError(script, f"it is not executable (chmod +x {script})")
-    if not path.endswith(".py"):  # a .py job is run by spark-submit, not by its "#!" line
-        _check_interpreter(script, path)
+    _check_interpreter(script, path)
     return path
+
+
+def _check_python(script: str, path: str) -> None:
+    """A ``.py`` job that cannot be read or compiled would fail only inside spark-submit,
+    after the claim and seconds of JVM start-up: say so now, nothing claimed."""
+    try:
+        with open(path, "rb") as file:
+            source = file.read()
+    except OSError as exc:
+        raise ScriptError(script, f"it cannot be read: {exc.strerror or exc}") from None
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        raise ScriptError(script, f"it is not valid Python: {exc.msg}{where}") from None
+    except ValueError as exc:  # a NUL byte in the source
+        raise ScriptError(script, f"it is not valid Python: {exc}") from None
 
 
 def _check_interpreter(script: str, path: str) -> None:
@@ -87,8 +107,8 @@ def signal_name(number: int) -> str:
 class Outcome(
     namedtuple(
         "Outcome",
-        "returncode duration timeout interrupted validation lost",
-        defaults=(0.0, None, None, None, ()),
+        "returncode duration timeout interrupted validation lost exception",
+        defaults=(0.0, None, None, None, (), None),
     )
 ):
     """How the job's process ended.
@@ -96,7 +116,9 @@ class Outcome(
     returncode: negative when killed by that signal, as subprocess reports it;
     timeout: set when the job was killed for running too long; interrupted: the
     signal RunJob received and passed on; validation: "passed" or "failed" when a
-    check ran after the job; lost: destinations its output could not be written to.
+    check ran after the job; lost: destinations its output could not be written to;
+    exception: the last line of a Python traceback the job wrote (a .py job's, or any
+    Python's), which names why it failed better than its exit code.
     """
 
     __slots__ = ()
@@ -134,7 +156,11 @@ class Outcome(
             return f"timeout after {self.timeout:g} s"
         if self.returncode < 0:
             return f"killed by {signal_name(-self.returncode)}"
-        return f"exit code {self.returncode}" if self.returncode else None
+        if not self.returncode:
+            return None
+        if self.exception:
+            return f"{self.exception} (exit code {self.returncode})"
+        return f"exit code {self.returncode}"
 
     @property
     def note(self) -> str | None:
@@ -169,7 +195,12 @@ class Run:
         self._started = time.monotonic()
         self.process = self._spawn(self.argv)
         self._log = log = self._open_log()
-        routes = [(self.process.stdout, [log]), (self.process.stderr, [log])]
+        self._tail = Tail()
+        # spark-submit hands its Python driver's stderr on through its stdout: watch both
+        routes = [
+            (self.process.stdout, [log, self._tail]),
+            (self.process.stderr, [log, self._tail]),
+        ]
         if self.echo:
             routes[0][1].append(Sink.console("stdout", sys.stdout))
             routes[1][1].append(Sink.console("stderr", sys.stderr))
@@ -249,4 +280,6 @@ class Run:
             with contextlib.suppress(OSError):
                 os.close(self._log.fd)
         duration = round(time.monotonic() - self._started, 3)
-        return Outcome(code, duration, timed_out, self.interrupted, lost=self._copier.lost())
+        exception = self._tail.exception() if code > 0 else None
+        lost = self._copier.lost()
+        return Outcome(code, duration, timed_out, self.interrupted, lost=lost, exception=exception)

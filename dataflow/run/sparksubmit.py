@@ -51,7 +51,12 @@ def spark_argv(
     submit = find_spark_submit(script, environ)
     extra = split_args(settings.get(SPARK_ARGS_SETTING, ""), "the job setting spark_args")
     extra += split_args(environ.get(SPARK_ARGS_ENV, ""), f"${SPARK_ARGS_ENV}")
-    return [submit, *python_confs(extra, environ), *extra, script, *args]
+    return [submit, *python_confs(extra, environ), *LOG_LEVEL, *extra, script, *args]
+
+
+# Spark logs at INFO by default: ~130 lines that bury the job's own output and traceback.
+# Given before the user's arguments, so a --conf spark.log.level=... of theirs wins.
+LOG_LEVEL = ("--conf", "spark.log.level=WARN")
 
 
 def split_args(text: str, source: str) -> list[str]:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The quickstart (seed 000) end to end, typed exactly as a user would, in a scratch folder.
-# Usage: examples/quickstart/demo.sh   (DEMO_DIR overrides the folder, default ./demo-run)
+# Usage: examples/quickstart/demo.sh   (DEMO_DIR overrides the folder, default ./demo-run/quickstart)
+# Only that folder is replaced: the other examples keep their stores in ./demo-run/<example>.
 set -euo pipefail
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
-dir=${DEMO_DIR:-$PWD/demo-run}
+dir=${DEMO_DIR:-$PWD/demo-run/quickstart}
 rm -rf -- "$dir" && mkdir -p -- "$dir" && cd -- "$dir"
 ln -s "$root/bin/utility.sh" utility.sh       # the quickstart calls ./utility.sh ...
 export PATH="$root/bin:$PATH"                  # ... and RunJob / utility.sh from PATH

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dataflow import crypto
 from dataflow.spark import Dataset, read, write
+from support import rows
 
 STAMP = r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d [AP]M \S* ?\d{4}"
 PASSKEY, PASSWORD = "test-passkey", "s3cret pass"
@@ -71,7 +72,7 @@ def test_runjob_py_runs_spark_submit_and_a_rerun_replaces_only_its_chunk(cli, sp
         )
     job = cli.cwd / "job.py"
     job.write_text(JOB)
-    job.chmod(0o755)
+    job.chmod(0o644)  # spark-submit reads a .py job: it need not be executable
     env = {
         "PASSKEY": PASSKEY,
         "EXPECTED_PASSWORD": PASSWORD,
@@ -143,3 +144,43 @@ def test_a_shell_job_that_calls_spark_submit_itself_keeps_working(cli):
     assert result.lines[-1] == (
         "1 rows updated to READY for wrapped and 1.0 1 IN file-local locks released"
     )
+
+
+FAILING = """\
+from dataflow.spark import context
+
+spark = context().session()
+print("rows", spark.range(3).count())
+raise ValueError("the feed sent no header")
+"""
+
+
+def test_a_failed_py_job_names_its_exception_and_spark_logs_only_warnings(cli, tmp_path):
+    """Spark's ~130 INFO lines no longer bury the traceback (WARN unless the operator asks
+    for more), and the history's reason is the traceback's last line, not 'exit code 1'."""
+    cli.ok("createtables")
+    cli.ok("register-dataset", "src")
+    cli.ok("register-dataset", "dst")
+    cli.ok("register-job", "fails", "--in", "src", "--out", "dst")
+    cli.ok(
+        "dml",
+        "insert into job (jobid, itemtype, itemvalue) values "
+        "('fails', 'spark_args', '--master local[1] --conf spark.ui.enabled=false')",
+    )
+    cli.ok("ready", "src", "1", "2")
+    (tmp_path / "fails.py").write_text(FAILING)
+
+    failed = cli.runjob("./fails.py", timeout=300)
+    assert failed.code == 1, failed
+    assert "rows 3" in failed.out and "ValueError: the feed sent no header" in failed.out
+    (reason, log), *_ = rows(tmp_path, "select reason, logpath from run where dataid = '1'")
+    assert reason == "ValueError: the feed sent no header (exit code 1)"
+    text = Path(log).read_text()
+    assert "rows 3" in text and "Traceback (most recent call last):" in text
+    # the first lines come before SparkContext reads spark.log.level
+    assert text.count(" INFO ") <= 5, text[:3000]
+
+    loud = {"DATAFLOW_SPARK_ARGS": cli.env["DATAFLOW_SPARK_ARGS"] + " --conf spark.log.level=INFO"}
+    assert cli.runjob("./fails.py", env=loud, timeout=300).code == 1
+    (log,) = rows(tmp_path, "select logpath from run order by runid desc limit 1")[0]
+    assert Path(log).read_text().count(" INFO ") > 20

@@ -49,7 +49,8 @@ def test_a_py_job_runs_through_spark_submit_with_setting_then_environment(homes)
     ]
     setting = ["--master", "local[2]", "--conf", "spark.app.name=my job"]
     env = ["--conf", "spark.x=env", "--driver-memory", "2g"]
-    assert argv == [submit, *python, *setting, *env, "./job.py", "--day", "x y"]
+    quiet = ["--conf", "spark.log.level=WARN"]  # before the user's: theirs wins
+    assert argv == [submit, *python, *quiet, *setting, *env, "./job.py", "--day", "x y"]
 
 
 def test_on_a_cluster_the_executors_keep_their_own_python(homes):
@@ -61,7 +62,8 @@ def test_on_a_cluster_the_executors_keep_their_own_python(homes):
 def test_a_python_chosen_by_the_user_is_left_alone(homes):
     environ = {**homes, "PYSPARK_PYTHON": "/opt/py/bin/python3"}
     argv = sparksubmit.job_argv("./job.py", [], {}, environ)
-    assert argv == [f"{homes['SPARK_HOME']}/bin/spark-submit", "./job.py"]
+    quiet = ["--conf", "spark.log.level=WARN"]
+    assert argv == [f"{homes['SPARK_HOME']}/bin/spark-submit", *quiet, "./job.py"]
 
 
 def test_unbalanced_quotes_are_a_clear_error(homes):
