@@ -48,10 +48,10 @@ class _DryRun(Exception):
 def prepare(store: Store, jobid: str) -> None:
     """Check, before anything is claimed, what a run needs on disk: its lock file and
     its log folder. A claim must never be spent on a failure that was foreseeable."""
-    if store.shared:  # its keeper starts now, while RunJob gets ready to claim
-        from .keeper import keeper_for
+    if store.shared and store.count_candidates(jobid):  # work likely: its keeper starts
+        from .keeper import keeper_for  # now, while RunJob gets ready to claim (else at
 
-        keeper_for(store)
+        keeper_for(store)  # the claim, if one is made: cron's idle calls start none)
     try:
         locks.prepare(store.lockfile)
     except OSError as exc:
