@@ -35,7 +35,7 @@ import time
 from ..store import Store
 from . import locks, processes
 
-PING_S = 2.0  # how often a keeper pings the store
+PING_S = 2.0  # how often a keeper pings the store (more often under a bound below 12 s)
 TICK_S = 0.2  # how often it looks at its runs' local locks
 
 
@@ -152,7 +152,8 @@ def serve(store: Store, requests: int, answers, pending: bytes = b"") -> None:
     """Hold run locks on ``store`` as RunJob asks (lines on file descriptor ``requests``)."""
     held: dict[tuple[str, str], _Held] = {}
     last_ping = [time.monotonic()]
-    fence_after = max(1.0, _bound() / 2)
+    fence_after = _bound() / 2  # the server frees our locks after the whole bound
+    ping_every = min(PING_S, _bound() / 6)
 
     def watchdog() -> None:  # a ping that hangs (a cut network) must not hang the fence
         while True:
@@ -174,7 +175,7 @@ def serve(store: Store, requests: int, answers, pending: bytes = b"") -> None:
             *lines, pending = pending.split(b"\n")
             for line in lines:
                 _request(store, held, line.decode(), answers)
-            if time.monotonic() - last_ping[0] >= PING_S:
+            if time.monotonic() - last_ping[0] >= ping_every:
                 store.ping()
                 last_ping[0] = time.monotonic()
             for chunk in list(held):
