@@ -166,8 +166,13 @@ def connect(address: str) -> Connection:
 def unavailable(address: str, exc: psycopg.Error) -> StoreUnavailable | StoreMissing:
     """Why a connection could not be had, in one line."""
     reason = " ".join(str(exc).split()) or type(exc).__name__
-    if "does not exist" in reason and "database" in reason:
-        return StoreMissing(display(address))
+    missing = re.search(r'database "(.*)" does not exist', reason)
+    if missing:  # createtables makes tables, not the database: that is the server's admin's
+        name = missing.group(1)
+        return StoreMissing(
+            display(address),
+            f"the server has no database '{name}': create it (createdb {name}), then ",
+        )
     return StoreUnavailable("connect to", display(address), reason)
 
 
