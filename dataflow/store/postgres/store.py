@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreVersion
+from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
 from ..base import DATASET_COLUMNS, JobItem, Row, Store
 from ..sqlite.config import ConfigQueries
 from ..sqlite.history import HistoryQueries
@@ -247,7 +247,7 @@ class PostgresStore(ClaimQueries, ViewQueries, ConfigQueries, HistoryQueries, St
         except psycopg.errors.ReadOnlySqlTransaction:
             raise ReadOnlySQL() from None
         except psycopg.Error as exc:
-            raise failure(self.address, exc) or BadSQL(" ".join(str(exc).split())) from None
+            raise self._refused(exc) from None
         finally:
             conn.close()
 
@@ -261,4 +261,12 @@ class PostgresStore(ClaimQueries, ViewQueries, ConfigQueries, HistoryQueries, St
                 rows = [tuple(row) for row in cursor.fetchall()]
                 return columns, rows, max(cursor.rowcount, 0)
         except psycopg.Error as exc:
-            raise failure(self.address, exc) or BadSQL(" ".join(str(exc).split())) from None
+            raise self._refused(exc) from None
+
+    def _refused(self, exc: psycopg.Error) -> Exception:
+        """Why a user's statement failed: the store out of reach, else the statement (a
+        table it names that is not there is its mistake, not a store without tables)."""
+        meaning = failure(self.address, exc)
+        if isinstance(meaning, StoreUnavailable):
+            return meaning
+        return BadSQL(" ".join(str(exc).split()))
