@@ -13,9 +13,9 @@ class DataflowError(Exception):
 
 
 class StoreMissing(DataflowError):
-    def __init__(self, path: str):
+    def __init__(self, path: str, first: str = ""):
         super().__init__(
-            f"no dataflow store at {path}: run 'utility createtables' to create one "
+            f"no dataflow store at {path}: {first}run 'utility createtables' to create one "
             "(or point --db / DATAFLOW_DB at an existing store)"
         )
 

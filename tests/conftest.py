@@ -25,9 +25,21 @@ pg_server = factories.postgresql_proc(
 )
 
 
+def _names(argnames) -> list[str]:
+    if isinstance(argnames, str):
+        return [name.strip() for name in argnames.split(",")]
+    return list(argnames)
+
+
 def pytest_generate_tests(metafunc):
-    if metafunc.definition.get_closest_marker("both_stores") and "store_kind" in (
-        metafunc.fixturenames
+    chosen = any(  # a test that names its store itself, in a module marked both_stores
+        "store_kind" in _names(mark.args[0])
+        for mark in metafunc.definition.iter_markers("parametrize")
+    )
+    if (
+        metafunc.definition.get_closest_marker("both_stores")
+        and "store_kind" in metafunc.fixturenames
+        and not chosen
     ):
         metafunc.parametrize("store_kind", STORES, indirect=True)
 

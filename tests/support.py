@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +109,46 @@ def rows(tmp_path: Path, sql: str, *params) -> list[tuple]:
             return conn.execute(sql.replace("?", "%s"), params).fetchall()
     with sqlite3.connect(address) as conn:
         return conn.execute(sql, params).fetchall()
+
+
+def state(tmp_path: Path) -> list:
+    """Everything the test's store holds, to compare before and after: SQLite's SQL dump
+    of the file, or every table of a PostgreSQL database with its columns and rows."""
+    address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")
+    if not isinstance(address, str):
+        with closing(sqlite3.connect(address)) as conn:  # closed: no -shm left behind
+            return list(conn.iterdump())
+    import psycopg
+
+    with psycopg.connect(address) as conn:
+        tables = conn.execute(
+            "SELECT table_name, string_agg(column_name || ' ' || data_type, ', '"
+            " ORDER BY ordinal_position) FROM information_schema.columns"
+            " WHERE table_schema = 'public' GROUP BY table_name ORDER BY 1"
+        ).fetchall()
+        found = [
+            (name, columns, sorted(conn.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr))
+            for name, columns in tables
+        ]
+        triggers = conn.execute(
+            "SELECT tgname, tgrelid::regclass::text FROM pg_trigger WHERE NOT tgisinternal"
+            " ORDER BY 1"
+        ).fetchall()
+        functions = conn.execute(
+            "SELECT proname, md5(prosrc) FROM pg_proc"
+            " WHERE pronamespace = 'public'::regnamespace ORDER BY 1"
+        ).fetchall()
+    return [*found, triggers, functions]
+
+
+def run_is_live(tmp_path: Path, jobid: str, dataid: str) -> bool:
+    """Does a process of the chunk's run live, as every RunJob sees it (its local lock
+    on SQLite, its keeper's run lock on PostgreSQL)?"""
+    from dataflow.run.liveness import is_live
+    from dataflow.store import open_store
+
+    with open_store(ADDRESSES.get(tmp_path, tmp_path / "dataflow.db"), readonly=True) as store:
+        return is_live(store, jobid, dataid)
 
 
 def statuses(tmp_path, jobid):

@@ -1,5 +1,10 @@
 """Hostile input to ``utility``: one ``error: ...`` line, a non-zero exit, no traceback,
-and the store exactly as it was (compared as an SQL dump) with no file created."""
+and the store exactly as it was (compared as an SQL dump, or every table of a
+PostgreSQL database) with no file created.
+
+Cases about the store's own file (SQLite's pragmas, a damaged file, a full disk, a
+read-only folder) and usage mistakes argparse refuses before any store is opened run on
+SQLite only; the rest on both stores."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support import BIN, fill_disk, mount, mounted
+from support import BIN, fill_disk, mount, mounted, state
 
 REFUSED = "'utility sql' is read-only"
 
@@ -38,12 +43,12 @@ def refused(result, starts: str = "") -> None:
 
 
 @contextmanager
-def unchanged(db: Path):
-    """The store's dump and its folder's files are the same after the block."""
-    before, listed = dump(db), files(db.parent)
+def unchanged(tmp_path: Path):
+    """The test's store and the files of its folder are the same after the block."""
+    before, listed = state(tmp_path), files(tmp_path)
     yield
-    assert dump(db) == before
-    assert files(db.parent) == listed
+    assert state(tmp_path) == before
+    assert files(tmp_path) == listed
 
 
 @pytest.fixture
@@ -61,7 +66,7 @@ def made(cli, tmp_path):
 
 def test_sql_cannot_change_anything_even_through_pragmas_or_attach(made, tmp_path):
     db = tmp_path / "dataflow.db"
-    with unchanged(db):
+    with unchanged(tmp_path):
         for statement in (
             "pragma journal_mode=delete",
             "PRAGMA main.user_version = 99",
@@ -86,21 +91,53 @@ def test_sql_cannot_change_anything_even_through_pragmas_or_attach(made, tmp_pat
     assert "jobid" in made.ok("sql", "select name from pragma_table_info('job')").out
 
 
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_sql_cannot_change_a_postgresql_store(made, tmp_path):
+    with unchanged(tmp_path):
+        for statement in (
+            "delete from job",
+            "create temp table t(x int)",
+            "create table t(x int)",
+            "truncate datastatus",
+            "create database other",
+            "with gone as (delete from job returning *) select * from gone",
+            "do $$ begin delete from job; end $$",
+            "select nextval(pg_get_serial_sequence('run', 'runid'))",
+        ):
+            result = made.utility("sql", statement)
+            refused(result, REFUSED)
+            assert "use 'utility dml' or 'utility ddl'" in result.err, statement
+        for statement in (  # nothing turns the transaction read-write, or adds a statement
+            "set transaction read write",
+            "select set_config('transaction_read_only', 'off', false)",
+            "select 1; delete from job",
+            "commit; delete from job",
+            "vacuum",
+        ):
+            refused(made.utility("sql", statement), "SQL failed: ")
+    assert made.ok("sql", "show transaction_read_only").lines[-1].strip() == "on"
+    assert made.ok("sql", "select count(*) as n from job").lines[-1].strip() == "2"
+    assert made.ok("dml", "delete from job where jobid = 'work'").out == "2 rows affected\n"
+
+
+@pytest.mark.both_stores
 @pytest.mark.parametrize("days", ["nan", "inf", "1e300", "-1"])
 def test_purge_refuses_absurd_ages(made, tmp_path, days):
-    with unchanged(tmp_path / "dataflow.db"):
+    with unchanged(tmp_path):
         refused(made.utility("purge", f"--days-old={days}"), "--days-old must be a number")
 
 
+@pytest.mark.both_stores
 def test_export_to_a_missing_folder_or_a_folder(made, tmp_path):
     (tmp_path / "out").mkdir()
-    with unchanged(tmp_path / "dataflow.db"):
+    with unchanged(tmp_path):
         refused(made.utility("export", "nofolder/config.json"), "cannot write nofolder/config.json")
         refused(made.utility("export", "out"), "cannot write out: Is a directory")
     assert list((tmp_path / "out").iterdir()) == []
     assert made.ok("export", "out/config.json").out == "configuration written to out/config.json\n"
 
 
+@pytest.mark.both_stores
 @pytest.mark.parametrize(
     "argv",
     [
@@ -113,12 +150,13 @@ def test_export_to_a_missing_folder_or_a_folder(made, tmp_path):
 )
 def test_arguments_that_are_not_utf8(made, tmp_path, argv):
     """``$'\\xff'`` reaches Python as a surrogate escape (subprocess sends the byte back)."""
-    with unchanged(tmp_path / "dataflow.db"):
+    with unchanged(tmp_path):
         result = made.utility(*argv, env={"PASSKEY": "plugh"})
         refused(result, "argument ")
         assert "is not valid UTF-8 text" in result.err
 
 
+@pytest.mark.both_stores
 @pytest.mark.parametrize(
     "content, why",
     [
@@ -140,11 +178,22 @@ def test_arguments_that_are_not_utf8(made, tmp_path, argv):
             b' "jobs": {"j": [{"itemtype": "IN", "datasetid": "a"}]}}',
             "job 'j' needs at least one OUT dataset",
         ),
+        (  # PostgreSQL's text cannot hold it: refused on both, so stores can be copied
+            b'{"opendataflow": 1, "datasets": [{"datasetid": "a", "hostname": "x\\u0000y"}],'
+            b' "jobs": {}}',
+            "dataset 1: hostname must not hold a NUL character",
+        ),
+        (
+            b'{"opendataflow": 1, "datasets": [{"datasetid": "a"}, {"datasetid": "b"}], "jobs":'
+            b' {"j": [{"itemtype": "IN", "datasetid": "a"}, {"itemtype": "IN", "datasetid": "a"},'
+            b' {"itemtype": "OUT", "datasetid": "b"}]}}',
+            "job 'j' lists dataset 'a' more than once",
+        ),
     ],
 )
 def test_import_of_a_bad_file_writes_nothing(made, tmp_path, content, why):
     (tmp_path / "config.json").write_bytes(content)
-    with unchanged(tmp_path / "dataflow.db"):
+    with unchanged(tmp_path):
         result = made.utility("import", "config.json")
         refused(result)
         assert why in result.err
@@ -162,7 +211,7 @@ def test_import_of_a_bad_file_writes_nothing(made, tmp_path, content, why):
     ],
 )
 def test_usage_mistakes_are_one_line(made, tmp_path, argv, says):
-    with unchanged(tmp_path / "dataflow.db"):
+    with unchanged(tmp_path):
         result = made.utility(*argv)
     refused(result, says)
     assert result.code == 2

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-import hashlib
+import socket
 
 import pytest
 
-from support import script
+from dataflow.store import shown
+from support import script, state
 
+pytestmark = pytest.mark.both_stores
 
-def snapshot(path):
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+# what each driver says of a statement that is wrong
+SAYS = {
+    "sqlite": {
+        "syntax": 'SQL failed: near "selec"',
+        "table": "SQL failed: no such table",
+        "column": "SQL failed: no such column",
+        "unique": "SQL failed: UNIQUE constraint failed",
+    },
+    "postgres": {
+        "syntax": 'SQL failed: syntax error at or near "selec"',
+        "table": 'SQL failed: relation "nope" does not exist',
+        "column": 'SQL failed: column "x" of relation "job" does not exist',
+        "unique": "SQL failed: duplicate key value violates unique constraint",
+    },
+}
 
 
 @pytest.fixture
@@ -35,37 +50,44 @@ def one_line_error(result, starts):
     assert "Traceback" not in result.err
 
 
-def test_read_commands_never_create_a_store(cli, tmp_path):
+def test_read_commands_never_create_a_store(cli, tmp_path, store_kind):
+    # an SQLite store is a file; a PostgreSQL one is a database's tables (its empty
+    # database is the test's, made for it)
+    before = None if store_kind == "sqlite" else state(tmp_path)
+    missing = "no dataflow store at" if store_kind == "sqlite" else "postgresql://"
     for args in (["runs"], ["jobs"], ["datasets"], ["sql", "select 1"], ["getjob", "x"]):
-        one_line_error(cli.utility(*args), "no dataflow store at")
+        result = cli.utility(*args)
+        one_line_error(result, missing)
+        assert "run 'utility createtables'" in result.err
     script(tmp_path, "loadbob.sh", "true")
-    one_line_error(cli.runjob("./loadbob.sh"), "no dataflow store at")
+    one_line_error(cli.runjob("./loadbob.sh"), missing)
     assert not (tmp_path / "dataflow.db").exists()
+    if before is not None:
+        assert state(tmp_path) == before
 
 
-def test_createtables_is_idempotent(cli, tmp_path):
+def test_createtables_is_idempotent(cli, address):
     assert cli.ok("createtables").out.startswith("tables created in")
-    assert cli.ok("createtables").out == f"store {tmp_path / 'dataflow.db'} is up to date\n"
+    assert cli.ok("createtables").out == f"store {shown(address)} is up to date\n"
 
 
-def test_sql_mistakes(loadbob, tmp_path):
-    db = tmp_path / "dataflow.db"
-    before = snapshot(db)
+def test_sql_mistakes(loadbob, tmp_path, store_kind):
+    says = SAYS[store_kind]
+    before = state(tmp_path)
     one_line_error(loadbob.utility("sql", "delete from datastatus"), "'utility sql' is read-only")
-    one_line_error(loadbob.utility("sql", "selec * from job"), 'SQL failed: near "selec"')
+    one_line_error(loadbob.utility("sql", "selec * from job"), says["syntax"])
     one_line_error(loadbob.utility("sql", "select 1; select 2"), "SQL failed")
-    one_line_error(
-        loadbob.utility("dml", "insert into nope values (1)"), "SQL failed: no such table"
-    )
-    one_line_error(loadbob.utility("dml", "update job set x = 1"), "SQL failed: no such column")
+    one_line_error(loadbob.utility("dml", "insert into nope values (1)"), says["table"])
+    one_line_error(loadbob.utility("dml", "update job set x = 1"), says["column"])
+    one_line_error(loadbob.utility("ddl", "create table dataset (x int)"), "SQL failed: ")
     # a duplicate registration is refused by the schema, not silently doubled
     one_line_error(
         loadbob.utility(
             "dml", "insert into job (jobid,itemtype,datasetid) values ('loadbob','IN','bobin')"
         ),
-        "SQL failed: UNIQUE constraint failed",
+        says["unique"],
     )
-    assert snapshot(db) == before
+    assert state(tmp_path) == before
     assert loadbob.ok("sql", "select count(*) as n from datastatus").lines[-1].strip() == "1"
 
 
@@ -100,8 +122,7 @@ def test_utility_usage_errors(loadbob):
 
 
 def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
-    db = tmp_path / "dataflow.db"
-    before = snapshot(db)
+    before = state(tmp_path)
     for argv in ((), ("--all",), ("--bogus", "./loadbob.sh")):
         usage = loadbob.runjob(*argv)
         one_line_error(usage, "")  # what is wrong, not argparse's usage text above it
@@ -132,7 +153,7 @@ def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
 
     token = loadbob.ok("crypt", "-e", "pw", env={"PASSKEY": "right"}).out.strip()
     loadbob.ok("dml", f"update dataset set encryptedpass = '{token}' where datasetid = 'bobin'")
-    before = snapshot(db)
+    before = state(tmp_path)
     one_line_error(
         loadbob.runjob("./loadbob.sh"),
         "job 'loadbob' uses the password of dataset 'bobin', so it needs the passkey",
@@ -141,7 +162,7 @@ def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
         loadbob.runjob("./loadbob.sh", env={"PASSKEY": "wrong"}),
         "cannot decrypt the password of dataset 'bobin': wrong passkey",
     )
-    assert snapshot(db) == before
+    assert state(tmp_path) == before
     assert "RUNNING" not in loadbob.ok("sql", "select status from datastatus").out
 
 
@@ -173,4 +194,40 @@ def test_seed_passkey_as_first_argument(loadbob, tmp_path):
 def test_options_before_the_command_are_not_a_passkey(loadbob):
     as_json = loadbob.utility("--json", "runs")
     assert as_json.code == 0 and as_json.out.startswith("[")
-    assert loadbob.utility("--db", str(loadbob.cwd / "dataflow.db"), "runs").code == 0
+    assert loadbob.utility("--db", str(loadbob.address), "runs").code == 0
+
+
+def free_port() -> int:
+    """A local TCP port nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_postgresql_addresses_that_lead_nowhere(cli, tmp_path, pg_server):
+    """A server that refuses, a database that is not there, a URL that cannot be one:
+    one line for every command, nothing left behind."""
+    server = f"{pg_server.user}@{pg_server.host}"
+    nowhere = {
+        f"postgresql://{server}:{free_port()}/x": "Connection refused",
+        f"postgresql://{server}:{pg_server.port}/nosuchdb": (
+            "the server has no database 'nosuchdb': create it (createdb nosuchdb), then run"
+        ),
+        f"postgresql://{server}:{pg_server.port}/nul%00byte": "forbidden value %00",
+        f"postgresql://{server}:{pg_server.port}/x?bogus=1": 'invalid URI query parameter: "bogus"',
+        f"postgresql://{pg_server.user}:secret@[::1/x": 'matching "]" in IPv6 host address',
+        f"postgresql://{pg_server.user}:secret@{pg_server.host}:{free_port()}/x": "refused",
+        f"postgresql://{server}:{free_port()}/x?password=secret&bogus=1": "bogus",
+    }
+    script(tmp_path, "loadbob.sh", "true")
+    for url, says in nowhere.items():
+        for argv in (["createtables"], ["runs"], ["sql", "select 1"], ["status"]):
+            result = cli.utility("--db", url, *argv)
+            one_line_error(result, "")
+            assert says in result.err, (url, argv, result.err)
+            assert "secret" not in result.err  # a password in the URL is never shown
+        ran = cli.runjob("./loadbob.sh", env={"DATAFLOW_DB": url})
+        one_line_error(ran, "")
+        assert says in ran.err, (url, ran.err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loadbob.sh"]

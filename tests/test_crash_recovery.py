@@ -11,12 +11,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dataflow.errors import NetworkFilesystem
-from dataflow.run.locks import is_held, safe_name
+from dataflow.run.locks import safe_name
 from dataflow.store import now
 from dataflow.store.sqlite.filesystems import mount_type, require_local
-from support import BIN, history, in_rows, rows, script, setting, start_runjob, statuses, wait_for
+from support import (
+    BIN,
+    history,
+    in_rows,
+    rows,
+    run_is_live,
+    script,
+    setting,
+    start_runjob,
+    statuses,
+    wait_for,
+)
 
 
+@pytest.mark.both_stores
 def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
     script(tmp_path, "work.sh", 'echo "$$" > job.pid; echo "$dataid" >> starts; sleep 60')
     runjob = start_runjob(chain, "./work.sh", start_new_session=True)
@@ -26,9 +38,9 @@ def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
     os.kill(runjob.pid, signal.SIGKILL)
     runjob.wait()
     assert statuses(tmp_path, "work")["1"] == "RUNNING"
-    # SIGKILL is delivered asynchronously: wait until every process of the run is gone.
-    lockfile = tmp_path / "dataflow.db-locks"
-    wait_for(lambda: not is_held(lockfile, "work", "1"), what="the killed processes to exit")
+    # SIGKILL is delivered asynchronously: wait until every process of the run is gone
+    # (on PostgreSQL: its keeper too, which then lets the run lock go).
+    wait_for(lambda: not run_is_live(tmp_path, "work", "1"), what="the killed processes to exit")
 
     script(tmp_path, "work.sh", 'echo "$dataid" >> starts')
     ran = chain.runjob("./work.sh")
@@ -46,6 +58,7 @@ def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
     assert [h[:3] for h in history(tmp_path, "work")][-1] == ("1", 2, "READY")
 
 
+@pytest.mark.both_stores
 def test_kill_9_of_runjob_alone_never_starts_the_chunk_twice(chain, tmp_path):
     script(
         tmp_path,
@@ -84,6 +97,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.both_stores
 def test_sigterm_reaches_the_job_group_and_fails_the_chunk(chain, tmp_path):
     script(
         tmp_path,
@@ -106,6 +120,7 @@ def test_sigterm_reaches_the_job_group_and_fails_the_chunk(chain, tmp_path):
     wait_for(lambda: not alive(child), what="the job's child to die of the signal too")
 
 
+@pytest.mark.both_stores
 def test_timeout_kills_the_job_and_fails_the_chunk(chain, tmp_path):
     setting(chain, "timeout", "0.5")
     script(tmp_path, "work.sh", "sleep 30")
@@ -115,6 +130,7 @@ def test_timeout_kills_the_job_and_fails_the_chunk(chain, tmp_path):
     assert history(tmp_path, "work")[-1][5] == "timeout after 0.5 s"
 
 
+@pytest.mark.both_stores
 def test_retries_then_stays_failed_until_resubmitted(chain, tmp_path):
     setting(chain, "retries", "2")
     script(tmp_path, "work.sh", '[ "$dataid" != 1 ] || { echo "$dataid" >> tries; exit 5; }')
@@ -132,6 +148,7 @@ def test_retries_then_stays_failed_until_resubmitted(chain, tmp_path):
     assert (tmp_path / "tries").read_text().split() == ["1"] * 6  # a fresh series of 3
 
 
+@pytest.mark.both_stores
 def test_log_file_masks_passwords(chain, tmp_path):
     token = chain.ok("crypt", "-e", "Pa$$w0rd", env={"PASSKEY": "k"}).out.strip()
     chain.ok("dml", f"update dataset set encryptedpass='{token}' where datasetid='src'")
@@ -156,6 +173,7 @@ def history_log(tmp_path):
     return rows(tmp_path, "select logpath from run order by runid desc limit 1")[0][0]
 
 
+@pytest.mark.both_stores
 def test_dry_run_changes_nothing(chain, tmp_path):
     token = chain.ok("crypt", "-e", "hunter2", env={"PASSKEY": "k"}).out.strip()
     chain.ok(
@@ -173,8 +191,9 @@ def test_dry_run_changes_nothing(chain, tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.both_stores
 @pytest.mark.parametrize("dataid", ["../x", "with space", "ünï/cödé", ".", ""])
-def test_any_dataid_gets_a_safe_lock_and_log(chain, tmp_path, dataid):
+def test_any_dataid_gets_a_safe_lock_and_log(chain, tmp_path, dataid, store_kind):
     chain.ok(
         "dml", f"insert into datastatus values ('src','fakejob','{dataid}','OUT','READY',now())"
     )
@@ -182,7 +201,9 @@ def test_any_dataid_gets_a_safe_lock_and_log(chain, tmp_path, dataid):
     script(tmp_path, "work.sh", 'printf "%s" "$dataid" > seen')
     assert chain.runjob("./work.sh").code == 0
     assert (tmp_path / "seen").read_text() == dataid
-    files = tmp_path / "dataflow.db.d"
+    # a shared store's logs and locks are this host's, in $DATAFLOW_STATE
+    files = tmp_path / ("state" if store_kind == "postgres" else "dataflow.db.d")
+    assert any(files.rglob("*.log"))
     for path in files.rglob("*"):
         assert files in path.resolve().parents
     assert not (tmp_path / "x").exists()
@@ -210,9 +231,12 @@ def test_network_file_systems_are_refused(tmp_path):
     require_local(tmp_path, str(table))
 
 
+@pytest.mark.both_stores
 def test_cap_lowered_and_raised_during_a_drain(chain, tmp_path):
     """Each job records how many runs are live when it starts: never above the cap in
-    force when it was claimed (the claim time is the run's ``started``)."""
+    force when it was claimed (the claim time is the run's ``started``). Jobs wait while
+    the cap is being changed, so the drain cannot end before the change, however slow
+    the ``utility`` that makes it."""
     chain.ok(
         "dml",
         "with recursive n(i) as (select 4 union all select i+1 from n where i < 60) "
@@ -223,18 +247,24 @@ def test_cap_lowered_and_raised_during_a_drain(chain, tmp_path):
     script(
         tmp_path,
         "work.sh",
-        'touch "live/$dataid"; echo "$dataid $(ls live | wc -l)" >> seen; sleep 0.2; rm "live/$dataid"',
+        'touch "live/$dataid"; echo "$dataid $(ls live | wc -l)" >> seen; sleep 0.2; '
+        'while [ -e pause ]; do sleep 0.05; done; rm "live/$dataid"',
     )
     drain = start_runjob(chain, "--parallel", "4", "./work.sh")
     done = lambda n: lambda: len(rows(tmp_path, "select 1 from run where status='READY'")) >= n  # noqa: E731
+    pause = tmp_path / "pause"
     wait_for(done(8), what="8 chunks under cap 2")
+    pause.touch()
     before_raise = now()
     setting(chain, "max_parallel", "4")
     after_raise = now()
+    pause.unlink()
     wait_for(done(20), what="12 more chunks under cap 4")
+    pause.touch()
     before_lower = now()
     setting(chain, "max_parallel", "1")
     after_lower = now()
+    pause.unlink()
     out, err = drain.communicate(timeout=300)
     assert drain.returncode == 0, (out, err)
     live = dict(line.split() for line in (tmp_path / "seen").read_text().splitlines())
@@ -260,6 +290,7 @@ def test_cap_lowered_and_raised_during_a_drain(chain, tmp_path):
     assert sum(c == 1 for c in cap) > 5  # and so did lowering, for many chunks
 
 
+@pytest.mark.both_stores
 def test_ctrl_c_in_a_drain_leaves_nothing_stuck(chain, tmp_path):
     script(tmp_path, "work.sh", 'touch "started.$dataid"; sleep 30')
     drain = start_runjob(chain, "--parallel", "2", "./work.sh")

@@ -6,18 +6,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 import subprocess
 import time
 
 import pytest
 
 from support import BIN, script
+from support import rows as query
 
-
-def query(tmp_path, sql, *params):
-    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
-        return conn.execute(sql, params).fetchall()
+pytestmark = pytest.mark.both_stores
 
 
 def status_of(tmp_path, jobid, dataid):
@@ -48,7 +45,7 @@ def pipeline(cli, tmp_path):
     cli.ok("register-job", "C", "--in", "a", "b", "--out", "c")
     cli.ok(
         "dml",
-        "insert into datastatus select 'src','fakejob',v,'OUT','READY',now() from (select '1' v union select '2' union select '3')",
+        "insert into datastatus select 'src','fakejob',v,'OUT','READY',now() from (select '1' v union select '2' union select '3') AS chunks",
     )
     for jobid in "ABC":
         script(tmp_path, f"{jobid}.sh", 'echo "$jobid $dataid" >> ran.log')

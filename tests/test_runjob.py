@@ -14,12 +14,13 @@ import pytest
 
 from support import BIN, STAMP, script
 
+pytestmark = pytest.mark.both_stores
 DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'
 
 
 def register(cli, jobid, inputs, outputs, extras=()):
     for name in {*inputs, *outputs} - {"today"}:
-        cli.ok("dml", f"insert or ignore into dataset (datasetid) values ('{name}')")
+        cli.ok("dml", f"insert into dataset (datasetid) values ('{name}') on conflict do nothing")
     for itemtype, names in (("IN", inputs), ("OUT", outputs)):
         for name in names:
             cli.ok(

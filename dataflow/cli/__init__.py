@@ -89,8 +89,7 @@ def guarded(command: Callable[[], int]) -> int:
         fail(str(exc))
         return exc.exit_code
     except tuple(DRIVER_ERRORS) as exc:  # the store itself failed: disk full, I/O error...
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # not CONTEXT: ...
-        fail(f"store error: {first}")
+        fail(f"store error: {' '.join(str(exc).split())}")  # a driver's DETAIL: one line
         return 3
     except BrokenPipeError:  # `utility runs | head`
         return 141

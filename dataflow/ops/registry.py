@@ -80,6 +80,8 @@ def _validate_job(
         )
     if set(inputs) & set(outputs):
         raise RegistrationError(f"job '{jobid}' cannot read and write the same dataset")
+    if twice := sorted({d for d in inputs + outputs if (inputs + outputs).count(d) > 1}):
+        raise RegistrationError(f"job '{jobid}' lists dataset '{twice[0]}' more than once")
     for dataset in inputs + outputs:
         if dataset != TODAY and dataset not in known:
             raise UnknownDataset(dataset)
@@ -145,6 +147,8 @@ def export(store: Store) -> str:
 
 def _text(value: object, what: str, required: bool = False) -> str | None:
     """A value of an exported document: text (or null unless ``required``), as exported."""
+    if isinstance(value, str) and "\0" in value:  # no store's text may hold one
+        raise ValueError(f"{what} must not hold a NUL character")
     if isinstance(value, str) or (value is None and not required):
         return value
     kinds = {

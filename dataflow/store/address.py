@@ -28,8 +28,10 @@ def locate(db: str | None = None) -> Address:
 
 
 def shown(address: Address) -> str:
-    """The address for a person: a URL without its password."""
-    return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", str(address))
+    """The address for a person (or a text that holds one): a URL without its password,
+    whether in its user part or a ``password=`` parameter."""
+    text = re.sub(r"(//[^:/@\s]*):[^@/\s]*@", r"\1:***@", str(address))
+    return re.sub(r"(\bpassword=)[^&\s\"']*", r"\1***", text)
 
 
 LIVENESS_ENV = "DATAFLOW_LIVENESS_TIMEOUT"

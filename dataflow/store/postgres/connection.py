@@ -164,11 +164,29 @@ def connect(address: str) -> Connection:
     return Connection(raw)
 
 
+def _scrubbed(address: str, exc: psycopg.Error) -> str:
+    """The driver's message on one line, without the password it may quote (libpq
+    repeats a URL it cannot parse whole)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    try:
+        password = psycopg.conninfo.conninfo_to_dict(address).get("password")
+    except psycopg.Error:
+        password = None
+    if password:
+        text = text.replace(str(password), "***")
+    return display(text.replace(address, display(address)))
+
+
 def unavailable(address: str, exc: psycopg.Error) -> StoreUnavailable | StoreMissing:
     """Why a connection could not be had, in one line."""
-    reason = " ".join(str(exc).split()) or type(exc).__name__
-    if "does not exist" in reason and "database" in reason:
-        return StoreMissing(display(address))
+    reason = _scrubbed(address, exc)
+    missing = re.search(r'database "(.*)" does not exist', reason)
+    if missing:  # createtables makes tables, not the database: that is the server's admin's
+        name = missing.group(1)
+        return StoreMissing(
+            display(address),
+            f"the server has no database '{name}': create it (createdb {name}), then ",
+        )
     return StoreUnavailable("connect to", display(address), reason)
 
 
@@ -178,7 +196,7 @@ def failure(address: str, exc: psycopg.Error) -> StoreUnavailable | NotAStore | 
     if isinstance(exc, psycopg.OperationalError) and not isinstance(
         exc, psycopg.errors.QueryCanceled
     ):
-        return StoreUnavailable("use", display(address), " ".join(str(exc).split()))
+        return StoreUnavailable("use", display(address), _scrubbed(address, exc))
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return NotAStore(display(address), "it has no dataflow tables; run 'utility createtables'")
     return None

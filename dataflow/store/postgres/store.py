@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreVersion
+from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
 from ..base import DATASET_COLUMNS, TABLES, JobItem, Row, Store
 from ..sqlite.chunks import ChunkQueries
 from ..sqlite.config import ConfigQueries
@@ -268,7 +268,7 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
         except psycopg.errors.ReadOnlySqlTransaction:
             raise ReadOnlySQL() from None
         except psycopg.Error as exc:
-            raise failure(self.address, exc) or BadSQL(" ".join(str(exc).split())) from None
+            raise self._refused(exc) from None
         finally:
             conn.close()
 
@@ -282,4 +282,12 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
                 rows = [tuple(row) for row in cursor.fetchall()]
                 return columns, rows, max(cursor.rowcount, 0)
         except psycopg.Error as exc:
-            raise failure(self.address, exc) or BadSQL(" ".join(str(exc).split())) from None
+            raise self._refused(exc) from None
+
+    def _refused(self, exc: psycopg.Error) -> Exception:
+        """Why a user's statement failed: the store out of reach, else the statement (a
+        table it names that is not there is its mistake, not a store without tables)."""
+        meaning = failure(self.address, exc)
+        if isinstance(meaning, StoreUnavailable):
+            return meaning
+        return BadSQL(" ".join(str(exc).split()))
