@@ -11,7 +11,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import UsageError
-from ..run import claims, jobenv, lifecycle, runner, sparksubmit
+from ..run import claims, jobenv, lifecycle, runner, sparkrun, sparksubmit
 from ..run.drain import Drain, Event, Summary
 from ..store import Store, locate, open_store
 from . import guarded, printable, say, stamp, text_arguments, warn
@@ -233,7 +233,8 @@ def run(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
         spark_args = {"spark_args": job.settings.spark_args}
-        argv = sparksubmit.job_argv(argv[0], options.args, spark_args)  # .py: spark-submit
+        # a .py job runs through spark-submit, followed on its cluster if it has one
+        argv, submission = sparksubmit.plan(argv[0], options.args, spark_args)
         if options.dry_run:
             return _dry_run(store, job, env, argv)
         claims.prepare(store, jobid)
@@ -248,6 +249,7 @@ def run(options: argparse.Namespace) -> int:
             echo=not drain_mode,
             notify=report,
             validate=[runner.resolve(options.validate)] if options.validate else None,
+            run_with=sparkrun.runner_for(submission, env.variables),
         )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}

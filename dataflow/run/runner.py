@@ -87,8 +87,8 @@ def signal_name(number: int) -> str:
 class Outcome(
     namedtuple(
         "Outcome",
-        "returncode duration timeout interrupted validation lost",
-        defaults=(0.0, None, None, None, ()),
+        "returncode duration timeout interrupted validation lost cluster",
+        defaults=(0.0, None, None, None, (), None),
     )
 ):
     """How the job's process ended.
@@ -96,7 +96,8 @@ class Outcome(
     returncode: negative when killed by that signal, as subprocess reports it;
     timeout: set when the job was killed for running too long; interrupted: the
     signal RunJob received and passed on; validation: "passed" or "failed" when a
-    check ran after the job; lost: destinations its output could not be written to.
+    check ran after the job; lost: destinations its output could not be written to;
+    cluster: the application a Spark job ran on a cluster, and how it ended there.
     """
 
     __slots__ = ()
@@ -138,9 +139,10 @@ class Outcome(
 
     @property
     def note(self) -> str | None:
-        """The reason, and any output that could not be written: for the history."""
+        """The reason, any output that could not be written, and the cluster application:
+        for the history."""
         lost = f"output not written to {', '.join(self.lost)}" if self.lost else None
-        return "; ".join(part for part in (self.reason, lost) if part) or None
+        return "; ".join(part for part in (self.reason, lost, self.cluster) if part) or None
 
 
 class Run:
@@ -169,12 +171,18 @@ class Run:
         self._started = time.monotonic()
         self.process = self._spawn(self.argv)
         self._log = log = self._open_log()
-        routes = [(self.process.stdout, [log]), (self.process.stderr, [log])]
+        routes = [(self.process.stdout, [log, *self._watchers()])]
+        routes.append((self.process.stderr, [log, *self._watchers()]))
         if self.echo:
             routes[0][1].append(Sink.console("stdout", sys.stdout))
             routes[1][1].append(Sink.console("stderr", sys.stderr))
         self._copier = Copier(routes, self.secrets)
         self._copier.start()
+
+    def _watchers(self) -> list[Sink]:
+        """More destinations of the job's output (each of stdout and stderr): for a
+        subclass that reads what the job says."""
+        return []
 
     def _open_log(self) -> Sink:
         if self.log_path is None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import BadSparkArgs, SparkUnavailable
+from .sparkcluster import STANDALONE, Submission, describe, option
 
 SPARK_ARGS_ENV = "DATAFLOW_SPARK_ARGS"
 SPARK_ARGS_SETTING = "spark_args"
@@ -33,14 +34,24 @@ def job_argv(
 ) -> list[str]:
     """What RunJob executes for ``script``: ``[script, *args]``, or for a ``.py`` job
     ``spark-submit [python confs] [spark_args] [$DATAFLOW_SPARK_ARGS] script *args``."""
+    return plan(script, args, settings, environ)[0]
+
+
+def plan(
+    script: str,
+    args: Sequence[str],
+    settings: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+) -> tuple[list[str], Submission | None]:
+    """:func:`job_argv`, and for a ``.py`` job where its driver runs (see sparkcluster)."""
     if not is_spark_job(script):
-        return [script, *args]
+        return [script, *args], None
     return spark_argv(script, args, settings, os.environ if environ is None else environ)
 
 
 def spark_argv(
     script: str, args: Sequence[str], settings: Mapping[str, str], environ: Mapping[str, str]
-) -> list[str]:
+) -> tuple[list[str], Submission]:
     """``spark-submit`` with the job's ``spark_args`` setting, then ``$DATAFLOW_SPARK_ARGS``.
 
     The environment variable comes last so that an operator's one-off
@@ -51,7 +62,16 @@ def spark_argv(
     submit = find_spark_submit(script, environ)
     extra = split_args(settings.get(SPARK_ARGS_SETTING, ""), "the job setting spark_args")
     extra += split_args(environ.get(SPARK_ARGS_ENV, ""), f"${SPARK_ARGS_ENV}")
-    return [submit, *python_confs(extra, environ), *extra, script, *args]
+    where = describe(extra, submit)
+    if where.cluster and where.manager == STANDALONE:
+        raise SparkUnavailable(
+            script,
+            f"a standalone Spark master ({where.master}) cannot run a Python driver in cluster "
+            "deploy mode: leave out --deploy-mode cluster (client mode runs the driver here "
+            "and its executors on the cluster), or use YARN or Kubernetes",
+        )
+    argv = [submit, *python_confs(extra, environ, where.cluster), *extra]
+    return [*argv, script, *args], where._replace(script_at=len(argv))
 
 
 def split_args(text: str, source: str) -> list[str]:
@@ -115,10 +135,13 @@ def find_spark_submit(script: str, environ: Mapping[str, str]) -> str:
     )
 
 
-def python_confs(extra: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+def python_confs(
+    extra: Sequence[str], environ: Mapping[str, str], cluster: bool = False
+) -> list[str]:
     """Run the Spark driver with this Python (it has ``dataflow`` installed), and in local
-    mode the Python workers too; unless the user chose a Python already."""
-    if environ.get("PYSPARK_PYTHON") or environ.get("PYSPARK_DRIVER_PYTHON"):
+    mode the Python workers too; unless the user chose a Python already, or the driver
+    runs on the cluster (``cluster``: this Python's path means nothing there)."""
+    if cluster or environ.get("PYSPARK_PYTHON") or environ.get("PYSPARK_DRIVER_PYTHON"):
         return []
     if any("spark.pyspark." in arg for arg in extra):
         return []
@@ -128,17 +151,6 @@ def python_confs(extra: Sequence[str], environ: Mapping[str, str]) -> list[str]:
         # on a cluster the executors' Python is theirs: this path may not exist there
         confs += ["--conf", f"spark.pyspark.python={sys.executable}"]
     return confs
-
-
-def option(args: Sequence[str], name: str) -> str | None:
-    """The last value given to ``name`` (``--master yarn`` or ``--master=yarn``)."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(name + "="):
-            value = arg[len(name) + 1 :]
-    return value
 
 
 def _executable(path: str) -> bool:
