@@ -6,9 +6,10 @@ lines parsed are spark-submit's own log lines (log4j, INFO, on stderr):
 
 - standalone, client mode: ``StandaloneSchedulerBackend: Connected to Spark cluster
   with app ID app-20261123190115-0000``;
-- YARN: ``Client: Submitted application application_1700000000000_0042``, then
-  ``Application report for application_... (state: RUNNING)``; ``yarn application
-  -status`` prints ``State : FINISHED`` and ``Final-State : SUCCEEDED``;
+- YARN: ``Client: Submitting application application_1700000000000_0042 to
+  ResourceManager``, then ``Application report for application_... (state: RUNNING)``
+  and at the end ``final status: SUCCEEDED``; ``yarn application -status`` prints
+  ``State : FINISHED`` and ``Final-State : SUCCEEDED``;
 - Kubernetes: ``Deployed Spark application NAME with application ID spark-... and
   submission ID NAMESPACE:POD into Kubernetes``, and at the end the driver container's
   ``exit code: N`` (spark-submit itself exits 0 whatever the driver's code was);
@@ -121,7 +122,11 @@ def driver_env_args(submission: Submission, variables: dict[str, str]) -> list[s
 # -- what spark-submit says ------------------------------------------------------------------
 
 _STANDALONE_APP = re.compile(r"Connected to Spark cluster with app ID (app-[0-9]+-[0-9]+)")
-_YARN_APP = re.compile(r"\b(application_[0-9]+_[0-9]+)\b")
+_YARN_APP = re.compile(
+    r"(?:Submitting application|Submitted application|Application ID is assigned:?"
+    r"|Application report for) (application_[0-9]+_[0-9]+)\b"
+)
+_YARN_FINAL_LINE = re.compile(r"^\s*final status: (\w+)")
 _K8S_SUBMISSION = re.compile(r"submission ID (\S+:\S+?) into Kubernetes")
 _K8S_EXIT = re.compile(r"^\s*exit code: (-?[0-9]+)\s*$")
 _K8S_PHASE = re.compile(r"^\s*phase: (\w+)\s*$")
@@ -147,10 +152,10 @@ class Watch:
                 self.app_id = found.group(1)
         elif manager == YARN:
             found = _YARN_APP.search(text)
-            if found and self.app_id is None and ("Submitted application" in text):
+            if found and self.app_id is None:
                 self.app_id = found.group(1)
-            report = _YARN_REPORT.search(text)
-            if report:
+            report = _YARN_REPORT.search(text) or _YARN_FINAL_LINE.search(text)
+            if report and report.group(1) != "UNDEFINED":
                 self.state = report.group(1)
         elif manager == KUBERNETES:
             found = _K8S_SUBMISSION.search(text)

@@ -95,7 +95,6 @@ class SparkRun(Run):
 
     def _kill(self, argv: list[str]) -> None:
         done = self._command(argv)
-        what = f"killed on the cluster ({' '.join(argv[-3:])})"
         if isinstance(done, str):
             self._kill_note = f"not killed on the cluster: {done}"
         elif done.returncode:
@@ -103,7 +102,7 @@ class SparkRun(Run):
             why = said[-1] if said else f"exit code {done.returncode}"
             self._kill_note = f"not killed on the cluster: {argv[0]}: {why}"
         else:
-            self._kill_note = what
+            self._kill_note = "killed on the cluster"
 
     def _command(self, argv: list[str]) -> subprocess.CompletedProcess | str:
         """Run a status or kill command; what went wrong if it could not run."""
