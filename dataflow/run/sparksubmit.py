@@ -1,9 +1,11 @@
 """The command line of a job: the script itself, or ``spark-submit ... job.py`` for a ``.py`` job.
 
-Built before the chunk is claimed, so a machine without Java or Spark says so while
-the store is still untouched. Only paths and options go into the argv: the chunk's
-environment (passwords included) reaches the Spark driver through the environment,
-which ``spark-submit`` passes on to the Python driver in client mode.
+Built before the chunk is claimed, so a machine without Java or Spark (or a deploy mode
+the cluster cannot run) says so while the store is still untouched. Only paths and
+options go into the argv: the chunk's environment (passwords included) reaches the
+Spark driver through the environment, which ``spark-submit`` passes on to the Python
+driver in client mode. A driver in cluster deploy mode gets the chunk's variables,
+passwords excepted, as driver-environment confs (see :mod:`.sparkrun`).
 """
 
 from __future__ import annotations
