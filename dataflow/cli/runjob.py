@@ -11,7 +11,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import UsageError
-from ..run import claims, jobenv, lifecycle, runner, sparkrun, sparksubmit
+from ..run import claims, jobenv, lifecycle, runner, sparksubmit
 from ..run.drain import Drain, Event, Summary
 from ..store import Store, locate, open_store
 from . import guarded, printable, say, stamp, text_arguments, warn
@@ -237,6 +237,11 @@ def run(options: argparse.Namespace) -> int:
         argv, submission = sparksubmit.plan(argv[0], options.args, spark_args)
         if options.dry_run:
             return _dry_run(store, job, env, argv)
+        run_with = runner.Run
+        if submission is not None:
+            from ..run import sparkrun  # only for a .py job
+
+            run_with = sparkrun.runner_for(submission, env.variables)
         claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
         drain = Drain(
@@ -249,7 +254,7 @@ def run(options: argparse.Namespace) -> int:
             echo=not drain_mode,
             notify=report,
             validate=[runner.resolve(options.validate)] if options.validate else None,
-            run_with=sparkrun.runner_for(submission, env.variables),
+            run_with=run_with,
         )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}

@@ -15,9 +15,12 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BadSparkArgs, SparkUnavailable
-from .sparkcluster import STANDALONE, Submission, describe, option
+
+if TYPE_CHECKING:
+    from .sparkcluster import Submission
 
 SPARK_ARGS_ENV = "DATAFLOW_SPARK_ARGS"
 SPARK_ARGS_SETTING = "spark_args"
@@ -60,6 +63,8 @@ def spark_argv(
     ``DATAFLOW_SPARK_ARGS='--driver-memory 8g' RunJob ./job.py`` wins over the stored
     setting (for spark-submit, the last ``--conf`` or ``--master`` given wins).
     """
+    from .sparkcluster import STANDALONE, describe  # only for a .py job: its regexes cost ms
+
     find_java(script, environ)
     submit = find_spark_submit(script, environ)
     extra = split_args(settings.get(SPARK_ARGS_SETTING, ""), "the job setting spark_args")
@@ -147,6 +152,8 @@ def python_confs(
         return []
     if any("spark.pyspark." in arg for arg in extra):
         return []
+    from .sparkcluster import option
+
     confs = ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
     master = option(extra, "--master")
     if master is None or master.startswith("local"):
