@@ -63,7 +63,7 @@ def spark_argv(
     ``DATAFLOW_SPARK_ARGS='--driver-memory 8g' RunJob ./job.py`` wins over the stored
     setting (for spark-submit, the last ``--conf`` or ``--master`` given wins).
     """
-    from .sparkcluster import STANDALONE, describe  # only for a .py job: its regexes cost ms
+    from .sparkcluster import LOCAL, STANDALONE, describe  # only for a .py job (ms of regexes)
 
     find_java(script, environ)
     submit = find_spark_submit(script, environ)
@@ -77,7 +77,8 @@ def spark_argv(
             "deploy mode: leave out --deploy-mode cluster (client mode runs the driver here "
             "and its executors on the cluster), or use YARN or Kubernetes",
         )
-    argv = [submit, *python_confs(extra, environ, where.cluster), *extra]
+    pythons = python_confs(extra, environ, where.cluster, where.manager == LOCAL)
+    argv = [submit, *pythons, *extra]
     return [*argv, script, *args], where._replace(script_at=len(argv))
 
 
@@ -143,20 +144,17 @@ def find_spark_submit(script: str, environ: Mapping[str, str]) -> str:
 
 
 def python_confs(
-    extra: Sequence[str], environ: Mapping[str, str], cluster: bool = False
+    extra: Sequence[str], environ: Mapping[str, str], cluster: bool = False, local: bool = True
 ) -> list[str]:
     """Run the Spark driver with this Python (it has ``dataflow`` installed), and in local
-    mode the Python workers too; unless the user chose a Python already, or the driver
-    runs on the cluster (``cluster``: this Python's path means nothing there)."""
+    mode (``local``) the Python workers too; unless the user chose a Python already, or
+    the driver runs on the cluster (``cluster``: this Python's path means nothing there)."""
     if cluster or environ.get("PYSPARK_PYTHON") or environ.get("PYSPARK_DRIVER_PYTHON"):
         return []
     if any("spark.pyspark." in arg for arg in extra):
         return []
-    from .sparkcluster import option
-
     confs = ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
-    master = option(extra, "--master")
-    if master is None or master.startswith("local"):
+    if local:
         # on a cluster the executors' Python is theirs: this path may not exist there
         confs += ["--conf", f"spark.pyspark.python={sys.executable}"]
     return confs

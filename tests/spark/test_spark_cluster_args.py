@@ -111,6 +111,9 @@ def test_client_mode_keeps_the_chunk_in_the_environment_only(homes):
     assert not any("appMasterEnv" in arg for arg in argv)
     assert f"spark.pyspark.driver.python={sys.executable}" in argv
     assert (where.cluster, where.tracked) == (False, False)
+    argv, where = planned("--conf spark.master=yarn", homes)  # the master set as a conf
+    assert where.manager == YARN
+    assert not any(arg.startswith("spark.pyspark.python=") for arg in argv)
 
 
 def test_a_wait_setting_of_false_is_seen_and_the_last_one_wins(homes):
