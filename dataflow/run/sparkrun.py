@@ -100,6 +100,8 @@ class SparkRun(Run):
         elif done.returncode:
             said = (done.stdout + done.stderr).strip().splitlines()
             why = said[-1] if said else f"exit code {done.returncode}"
+            for secret in self.secrets:  # the note goes into the store
+                why = why.replace(secret, "***")
             self._kill_note = f"not killed on the cluster: {argv[0]}: {why}"
         else:
             self._kill_note = "killed on the cluster"
