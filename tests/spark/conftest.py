@@ -189,6 +189,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
     folder = tmp_path_factory.mktemp("standalone")
     port, webui = _free_port(), _free_port()
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m"}
+    env["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"  # no fixed port 6066
     env["SPARK_HOME"] = str(spark_class.parent.parent)
     host = ["--host", "127.0.0.1"]
     commands = {
