@@ -237,9 +237,15 @@ def run(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
         spark_args = {"spark_args": job.settings.spark_args}
-        argv = sparksubmit.job_argv(argv[0], options.args, spark_args)  # .py: spark-submit
+        # a .py job runs through spark-submit, followed on its cluster if it has one
+        argv, submission = sparksubmit.plan(argv[0], options.args, spark_args)
         if options.dry_run:
             return _dry_run(store, job, env, argv)
+        run_with = runner.Run
+        if submission is not None:
+            from ..run import sparkrun  # only for a .py job
+
+            run_with = sparkrun.runner_for(submission, env.variables)
         claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
         drain = Drain(
@@ -254,6 +260,7 @@ def run(options: argparse.Namespace) -> int:
             validate=[runner.resolve(options.validate, submitted=False)]
             if options.validate
             else None,
+            run_with=run_with,
         )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}

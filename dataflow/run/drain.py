@@ -72,8 +72,10 @@ class Drain:
         echo: bool = True,
         notify: Callable[[Event], None] = lambda event: None,
         validate: list[str] | None = None,
+        run_with: Callable[..., Run] = Run,
     ):
         self.store, self.job, self.env, self.argv = store, job, env, argv
+        self.run_with = run_with  # what runs the job's argv (a SparkRun for a cluster)
         self.validate = validate  # a check run after each successful job, same environment
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
         self.summary = Summary()
@@ -151,7 +153,8 @@ class Drain:
         self.summary.running = len(self._active)
 
     def _run(self, argv: list[str], claim: Claim, append: bool = False) -> Run:
-        return Run(
+        start = self.run_with if argv is self.argv else Run  # a check runs as itself
+        return start(
             argv,
             child_environment({**self.env.for_chunk(claim.dataid), VARIABLE: claim.token}),
             lock_fd=claim.lock.fd,

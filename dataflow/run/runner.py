@@ -107,8 +107,8 @@ def signal_name(number: int) -> str:
 class Outcome(
     namedtuple(
         "Outcome",
-        "returncode duration timeout interrupted validation lost exception",
-        defaults=(0.0, None, None, None, (), None),
+        "returncode duration timeout interrupted validation lost exception cluster",
+        defaults=(0.0, None, None, None, (), None, None),
     )
 ):
     """How the job's process ended.
@@ -118,7 +118,8 @@ class Outcome(
     signal RunJob received and passed on; validation: "passed" or "failed" when a
     check ran after the job; lost: destinations its output could not be written to;
     exception: the last line of a Python traceback the job wrote (a .py job's, or any
-    Python's), which names why it failed better than its exit code.
+    Python's), which names why it failed better than its exit code; cluster: the
+    application a Spark job ran on a cluster, and how it ended there.
     """
 
     __slots__ = ()
@@ -164,9 +165,10 @@ class Outcome(
 
     @property
     def note(self) -> str | None:
-        """The reason, and any output that could not be written: for the history."""
+        """The reason, any output that could not be written, and the cluster application:
+        for the history."""
         lost = f"output not written to {', '.join(self.lost)}" if self.lost else None
-        return "; ".join(part for part in (self.reason, lost) if part) or None
+        return "; ".join(part for part in (self.reason, lost, self.cluster) if part) or None
 
 
 class Run:
@@ -197,15 +199,18 @@ class Run:
         self._log = log = self._open_log()
         self._tail = Tail()
         # spark-submit hands its Python driver's stderr on through its stdout: watch both
-        routes = [
-            (self.process.stdout, [log, self._tail]),
-            (self.process.stderr, [log, self._tail]),
-        ]
+        routes = [(self.process.stdout, [log, self._tail, *self._watchers()])]
+        routes.append((self.process.stderr, [log, self._tail, *self._watchers()]))
         if self.echo:
             routes[0][1].append(Sink.console("stdout", sys.stdout))
             routes[1][1].append(Sink.console("stderr", sys.stderr))
         self._copier = Copier(routes, self.secrets)
         self._copier.start()
+
+    def _watchers(self) -> list[Sink]:
+        """More destinations of the job's output (each of stdout and stderr): for a
+        subclass that reads what the job says."""
+        return []
 
     def _open_log(self) -> Sink:
         if self.log_path is None:

@@ -1,9 +1,11 @@
 """The command line of a job: the script itself, or ``spark-submit ... job.py`` for a ``.py`` job.
 
-Built before the chunk is claimed, so a machine without Java or Spark says so while
-the store is still untouched. Only paths and options go into the argv: the chunk's
-environment (passwords included) reaches the Spark driver through the environment,
-which ``spark-submit`` passes on to the Python driver in client mode.
+Built before the chunk is claimed, so a machine without Java or Spark (or a deploy mode
+the cluster cannot run) says so while the store is still untouched. Only paths and
+options go into the argv: the chunk's environment (passwords included) reaches the
+Spark driver through the environment, which ``spark-submit`` passes on to the Python
+driver in client mode. A driver in cluster deploy mode gets the chunk's variables,
+passwords excepted, as driver-environment confs (see :mod:`.sparkrun`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BadSparkArgs, SparkUnavailable
+
+if TYPE_CHECKING:
+    from .sparkcluster import Submission
 
 SPARK_ARGS_ENV = "DATAFLOW_SPARK_ARGS"
 SPARK_ARGS_SETTING = "spark_args"
@@ -33,25 +39,47 @@ def job_argv(
 ) -> list[str]:
     """What RunJob executes for ``script``: ``[script, *args]``, or for a ``.py`` job
     ``spark-submit [python confs] [spark_args] [$DATAFLOW_SPARK_ARGS] script *args``."""
+    return plan(script, args, settings, environ)[0]
+
+
+def plan(
+    script: str,
+    args: Sequence[str],
+    settings: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+) -> tuple[list[str], Submission | None]:
+    """:func:`job_argv`, and for a ``.py`` job where its driver runs (see sparkcluster)."""
     if not is_spark_job(script):
-        return [script, *args]
+        return [script, *args], None
     return spark_argv(script, args, settings, os.environ if environ is None else environ)
 
 
 def spark_argv(
     script: str, args: Sequence[str], settings: Mapping[str, str], environ: Mapping[str, str]
-) -> list[str]:
+) -> tuple[list[str], Submission]:
     """``spark-submit`` with the job's ``spark_args`` setting, then ``$DATAFLOW_SPARK_ARGS``.
 
     The environment variable comes last so that an operator's one-off
     ``DATAFLOW_SPARK_ARGS='--driver-memory 8g' RunJob ./job.py`` wins over the stored
     setting (for spark-submit, the last ``--conf`` or ``--master`` given wins).
     """
+    from .sparkcluster import LOCAL, STANDALONE, describe  # only for a .py job (ms of regexes)
+
     find_java(script, environ)
     submit = find_spark_submit(script, environ)
     extra = split_args(settings.get(SPARK_ARGS_SETTING, ""), "the job setting spark_args")
     extra += split_args(environ.get(SPARK_ARGS_ENV, ""), f"${SPARK_ARGS_ENV}")
-    return [submit, *python_confs(extra, environ), *LOG_LEVEL, *extra, script, *args]
+    where = describe(extra, submit)
+    if where.cluster and where.manager == STANDALONE:
+        raise SparkUnavailable(
+            script,
+            f"a standalone Spark master ({where.master}) cannot run a Python driver in cluster "
+            "deploy mode: leave out --deploy-mode cluster (client mode runs the driver here "
+            "and its executors on the cluster), or use YARN or Kubernetes",
+        )
+    pythons = python_confs(extra, environ, where.cluster, where.manager == LOCAL)
+    argv = [submit, *pythons, *LOG_LEVEL, *extra]
+    return [*argv, script, *args], where._replace(script_at=len(argv))
 
 
 # Spark logs at INFO by default: ~130 lines that bury the job's own output and traceback.
@@ -120,30 +148,21 @@ def find_spark_submit(script: str, environ: Mapping[str, str]) -> str:
     )
 
 
-def python_confs(extra: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+def python_confs(
+    extra: Sequence[str], environ: Mapping[str, str], cluster: bool = False, local: bool = True
+) -> list[str]:
     """Run the Spark driver with this Python (it has ``dataflow`` installed), and in local
-    mode the Python workers too; unless the user chose a Python already."""
-    if environ.get("PYSPARK_PYTHON") or environ.get("PYSPARK_DRIVER_PYTHON"):
+    mode (``local``) the Python workers too; unless the user chose a Python already, or
+    the driver runs on the cluster (``cluster``: this Python's path means nothing there)."""
+    if cluster or environ.get("PYSPARK_PYTHON") or environ.get("PYSPARK_DRIVER_PYTHON"):
         return []
     if any("spark.pyspark." in arg for arg in extra):
         return []
     confs = ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
-    master = option(extra, "--master")
-    if master is None or master.startswith("local"):
+    if local:
         # on a cluster the executors' Python is theirs: this path may not exist there
         confs += ["--conf", f"spark.pyspark.python={sys.executable}"]
     return confs
-
-
-def option(args: Sequence[str], name: str) -> str | None:
-    """The last value given to ``name`` (``--master yarn`` or ``--master=yarn``)."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(name + "="):
-            value = arg[len(name) + 1 :]
-    return value
 
 
 def _executable(path: str) -> bool:

@@ -1,13 +1,20 @@
-"""Spark tests: one local SparkSession for the whole test session, and a throwaway
-PostgreSQL server for the JDBC tests (skipped, with the reason, when none can be had).
+"""Spark tests: one local SparkSession for the whole test session, a standalone Spark
+cluster for the cluster tests, and a throwaway PostgreSQL server for the JDBC tests
+(skipped, with the reason, when none can be had).
 
 Every test in this folder is marked ``spark``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
+import socket
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -126,3 +133,105 @@ def postgres() -> Iterator[Postgres]:
         yield Postgres(env)
     finally:
         subprocess.run([str(SANDBOX), "stop", folder], timeout=60, check=False)
+
+
+class Standalone:
+    """A Spark standalone master and one worker on 127.0.0.1, and the master's JSON view."""
+
+    def __init__(self, port: int, webui: int):
+        self.url = f"spark://127.0.0.1:{port}"
+        self.webui = f"http://127.0.0.1:{webui}"
+
+    def state(self) -> dict:
+        with urllib.request.urlopen(f"{self.webui}/json/", timeout=10) as answer:
+            return json.load(answer)
+
+    def app(self, app_id: str) -> tuple[str, dict] | None:
+        """Where the master lists application ``app_id`` (``activeapps`` or
+        ``completedapps``), and what it says of it."""
+        state = self.state()
+        for kind in ("activeapps", "completedapps"):
+            for app in state[kind]:
+                if app["id"] == app_id:
+                    return kind, app
+        return None
+
+    def active(self, name: str) -> list[dict]:
+        """The running applications called ``name``."""
+        return [app for app in self.state()["activeapps"] if app["name"] == name]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop a daemon started in its own session, and whatever it started."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """A real standalone cluster from pyspark's own ``bin/spark-class``: a master and a
+    worker (1 core, 1 GB for executors, 256 MB heaps for the daemons), always stopped."""
+    from dataflow.run import sparksubmit
+
+    spark_class = Path(sparksubmit.find_spark_submit("tests", os.environ)).with_name("spark-class")
+    folder = tmp_path_factory.mktemp("standalone")
+    port, webui = _free_port(), _free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m"}
+    env["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"  # no fixed port 6066
+    env["SPARK_HOME"] = str(spark_class.parent.parent)
+    host = ["--host", "127.0.0.1"]
+    commands = {
+        "master": [
+            *("org.apache.spark.deploy.master.Master", *host),
+            *("--port", str(port), "--webui-port", str(webui)),
+        ],
+        "worker": [
+            *("org.apache.spark.deploy.worker.Worker", *host),
+            *("--cores", "1", "--memory", "1g", "--webui-port", str(_free_port())),
+            *("--work-dir", str(folder / "work"), f"spark://127.0.0.1:{port}"),
+        ],
+    }
+    cluster, started = Standalone(port, webui), []
+    try:
+        for name, command in commands.items():
+            with open(folder / f"{name}.log", "wb") as log:
+                started.append(
+                    subprocess.Popen(
+                        [str(spark_class), *command],
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+            _wait_until(cluster, name, folder / f"{name}.log", started[-1])
+        yield cluster
+    finally:
+        for process in reversed(started):
+            _stop(process)
+
+
+def _wait_until(cluster: Standalone, name: str, log: Path, process: subprocess.Popen) -> None:
+    """Until the master answers (``master``) or counts one live worker (``worker``)."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the {name} exited:\n{log.read_text()[-3000:]}"
+        with contextlib.suppress(OSError, ValueError):
+            state = cluster.state()
+            if name == "master" or state.get("aliveworkers") == 1:
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"the {name} did not start in 180 s:\n{log.read_text()[-3000:]}")
