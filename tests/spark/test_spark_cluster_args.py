@@ -71,6 +71,7 @@ def test_yarn_cluster_mode_gives_the_driver_the_chunk_but_no_password(homes):
     env = "spark.yarn.appMasterEnv."
     assert argv == [
         submit,
+        *sparksubmit.LOG_LEVEL,  # before the user's arguments: theirs win
         "--master",
         "yarn",
         "--deploy-mode",
