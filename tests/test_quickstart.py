@@ -65,10 +65,7 @@ def test_quickstart_to_the_letter(cli, tmp_path):
 
     # The remarks: a RESUBMIT makes the chunk run again, with nothing else to do.
     (resubmit,) = run_lines(cli, ["utility.sh endjob loadbob 1.0 RESUBMIT"])
-    assert (
-        resubmit.out
-        == "1 row updated to RESUBMIT for loadbob and 1.0\n"
-    )
+    assert resubmit.out == "1 row updated to RESUBMIT for loadbob and 1.0\n"
     (rerun,) = run_lines(cli, ["RunJob ./loadbob.sh"])
     assert "Launching ./loadbob.sh with dataid 1.0" in rerun.out
     assert (

@@ -10,9 +10,10 @@ import signal
 import sys
 
 from .. import __version__, crypto
-from ..errors import UsageError
+from ..errors import DriverFailed, UsageError
 from ..run import claims, jobenv, lifecycle, runner, sparksubmit
 from ..run.drain import Drain, Event, Summary
+from ..run.driven import DriverDrain
 from ..store import Store, locate, open_store
 from . import guarded, printable, say, stamp, text_arguments, warn
 
@@ -21,7 +22,8 @@ DESCRIPTION = """\
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
 chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
 with the chunk's environment, and records READY (exit 0) or FAILED.
-A .py SCRIPT runs through spark-submit. Passwords are decrypted with the passkey
+A .py SCRIPT runs through spark-submit; one that defines run(spark, job) is drained
+by one Spark driver (--all), which calls it per chunk. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
 """
 EXIT_CODES = """exit codes:
@@ -34,6 +36,8 @@ EXIT_CODES = """exit codes:
   128+n    RunJob, or the job, was stopped by signal n
 """
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# what spark-submit runs for a job with an entry point (a path: not imported here)
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sparkmain.py")
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -225,7 +229,7 @@ def run(options: argparse.Namespace) -> int:
     passkey = _seed_passkey(options) or crypto.read_passkey()
     script = options.script
     jobid = runner.job_name(script)
-    argv = [runner.resolve(script), *options.args]
+    path = runner.resolve(script)
     drain_mode = options.all or options.parallel is not None
     if options.parallel is not None and options.parallel < 1:
         raise UsageError("--parallel needs a number >= 1")
@@ -233,26 +237,51 @@ def run(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
         spark_args = {"spark_args": job.settings.spark_args}
-        argv = sparksubmit.job_argv(argv[0], options.args, spark_args)  # .py: spark-submit
+        entry = sparksubmit.has_entry_point(path)  # def run(spark, job)
+        if entry:
+            argv = sparksubmit.launcher_argv([LAUNCHER, "chunk"], path, options.args, spark_args)
+        else:
+            argv = sparksubmit.job_argv(path, options.args, spark_args)  # .py: spark-submit
         if options.dry_run:
             return _dry_run(store, job, env, argv)
         claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
-        drain = Drain(
-            store,
-            job,
-            env,
-            argv,
-            parallel=options.parallel or 1,
-            limit=None if drain_mode else 1,
-            echo=not drain_mode,
-            notify=report,
-            validate=[runner.resolve(options.validate)] if options.validate else None,
-        )
+        validate = [runner.resolve(options.validate)] if options.validate else None
+        if entry and drain_mode:  # one Spark driver for every chunk
+            drain = DriverDrain(
+                store,
+                locate(options.db),
+                job,
+                env,
+                lambda driver: sparksubmit.launcher_argv(
+                    [LAUNCHER, "drain", *driver], path, options.args, spark_args
+                ),
+                parallel=options.parallel or 1,
+                command=shlex.join(  # for the history: the driver's command, less its options
+                    sparksubmit.launcher_argv([LAUNCHER, "drain"], path, options.args, spark_args)
+                ),
+                notify=report,
+                validate=validate,
+            )
+        else:
+            drain = Drain(
+                store,
+                job,
+                env,
+                argv,
+                parallel=options.parallel or 1,
+                limit=None if drain_mode else 1,
+                echo=not drain_mode,
+                notify=report,
+                validate=validate,
+            )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}
         try:
             summary = drain.run()
+        except DriverFailed:
+            report.finish(drain.summary, drain.left())
+            raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

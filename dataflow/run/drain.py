@@ -70,9 +70,13 @@ class Drain:
         echo: bool = True,
         notify: Callable[[Event], None] = lambda event: None,
         validate: list[str] | None = None,
+        in_process: Callable[[Claim, dict[str, str]], Run] | None = None,
+        healthy: Callable[[], bool] = lambda: True,
     ):
         self.store, self.job, self.env, self.argv = store, job, env, argv
         self.validate = validate  # a check run after each successful job, same environment
+        # a chunk's run inside this process (a Spark driver's), instead of a job process
+        self.in_process, self.healthy = in_process, healthy
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
         self.summary = Summary()
         self._active: dict[int, tuple[Claim, Run]] = {}
@@ -109,6 +113,7 @@ class Drain:
             not self.summary.interrupted
             and len(self._active) < self.parallel
             and (self.limit is None or self.summary.started < self.limit)
+            and self.healthy()  # an engine that is gone would fail every chunk claimed
         ):
             now = time.monotonic()
             recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
@@ -132,7 +137,11 @@ class Drain:
 
     def _launch(self, claim: Claim) -> None:
         self.summary.started += 1
-        run = self._run(self.argv, claim)
+        if self.in_process is None:
+            run = self._run(self.argv, claim)
+        else:
+            variables = {**self.env.for_chunk(claim.dataid), VARIABLE: claim.token}
+            run = self.in_process(claim, variables)
         self.notify(Event("launch", claim.dataid, claim))
         self._active[claim.runid] = (claim, run)
         try:

@@ -87,8 +87,8 @@ def signal_name(number: int) -> str:
 class Outcome(
     namedtuple(
         "Outcome",
-        "returncode duration timeout interrupted validation lost",
-        defaults=(0.0, None, None, None, ()),
+        "returncode duration timeout interrupted validation lost error",
+        defaults=(0.0, None, None, None, (), None),
     )
 ):
     """How the job's process ended.
@@ -96,7 +96,8 @@ class Outcome(
     returncode: negative when killed by that signal, as subprocess reports it;
     timeout: set when the job was killed for running too long; interrupted: the
     signal RunJob received and passed on; validation: "passed" or "failed" when a
-    check ran after the job; lost: destinations its output could not be written to.
+    check ran after the job; lost: destinations its output could not be written to;
+    error: why a chunk run inside a Spark driver failed (its exception's last line).
     """
 
     __slots__ = ()
@@ -134,6 +135,8 @@ class Outcome(
             return f"timeout after {self.timeout:g} s"
         if self.returncode < 0:
             return f"killed by {signal_name(-self.returncode)}"
+        if self.error:
+            return self.error
         return f"exit code {self.returncode}" if self.returncode else None
 
     @property
