@@ -165,10 +165,9 @@ class DriverFailed(DataflowError):
     """The one Spark driver of a drain ended without draining (chunks it was running are
     recovered as any dead run's)."""
 
-    exit_code = 1
-
-    def __init__(self, jobid: str, why: str, log: object):
+    def __init__(self, jobid: str, why: str, log: object, claimed: bool = True):
         super().__init__(f"the Spark driver of {jobid} {why}; its log: {log}")
+        self.exit_code = 1 if claimed else 2  # 2: nothing claimed, as a configuration error
 
 
 class BadSparkArgs(DataflowError):

@@ -280,7 +280,8 @@ def run(options: argparse.Namespace) -> int:
         try:
             summary = drain.run()
         except DriverFailed:
-            report.finish(drain.summary, drain.left())
+            if drain.summary.started:  # what it did before it died
+                report.finish(drain.summary, drain.left())
             raise
         finally:
             for sig, handler in previous.items():

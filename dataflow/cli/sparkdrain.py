@@ -59,11 +59,11 @@ def main(argv: list[str]) -> int:
     events.started()
     try:
         engine = Engine(options.script, options.args)  # the job's own import errors show here
-    except BaseException as exc:  # any failure of the job's import is its own
+        engine.start(f"{options.job} drain")
+    except BaseException as exc:  # the job's import, or Spark's start-up: nothing claimed
         traceback.print_exc()
         events.error(f"could not start: {options.script}: {reason_of(exc)}")
         return 2
-    engine.start(f"{options.job} drain")
     with open_store(Path(options.db)) as store:
         job = lifecycle.load_job(store, options.job)
         env = JobEnv({})  # the job's variables are this process's environment already

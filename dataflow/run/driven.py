@@ -234,7 +234,7 @@ class DriverDrain:
     def _check(self, outcome: Outcome) -> None:
         """A driver that ended without draining is an error, unless RunJob stopped it."""
         if self._error:
-            raise DriverFailed(self.job.jobid, self._error, self.log)
+            raise DriverFailed(self.job.jobid, self._error, self.log, self.summary.started > 0)
         if self.summary.interrupted or (outcome.returncode == 0 and not self._running):
             return
         code = outcome.returncode
@@ -247,4 +247,4 @@ class DriverDrain:
                 f" with {left} chunk{'s' if left > 1 else ''} RUNNING (marked FAILED, "
                 "abandoned, by the next run or 'utility recover')"
             )
-        raise DriverFailed(self.job.jobid, how, self.log)
+        raise DriverFailed(self.job.jobid, how, self.log, self.summary.started > 0)

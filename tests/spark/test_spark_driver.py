@@ -232,3 +232,20 @@ def test_one_chunk_calls_the_entry_point_and_sigterm_ends_the_driver(cli):
     assert statuses(cli.cwd, "job") == {"1": "READY", "2": "FAILED", "3": "FAILED"}
     assert not is_running(driver)  # RunJob waited for the driver's records
     assert re.search(r": job: 0 READY, 2 FAILED in ", out), out
+
+
+def test_a_driver_that_cannot_start_claims_nothing(cli):
+    setup_job(cli, 3, {})
+    (cli.cwd / "job.py").write_text("import no_such_module\n\n\ndef run(spark, job):\n    pass\n")
+    result = cli.runjob("--all", "./job.py", env={"PASSKEY": PASSKEY}, timeout=300)
+    assert result.code == 2, result
+    assert re.fullmatch(
+        r"error: the Spark driver of job could not start: \./job\.py: ModuleNotFoundError: "
+        r"No module named 'no_such_module'; its log: \S+/logs/job/driver\.\S+\.log\n",
+        result.err,
+    ), result.err
+    assert result.out == ""
+    assert rows(cli.cwd, "select count(*) from run") == [(0,)]
+    assert statuses(cli.cwd, "job") == {}
+    (log,) = driver_logs(cli)
+    assert "Traceback" in log.read_text() and PASSWORD not in log.read_text()
