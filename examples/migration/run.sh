@@ -4,7 +4,7 @@
 # one shard fails, the others go on, a RESUBMIT retries it, and a reconciliation proves
 # that source and lake hold the same number of rows in every shard. Both jobs define
 # run(spark, job), so each drain is one Spark driver that works through every shard:
-# 200 shards take a few minutes on two cores, not one JVM start-up per shard.
+# 200 shards pay three JVM start-ups, not 400.
 #
 # Usage: examples/migration/run.sh
 #   SHARDS=200 ROWS=50       size of the source (ROWS orders per shard)
