@@ -3,8 +3,8 @@
 Environment:
   BENCH_QUICK=1        reduced sizes and repeats, for a smoke run (~1-2 min);
                        RESULTS.md and README are then left alone unless BENCH_WRITE=1
-  BENCH_ONLY=a,b       only these benchmarks (runjob, claim, contention, spark, views,
-                       drain); also leaves the files alone unless BENCH_WRITE=1
+  BENCH_ONLY=a,b       only these benchmarks (runjob, claim, contention, spark, sparkdrain,
+                       views, drain); also leaves the files alone unless BENCH_WRITE=1
   BENCH_SIZES=...      claim benchmark store sizes in rows, e.g. 10000,100000
   BENCH_TMP=DIR        where scratch stores go (default: the system temp folder; must
                        be a local disk, as for a real store)
@@ -25,6 +25,7 @@ import bench_contention
 import bench_drain
 import bench_runjob
 import bench_spark
+import bench_sparkdrain
 import report
 from measure import Config, Row, Section, load_average
 
@@ -33,6 +34,7 @@ BENCHMARKS = (
     ("claim", bench_claim.bench),
     ("contention", bench_contention.bench),
     ("spark", bench_spark.bench),
+    ("sparkdrain", bench_sparkdrain.bench),
     ("views", bench_drain.bench_views),
     ("drain", bench_drain.bench_drain),
 )

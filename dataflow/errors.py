@@ -154,6 +154,22 @@ class SparkUnavailable(DataflowError):
         super().__init__(f"cannot run {script} through spark-submit: {reason}")
 
 
+class EntryPointError(DataflowError):
+    """A job script with an entry point cannot be imported, or has no ``run(spark, job)``."""
+
+    def __init__(self, script: str, why: str):
+        super().__init__(f"cannot call run(spark, job) of {script}: {why}")
+
+
+class DriverFailed(DataflowError):
+    """The one Spark driver of a drain ended without draining (chunks it was running are
+    recovered as any dead run's)."""
+
+    def __init__(self, jobid: str, why: str, log: object, claimed: bool = True):
+        super().__init__(f"the Spark driver of {jobid} {why}; its log: {log}")
+        self.exit_code = 1 if claimed else 2  # 2: nothing claimed, as a configuration error
+
+
 class BadSparkArgs(DataflowError):
     def __init__(self, source: str, reason: str):
         super().__init__(f"cannot split {source} into spark-submit arguments: {reason}")

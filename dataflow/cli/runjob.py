@@ -10,9 +10,10 @@ import signal
 import sys
 
 from .. import __version__, crypto
-from ..errors import UsageError
+from ..errors import DriverFailed, UsageError
 from ..run import claims, jobenv, keeper, lifecycle, runner, sparksubmit
 from ..run.drain import Drain, Event, Summary
+from ..run.driven import DriverDrain
 from ..store import Store, locate, open_store
 from . import guarded, printable, say, stamp, text_arguments, warn
 
@@ -21,7 +22,8 @@ DESCRIPTION = """\
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
 chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
 with the chunk's environment, and records READY (exit 0) or FAILED.
-A .py SCRIPT runs through spark-submit. Passwords are decrypted with the passkey
+A .py SCRIPT runs through spark-submit; one that defines run(spark, job) is drained
+by one Spark driver (--all), which calls it per chunk. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
 """
 EXIT_CODES = """exit codes:
@@ -34,6 +36,8 @@ EXIT_CODES = """exit codes:
   128+n    RunJob, or the job, was stopped by signal n
 """
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# what spark-submit runs for a job with an entry point (a path: not imported here)
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sparkmain.py")
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -229,7 +233,7 @@ def run(options: argparse.Namespace) -> int:
     passkey = _seed_passkey(options) or crypto.read_passkey()
     script = options.script
     jobid = runner.job_name(script)
-    argv = [runner.resolve(script), *options.args]
+    path = runner.resolve(script)
     drain_mode = options.all or options.parallel is not None
     if options.parallel is not None and options.parallel < 1:
         raise UsageError("--parallel needs a number >= 1")
@@ -237,8 +241,12 @@ def run(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
         spark_args = {"spark_args": job.settings.spark_args}
-        # a .py job runs through spark-submit, followed on its cluster if it has one
-        argv, submission = sparksubmit.plan(argv[0], options.args, spark_args)
+        # a .py job runs through spark-submit, followed on its cluster if it has one; with
+        # def run(spark, job) its chunks run inside a driver here (client mode)
+        argv, submission = sparksubmit.plan(path, options.args, spark_args)
+        entry = bool(submission) and not submission.cluster and sparksubmit.has_entry_point(path)
+        if entry:
+            argv = sparksubmit.launcher_argv([LAUNCHER, "chunk"], path, options.args, spark_args)
         if options.dry_run:
             return _dry_run(store, job, env, argv)
         run_with = runner.Run
@@ -248,24 +256,44 @@ def run(options: argparse.Namespace) -> int:
             run_with = sparkrun.runner_for(submission, env.variables)
         claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
-        drain = Drain(
-            store,
-            job,
-            env,
-            argv,
-            parallel=options.parallel or 1,
-            limit=None if drain_mode else 1,
-            echo=not drain_mode,
-            notify=report,
-            validate=[runner.resolve(options.validate, submitted=False)]
-            if options.validate
-            else None,
-            run_with=run_with,
-        )
+        validate = [runner.resolve(options.validate, submitted=False)] if options.validate else None
+        if entry and drain_mode:  # one Spark driver for every chunk
+            drain = DriverDrain(
+                store,
+                locate(options.db),
+                job,
+                env,
+                lambda driver: sparksubmit.launcher_argv(
+                    [LAUNCHER, "drain", *driver], path, options.args, spark_args
+                ),
+                parallel=options.parallel or 1,
+                command=shlex.join(  # for the history: the driver's command, less its options
+                    sparksubmit.launcher_argv([LAUNCHER, "drain"], path, options.args, spark_args)
+                ),
+                notify=report,
+                validate=validate,
+            )
+        else:
+            drain = Drain(
+                store,
+                job,
+                env,
+                argv,
+                parallel=options.parallel or 1,
+                limit=None if drain_mode else 1,
+                echo=not drain_mode,
+                notify=report,
+                validate=validate,
+                run_with=run_with,
+            )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}
         try:
             summary = drain.run()
+        except DriverFailed:
+            if drain.summary.started:  # what it did before it died
+                report.finish(drain.summary, drain.left())
+            raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -1,5 +1,6 @@
 """The run path: claiming and finishing chunks (the rules), chunk locks, the job's
-environment, the child process, spark-submit's command line, drains and run logs.
+environment, the child process, spark-submit's command line, drains and run logs;
+chunks run in threads of one Spark driver (``inprocess``, ``driven``).
 
 May import: store, errors, dataids, crypto.
 

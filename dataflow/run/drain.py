@@ -73,10 +73,14 @@ class Drain:
         notify: Callable[[Event], None] = lambda event: None,
         validate: list[str] | None = None,
         run_with: Callable[..., Run] = Run,
+        in_process: Callable[[Claim, dict[str, str]], Run] | None = None,
+        healthy: Callable[[], bool] = lambda: True,
     ):
         self.store, self.job, self.env, self.argv = store, job, env, argv
         self.run_with = run_with  # what runs the job's argv (a SparkRun for a cluster)
         self.validate = validate  # a check run after each successful job, same environment
+        # a chunk's run inside this process (a Spark driver's), instead of a job process
+        self.in_process, self.healthy = in_process, healthy
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
         self.summary = Summary()
         self._active: dict[int, tuple[Claim, Run]] = {}
@@ -113,6 +117,7 @@ class Drain:
             not self.summary.interrupted
             and len(self._active) < self.parallel
             and (self.limit is None or self.summary.started < self.limit)
+            and self.healthy()  # an engine that is gone would fail every chunk claimed
         ):
             now = time.monotonic()
             recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
@@ -136,7 +141,11 @@ class Drain:
 
     def _launch(self, claim: Claim) -> None:
         self.summary.started += 1
-        run = self._run(self.argv, claim)
+        if self.in_process is None:
+            run = self._run(self.argv, claim)
+        else:
+            variables = {**self.env.for_chunk(claim.dataid), VARIABLE: claim.token}
+            run = self.in_process(claim, variables)
         self.notify(Event("launch", claim.dataid, claim))
         self._active[claim.runid] = (claim, run)
         try:
@@ -146,7 +155,8 @@ class Drain:
             self.summary.started -= 1
             claims.release(self.store, self.job.jobid, claim)
             raise
-        liveness.started(self.store, self.job.jobid, claim.dataid, claim.token, run.process.pid)
+        if getattr(run, "process", None) is not None:  # a job process (not a driver's thread)
+            liveness.started(self.store, self.job.jobid, claim.dataid, claim.token, run.process.pid)
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
         threading.Thread(target=self._wait, args=(claim, run), daemon=True).start()

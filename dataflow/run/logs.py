@@ -17,6 +17,12 @@ def log_path(folder: Path, jobid: str, dataid: str, attempt: int) -> Path:
     return _job_logs(folder, jobid) / f"{safe_name(dataid)}.{attempt}.log"
 
 
+def driver_log_path(folder: Path, jobid: str, stamp: str, pid: int) -> Path:
+    """Where a drain's Spark driver writes (Spark's own log), beside the job's chunk logs
+    (a chunk's log name never has a ``.`` before its attempt: dots are escaped)."""
+    return _job_logs(folder, jobid) / f"driver.{stamp}.{pid}.log"
+
+
 @lru_cache(maxsize=256)  # a drain needs it at every claim
 def _job_logs(folder: Path, jobid: str) -> Path:
     return folder / "logs" / safe_name(jobid)

@@ -107,8 +107,8 @@ def signal_name(number: int) -> str:
 class Outcome(
     namedtuple(
         "Outcome",
-        "returncode duration timeout interrupted validation lost exception cluster",
-        defaults=(0.0, None, None, None, (), None, None),
+        "returncode duration timeout interrupted validation lost exception cluster error",
+        defaults=(0.0, None, None, None, (), None, None, None),
     )
 ):
     """How the job's process ended.
@@ -119,7 +119,8 @@ class Outcome(
     check ran after the job; lost: destinations its output could not be written to;
     exception: the last line of a Python traceback the job wrote (a .py job's, or any
     Python's), which names why it failed better than its exit code; cluster: the
-    application a Spark job ran on a cluster, and how it ended there.
+    application a Spark job ran on a cluster, and how it ended there; error: why a chunk
+    run inside a Spark driver failed (its exception's last line).
     """
 
     __slots__ = ()
@@ -157,6 +158,8 @@ class Outcome(
             return f"timeout after {self.timeout:g} s"
         if self.returncode < 0:
             return f"killed by {signal_name(-self.returncode)}"
+        if self.error:
+            return self.error
         if not self.returncode:
             return None
         if self.exception:

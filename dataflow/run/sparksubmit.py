@@ -24,11 +24,32 @@ if TYPE_CHECKING:
 
 SPARK_ARGS_ENV = "DATAFLOW_SPARK_ARGS"
 SPARK_ARGS_SETTING = "spark_args"
+ENTRY_POINT = "run"  # ``def run(spark, job)``: a job one Spark driver can call per chunk
 
 
 def is_spark_job(script: str) -> bool:
     """A ``.py`` script is a PySpark job, run through ``spark-submit``."""
     return script.endswith(".py")
+
+
+def has_entry_point(script: str) -> bool:
+    """Does the ``.py`` job define ``def run(spark, job)`` at its top level? Read with
+    ``ast``, nothing of it executed (nor pyspark imported). A file that cannot be read
+    or parsed has none: spark-submit will say what is wrong with it."""
+    if not is_spark_job(script):
+        return False
+    import ast  # only for .py jobs
+
+    try:
+        with open(script, "rb") as file:
+            tree = ast.parse(file.read(), script)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == ENTRY_POINT:
+            arguments = node.args
+            return len(arguments.posonlyargs + arguments.args) >= 2 or arguments.vararg is not None
+    return False
 
 
 def job_argv(
@@ -52,6 +73,21 @@ def plan(
     if not is_spark_job(script):
         return [script, *args], None
     return spark_argv(script, args, settings, os.environ if environ is None else environ)
+
+
+def launcher_argv(
+    launcher: Sequence[str],
+    script: str,
+    args: Sequence[str],
+    settings: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """``spark-submit ... launcher... script *args``: spark-submit runs ``launcher`` (a
+    Python file and its arguments), which calls the job's entry point."""
+    environ = os.environ if environ is None else environ
+    submit, _ = spark_argv(script, args, settings, environ)
+    at = len(submit) - len(args) - 1  # the script's place
+    return [*submit[:at], *launcher, *submit[at:]]
 
 
 def spark_argv(

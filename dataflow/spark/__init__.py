@@ -25,7 +25,8 @@ pyspark is imported only when a session or a DataFrame is needed.
 
 This package is the job side, on its own beside the run and store packages:
 ``datasets`` (where a chunk lives), ``context`` (what RunJob told the job),
-``chunks`` (read and write one chunk), ``jdbc``, ``pipeline`` and ``testing``.
+``chunks`` (read and write one chunk), ``engine`` (a job's ``run(spark, job)`` called
+per chunk in one SparkSession), ``jdbc``, ``pipeline`` and ``testing``.
 
 May import: errors, crypto, store.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,10 @@ from .datasets import CHUNK_COLUMN, CHUNK_COLUMN_ITEM, Dataset
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+# the chunk a thread of a Spark driver works on (one driver drains many chunks, some
+# at once): context() answers with it there, since os.environ is the driver's, not the chunk's
+current: ContextVar[JobContext | None] = ContextVar("dataflow_chunk", default=None)
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,12 @@ class JobContext:
 
 
 def context(environ: Mapping[str, str] | None = None) -> JobContext:
-    """The job's context, from the environment RunJob gave it."""
+    """The job's context, from the environment RunJob gave it; inside ``run(spark, job)``
+    called by a driver that drains many chunks, the context of this thread's chunk."""
+    if environ is None:
+        chunk = current.get()
+        if chunk is not None:
+            return chunk
     return JobContext.from_environ(environ)
 
 

@@ -4,6 +4,9 @@
 ``CHAOS_SHARD=<n>`` makes shard n fail, standing in for the 1% of jobs that fail on a
 busy cluster (seed 001): the chunk ends FAILED, the others go on, and a RESUBMIT
 reruns it later with nothing to clean up.
+
+``run(spark, job)`` is the entry point: ``RunJob --all ./load.py`` calls it for every
+shard in one Spark driver.
 """
 
 import os
@@ -20,11 +23,16 @@ TARGET = [
     ("ordered_at", "timestamp"),
 ]
 
-ctx = context()
-if os.environ.get("CHAOS_SHARD") == ctx.dataid:
-    raise SystemExit(f"load: shard {ctx.dataid}: simulated failure (CHAOS_SHARD)")
-spark = ctx.session()
-landed = read(spark, ctx.input("landing_orders"))
-typed = landed.select(*[F.col(name).cast(kind).alias(name) for name, kind in TARGET])
-write(typed, ctx.output("lake_orders"))
-print(f"load: shard {ctx.dataid} loaded")
+
+def run(spark, job):
+    if os.environ.get("CHAOS_SHARD") == job.dataid:
+        raise SystemExit(f"load: shard {job.dataid}: simulated failure (CHAOS_SHARD)")
+    landed = read(spark, job.input("landing_orders"))
+    typed = landed.select(*[F.col(name).cast(kind).alias(name) for name, kind in TARGET])
+    write(typed, job.output("lake_orders"))
+    print(f"load: shard {job.dataid} loaded")
+
+
+if __name__ == "__main__":  # spark-submit load.py, by hand, with a chunk's environment
+    ctx = context()
+    run(ctx.session(), ctx)

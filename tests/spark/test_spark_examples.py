@@ -81,8 +81,13 @@ def run_migration(cli, tmp_path: Path, source: str, shards: int, rows: int, chao
     )
 
 
-def check_migration(out: str, shards: int, rows: int, chaos: int) -> None:
+def check_migration(out: str, shards: int, rows: int, chaos: int, folder: Path) -> None:
     total = shards * rows
+    logs = folder / "migration" / "dataflow.db.d" / "logs"
+    # one Spark driver per drain (two drains of load: the first, and the retry)
+    assert len(list((logs / "extract").glob("driver.*.log"))) == 1
+    assert len(list((logs / "load").glob("driver.*.log"))) == 2
+    assert len(list((logs / "load").glob("[0-9]*.log"))) == shards + 1  # a log per run
     assert re.search(rf": extract: {shards} READY, 0 FAILED in ", out), out
     assert re.search(rf": load: {shards - 1} READY, 1 FAILED in ", out), out
     assert "-- load: some shards failed" in out
@@ -103,16 +108,16 @@ def check_migration(out: str, shards: int, rows: int, chaos: int) -> None:
 
 
 def test_migration_from_postgresql(cli, tmp_path):
-    result = run_migration(cli, tmp_path, "postgres", shards=3, rows=25, chaos=2)
+    result = run_migration(cli, tmp_path, "postgres", shards=50, rows=25, chaos=2)
     if result.code == 3:
         pytest.skip(f"PostgreSQL cannot be had here: {result.err.strip()}")
     assert result.code == 0, result.out[-3000:] + result.err[-3000:]
     assert re.search(r"^PostgreSQL at 127\.0\.0\.1:\d+, database source", result.out, re.MULTILINE)
-    check_migration(result.out, shards=3, rows=25, chaos=2)
+    check_migration(result.out, shards=50, rows=25, chaos=2, folder=tmp_path)
 
 
 def test_migration_from_the_embedded_source(cli, tmp_path):
-    result = run_migration(cli, tmp_path, "embedded", shards=2, rows=10, chaos=2)
+    result = run_migration(cli, tmp_path, "embedded", shards=50, rows=10, chaos=17)
     assert result.code == 0, result.out[-3000:] + result.err[-3000:]
     assert "embedded CSV source in" in result.out
-    check_migration(result.out, shards=2, rows=10, chaos=2)
+    check_migration(result.out, shards=50, rows=10, chaos=17, folder=tmp_path)

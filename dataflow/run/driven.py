@@ -1,0 +1,250 @@
+"""One Spark driver for a whole drain: ``RunJob --all ./job.py`` when the job defines
+``def run(spark, job)``. RunJob starts one ``spark-submit`` of the driver program
+(:mod:`dataflow.cli.sparkdrain`), which claims, runs and finishes chunk after chunk
+itself (a :class:`~.drain.Drain` whose runs are threads), and tells RunJob what happens
+through an events file of JSON lines, which this module writes and reads.
+
+The driver holds its chunks' locks: a driver that dies (``kill -9``, out of memory)
+frees them, and its RUNNING chunks are recovered like any dead run's. Passwords reach
+the driver in its environment, as they reach a job, never in its arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..errors import DriverFailed
+from ..store import Store
+from .claims import Claim
+from .drain import Event, Summary
+from .jobenv import JobEnv
+from .lifecycle import Job
+from .logs import driver_log_path
+from .runner import KILL_GRACE_S, Outcome, Run, child_environment, signal_name
+
+_POLL_S = 0.2
+
+
+def encode(event: Event) -> str:
+    """An event as one JSON line (a claim without its lock; dataids may hold escapes)."""
+    claim = event.claim
+    fields = {
+        "kind": event.kind,
+        "dataid": event.dataid,
+        "claim": None
+        if claim is None
+        else [claim.dataid, claim.attempt, claim.runid, str(claim.logpath), claim.token],
+        "outcome": None if event.outcome is None else list(event.outcome),
+        "status": event.status,
+        "counts": list(event.counts),
+        "live": event.live,
+        "cap": event.cap,
+    }
+    return json.dumps(fields) + "\n"
+
+
+def decode(line: str) -> Event:
+    fields = json.loads(line)
+    claim = fields["claim"]
+    if claim is not None:
+        dataid, attempt, runid, logpath, token = claim
+        claim = Claim(dataid, attempt, runid, None, Path(logpath), token, ())
+    outcome = fields["outcome"]
+    if outcome is not None:
+        outcome = Outcome(*outcome)
+        outcome = outcome._replace(lost=tuple(outcome.lost))
+    return Event(
+        fields["kind"],
+        fields["dataid"],
+        claim,
+        outcome,
+        fields["status"],
+        tuple(fields["counts"]),
+        fields["live"],
+        fields["cap"],
+    )
+
+
+class EventWriter:
+    """The driver's side: appends events; a RunJob that is gone is no reason to stop."""
+
+    def __init__(self, path: str):
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def __call__(self, event: Event) -> None:
+        self.write(encode(event))
+
+    def started(self) -> None:
+        """The driver says which process it is (spark-submit's JVM is its parent)."""
+        self.write(json.dumps({"kind": "driver", "pid": os.getpid()}) + "\n")
+
+    def error(self, message: str) -> None:
+        """The driver cannot drain at all (the job script does not import...)."""
+        self.write(json.dumps({"kind": "error", "message": message}) + "\n")
+
+    def write(self, line: str) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.fd, line.encode("utf-8", "surrogatepass"))
+
+
+def is_running(pid: int) -> bool:
+    """Is the process there and not a zombie?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            return file.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def driver_log(files: Path, jobid: str) -> Path:
+    """Where the drain's driver writes (Spark's own log): beside the job's chunk logs."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return driver_log_path(files, jobid, stamp, os.getpid())
+
+
+class DriverDrain:
+    """RunJob's side: starts the driver, relays its events, passes signals on. The same
+    face as :class:`~.drain.Drain` (``run``, ``stop``, ``left``, ``summary``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        address: Path,
+        job: Job,
+        env: JobEnv,
+        launch: Callable[[list[str]], list[str]],
+        *,
+        parallel: int = 1,
+        command: str = "",
+        notify: Callable[[Event], None] = lambda event: None,
+        validate: Sequence[str] | None = None,
+    ):
+        self.store, self.address, self.job, self.env = store, address, job, env
+        self.launch, self.parallel, self.command = launch, parallel, command
+        self.notify, self.validate = notify, validate
+        self.summary = Summary()
+        self.log = driver_log(store.files, job.jobid)
+        self._run: Run | None = None
+        self._running: set[int] = set()
+        self._error: str | None = None
+        self._driver: int | None = None  # the driver's pid, once it said so
+
+    def left(self) -> int:
+        return self.store.count_candidates(self.job.jobid)
+
+    def stop(self, number: int) -> None:
+        """A signal RunJob received: the driver gets it (its chunks end FAILED)."""
+        self.summary.interrupted = self.summary.interrupted or number
+        if self._run is not None:
+            self._run.signal(number)
+
+    def run(self) -> Summary:
+        folder = tempfile.mkdtemp(prefix="dataflow-driver-")
+        try:
+            return self._drive(os.path.join(folder, "events"))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _options(self, events: str) -> list[str]:
+        options = ["--db", str(self.address), "--job", self.job.jobid]
+        options += ["--parallel", str(self.parallel), "--events", events]
+        options += ["--log", str(self.log), "--command", self.command]
+        if self.validate:
+            options += ["--validate", *self.validate[:1]]
+        return [*options, "--"]
+
+    def _drive(self, events: str) -> Summary:
+        open(events, "wb").close()
+        run = Run(
+            self.launch(self._options(events)),
+            child_environment(self.env.variables),
+            log_path=self.log,
+            secrets=self.env.secrets,
+            echo=False,
+        )
+        run.start()
+        self._run = run
+        if self.summary.interrupted:  # the signal came while it was starting
+            run.signal(self.summary.interrupted)
+        ended: list[Outcome] = []
+        waiter = threading.Thread(target=lambda: ended.append(run.wait()), daemon=True)
+        waiter.start()
+        offset = 0
+        while waiter.is_alive():
+            waiter.join(_POLL_S)
+            offset = self._relay(events, offset)
+        # spark-submit's JVM may end first (a signal reaches both): the driver's own last
+        # records still count, for a while
+        deadline = time.monotonic() + KILL_GRACE_S
+        while self._driver and is_running(self._driver) and time.monotonic() < deadline:
+            time.sleep(_POLL_S / 4)
+            offset = self._relay(events, offset)
+        if self._driver and is_running(self._driver):
+            with contextlib.suppress(OSError):
+                os.kill(self._driver, signal.SIGKILL)
+        self._relay(events, offset)
+        outcome = ended[0] if ended else Outcome(1)
+        self._check(outcome)
+        return self.summary
+
+    def _relay(self, events: str, offset: int) -> int:
+        """Pass on the complete lines written since ``offset``; the new offset."""
+        with open(events, "rb") as file:
+            file.seek(offset)
+            data = file.read()
+        done = data.rfind(b"\n") + 1
+        for line in data[:done].decode("utf-8", "surrogatepass").splitlines():
+            self._event(line)
+        return offset + done
+
+    def _event(self, line: str) -> None:
+        fields = json.loads(line)
+        if fields["kind"] == "error":
+            self._error = fields["message"]
+            return
+        if fields["kind"] == "driver":
+            self._driver = fields["pid"]
+            return
+        event = decode(line)
+        summary = self.summary
+        if event.kind == "launch":
+            summary.started += 1
+            self._running.add(event.claim.runid)
+        elif event.kind == "ended":
+            self._running.discard(event.claim.runid)
+            summary.last = event.outcome
+            if event.status == "READY":
+                summary.ready += 1
+            else:
+                summary.failed += 1
+        elif event.kind == "cap_full":
+            summary.cap_full = True
+        summary.running = len(self._running)
+        self.notify(event)
+
+    def _check(self, outcome: Outcome) -> None:
+        """A driver that ended without draining is an error, unless RunJob stopped it."""
+        if self._error:
+            raise DriverFailed(self.job.jobid, self._error, self.log, self.summary.started > 0)
+        if self.summary.interrupted or (outcome.returncode == 0 and not self._running):
+            return
+        code = outcome.returncode
+        how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        if code > 128:
+            how += f" ({signal_name(code - 128)})"
+        left = len(self._running)
+        if left:
+            how += (
+                f" with {left} chunk{'s' if left > 1 else ''} RUNNING (marked FAILED, "
+                "abandoned, by the next run or 'utility recover')"
+            )
+        raise DriverFailed(self.job.jobid, how, self.log, self.summary.started > 0)

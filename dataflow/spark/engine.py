@@ -1,0 +1,122 @@
+"""A job's entry point ``def run(spark, job)``, called in one Spark driver for chunk
+after chunk (``RunJob --all ./job.py``), or once (``RunJob ./job.py``).
+
+The job script is imported as a module (a ``if __name__ == "__main__":`` block of it
+does not run), with ``sys.argv`` its own arguments and its folder on ``sys.path``, as
+when Python runs it. Each chunk is called in a thread of its own with the chunk's
+:class:`~.context.JobContext`; its Spark jobs form one job group (cancelled on a
+timeout) in a scheduler pool of its own, so chunks run at once share the executors
+fairly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import EntryPointError
+from .context import JobContext, current
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ENTRY_POINT = "run"
+_MODULE = "dataflow_job"  # the name the job script is imported under
+
+
+def load_entry_point(script: str, args: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
+    """Import ``script`` and return its ``run``; errors of the script's own import propagate."""
+    path = os.path.abspath(script)
+    sys.argv = [script, *args]
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise EntryPointError(script, "it is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_MODULE] = module
+    spec.loader.exec_module(module)
+    entry = getattr(module, ENTRY_POINT, None)
+    if not callable(entry):
+        raise EntryPointError(script, "it defines no function run(spark, job)")
+    return entry
+
+
+def run_one(script: str, args: list[str]) -> None:
+    """One chunk, the job's context from the environment (a plain ``RunJob ./job.py``)."""
+    entry = load_entry_point(script, args)
+    job = JobContext.from_environ()
+    token = current.set(job)
+    try:
+        entry(job.session(), job)
+    finally:
+        current.reset(token)
+
+
+class Engine:
+    """One SparkSession for many chunks of a job, each a call of its entry point."""
+
+    def __init__(self, script: str, args: list[str] | tuple[str, ...] = ()):
+        self.script = script
+        self.entry = load_entry_point(script, args)
+        self.spark: SparkSession | None = None
+        self._slots: set[int] = set()
+        self._lock = threading.Lock()
+
+    def start(self, app_name: str) -> SparkSession:
+        """The session: master and resources from spark-submit; chunks run at once are
+        scheduled fairly (``spark.scheduler.mode=FAIR``) unless the job chose otherwise."""
+        from pyspark import SparkConf
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.appName(app_name)
+        if SparkConf().get("spark.scheduler.mode", None) is None:
+            builder = builder.config("spark.scheduler.mode", "FAIR")
+        self.spark = builder.getOrCreate()
+        return self.spark
+
+    def call(self, environ: Mapping[str, str], group: str) -> None:
+        """Run the entry point for the chunk ``environ`` describes, in this thread, its
+        Spark jobs in job group ``group``."""
+        assert self.spark is not None, "start() first"
+        job = JobContext.from_environ({**os.environ, **environ})
+        context = self.spark.sparkContext
+        slot = self._take_slot()
+        token = current.set(job)
+        try:
+            context.setLocalProperty("spark.scheduler.pool", f"chunk{slot}")
+            context.setJobGroup(group, f"{job.jobid} {job.dataid}", interruptOnCancel=True)
+            self.entry(self.spark, job)
+        finally:
+            current.reset(token)
+            with self._lock:
+                self._slots.discard(slot)
+
+    def _take_slot(self) -> int:
+        with self._lock:
+            slot = next(n for n in range(len(self._slots) + 1) if n not in self._slots)
+            self._slots.add(slot)
+            return slot
+
+    def cancel(self, group: str) -> None:
+        """Cancel the running and waiting Spark jobs of a chunk."""
+        if self.spark is not None:
+            self.spark.sparkContext.cancelJobGroup(group)
+
+    def alive(self) -> bool:
+        """Is the session still usable (its JVM up, its context not stopped)?"""
+        if self.spark is None:
+            return False
+        try:
+            return not self.spark.sparkContext._jsc.sc().isStopped()
+        except Exception:  # the JVM is gone: py4j cannot even ask
+            return False
+
+    def stop(self) -> None:
+        if self.spark is not None and self.alive():
+            self.spark.stop()
