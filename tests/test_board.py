@@ -18,6 +18,7 @@ import struct
 import subprocess
 import tempfile
 import zlib
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -175,10 +176,15 @@ def rgb(hex_colour: str) -> tuple[int, int, int]:
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> tuple[Cli, Path]:
-    """Jobs alpha (src -> a), beta (src -> b, fails), gamma (a -> c), one chunk per status,
-    and aardvark (c -> d), registered and waiting: no chunk yet, last in pipeline order."""
     folder = tmp_path_factory.mktemp("board")
-    cli = Cli(folder)
+    return build(Cli(folder)), folder / "board.html"
+
+
+def build(cli: Cli) -> Cli:
+    """Jobs alpha (src -> a), beta (src -> b, fails), gamma (a -> c), one chunk per status,
+    and aardvark (c -> d), registered and waiting: no chunk yet, last in pipeline order;
+    the board written to board.html."""
+    folder = cli.cwd
     cli.ok("createtables")
     cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('a'), ('b'), ('c'), ('d')")
     cli.ok(
@@ -190,7 +196,7 @@ def made(tmp_path_factory) -> tuple[Cli, Path]:
     cli.ok(
         "dml",
         "insert into datastatus select 'src','fakejob',value,'OUT','READY',now() from "
-        "(select '1' value union select '2' union select '3' union select '10')",
+        "(select '1' value union select '2' union select '3' union select '10') AS chunks",
     )
     script(folder, "alpha.sh", "echo alpha $dataid")
     script(folder, "beta.sh", "echo boom; exit 3")
@@ -206,7 +212,7 @@ def made(tmp_path_factory) -> tuple[Cli, Path]:
     cli.ok("endjob", "alpha", "3", "RESUBMIT")
     result = cli.ok("board", "--html", "board.html")
     assert result.out == "board written to board.html (4 jobs, 5 dataids)\n"
-    return cli, folder / "board.html"
+    return cli
 
 
 def test_grid_cells_and_hover_texts_in_the_browser(chromium, made):
@@ -311,6 +317,68 @@ def test_unwritable_file_and_missing_store(cli, made):
     result = cli.utility("board", "--html", "board.html")  # a fresh tmp_path: no store
     assert result.code != 0 and result.err.startswith("error: no dataflow store at ")
     assert not (cli.cwd / "board.html").exists()
+
+
+class Cells(HTMLParser):
+    """The grid of a board page as the browser builds it: headers, rows, cells."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.headers: list[str] = []
+        self.cells: dict[tuple[str, str], dict[str, str]] = {}
+        self.jobs: list[str] = []
+        self._in_header = False
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        found = dict(attrs)
+        if tag == "th" and found.get("scope") == "col":
+            self._in_header = True
+        elif tag == "tr" and "data-job" in found:
+            self.jobs.append(found["data-job"])
+        elif tag == "td" and "cell" in found.get("class", ""):
+            job = self.jobs[-1]
+            dataid = self.headers[1 + sum(1 for j, _ in self.cells if j == job)]
+            self.cells[job, dataid] = found
+
+    def handle_endtag(self, tag):
+        self._in_header = False
+
+    def handle_data(self, data):
+        if self._in_header:
+            self.headers.append(data)
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_the_board_of_a_postgresql_store(cli):
+    """What the page shows comes from the store: the same grid on PostgreSQL."""
+    build(cli)
+    grid = Cells((cli.cwd / "board.html").read_text())
+    assert grid.headers == ["job", *DATAIDS]
+    assert grid.jobs == ["alpha", "beta", "gamma", "aardvark"]  # pipeline order
+    assert len(grid.cells) == 4 * 5
+    statuses = {
+        key: cell["data-status"] for key, cell in grid.cells.items() if "data-status" in cell
+    }
+    assert statuses == EXPECTED
+    failed = grid.cells["beta", "1"]["title"].splitlines()
+    assert failed[0] == "beta at 1: FAILED"
+    assert re.fullmatch(r"attempt 1, \d+\.\d s, exit code 3", failed[1])
+    assert grid.cells["gamma", "1"]["title"].splitlines()[2] == f"reason: {EVIL}"
+    assert grid.cells["beta", "3"]["title"] == "beta at 3: no chunk"
+    last = cli.ok("board", "--html", "last.html", "--last", "2")
+    assert last.out == "board written to last.html (4 jobs, 2 dataids)\n"
+    assert Cells((cli.cwd / "last.html").read_text()).headers == ["job", "10", ODD]
+    beta = cli.ok("board", "--html", "beta.html", "--job", "beta")
+    assert beta.out == "board written to beta.html (1 job, 2 dataids)\n"
+    assert Cells((cli.cwd / "beta.html").read_text()).jobs == ["beta"]
+    for args, message in (
+        (["--job", "nope"], "error: unknown job 'nope'"),
+        (["--last", "0"], "error: --last must be at least 1, not 0"),
+    ):
+        result = cli.utility("board", "--html", "bad.html", *args)
+        assert result.code != 0 and result.out == "" and result.err.startswith(message)
+    assert not (cli.cwd / "bad.html").exists()
 
 
 def test_render_escapes_and_orders_without_a_browser():

@@ -1,4 +1,6 @@
-"""Crashes, signals, timeouts, retries and the max_parallel cap, with real processes."""
+"""Crashes, signals, timeouts, retries and the max_parallel cap, with real processes, on
+both stores; what is about SQLite's file and its folder (network file systems, lock
+file names) on SQLite only."""
 
 from __future__ import annotations
 

@@ -290,3 +290,31 @@ def test_purge_keeps_what_gates_work(pipeline, tmp_path):
     assert "no suitable data" in pipeline.runjob("./A.sh").out  # the retry count survived
     unknown = pipeline.utility("purge", "--job", "nojob")
     assert unknown.code == 2 and "unknown job 'nojob'" in unknown.err
+
+
+def test_history_where_recover_deleterun_and_ddl(pipeline, tmp_path, address):
+    """The commands the other tests use least, once on each store."""
+    listed = pipeline.ok("history", "A").lines
+    assert listed[0].split()[:4] == ["JOBID", "DATAID", "ATTEMPT", "STATUS"]
+    assert sorted(line.split()[1] for line in listed[2:]) == ["1", "2", "3"]
+    (run,) = json.loads(pipeline.ok("--json", "history", "A", "2").out)
+    assert (run["jobid"], run["dataid"], run["attempt"], run["status"]) == ("A", "2", 1, "READY")
+    assert run["command"] == "./A.sh" and run["host"] and run["pid"] > 0
+    assert os.path.exists(run["logpath"])
+    where = {line.split()[0]: line.split()[1] for line in pipeline.ok("where").lines[2:]}
+    assert where["store"] == str(address) and os.path.isdir(where["logs"])
+
+    pipeline.ok("forcejob", "A", "9")  # RUNNING, and no run of it lives anywhere
+    recovered = pipeline.ok("recover").out.splitlines()
+    assert recovered == ["A 9: run died; marked FAILED (abandoned)", "1 abandoned chunks recovered"]
+    assert pipeline.ok("recover").out == "0 abandoned chunks recovered\n"
+    assert status_of(tmp_path, "A", "9") == "FAILED"
+    assert pipeline.ok("deleterun", "A", "9").out == "1 rows deleted for A and 9\n"
+    assert status_of(tmp_path, "A", "9") is None
+
+    pipeline.ok("ddl", "create table notes (id integer, note text)")
+    pipeline.ok("dml", "insert into notes values (1, 'kept')")
+    assert pipeline.ok("sql", "select note from notes where id = 1").lines[-1].strip() == "kept"
+    pipeline.ok("ddl", "drop table notes")
+    gone = pipeline.utility("sql", "select note from notes")
+    assert gone.code != 0 and gone.err.startswith("error: SQL failed: ")

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 
 import pytest
 
 from dataflow import crypto
-from support import Cli
+from support import Cli, rows
 
-
-def rows(tmp_path, sql):
-    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
-        return conn.execute(sql).fetchall()
+pytestmark = pytest.mark.both_stores
 
 
 @pytest.fixture
@@ -83,16 +79,22 @@ def test_register_job_validates_everything(store, tmp_path):
         ).out
         == "job load registered\n"
     )
-    assert rows(tmp_path, "select itemtype, datasetid, itemvalue from job order by rowid") == [
+    assert json.loads(store.ok("export", "-").out)["jobs"]["load"] == [  # in the given order
+        {"itemtype": "IN", "datasetid": "src"},
+        {"itemtype": "OUT", "datasetid": "mid"},
+        {"itemtype": "retries", "itemvalue": "2"},
+        {"itemtype": "region", "itemvalue": "eu"},
+    ]
+    assert sorted(rows(tmp_path, "select itemtype, datasetid, itemvalue from job"), key=str) == [
         ("IN", "src", None),
         ("OUT", "mid", None),
-        ("retries", None, "2"),
         ("region", None, "eu"),
+        ("retries", None, "2"),
     ]
     assert (
         store.ok("register-job", "load", "--in", "src", "--out", "mid").out == "job load replaced\n"
     )
-    before = rows(tmp_path, "select * from job")
+    before = rows(tmp_path, "select * from job order by 1, 2, 3")
     error(
         store.utility("register-job", "x", "--in", "nope", "--out", "out"),
         "unknown dataset 'nope' (see 'utility datasets')",
@@ -121,7 +123,7 @@ def test_register_job_validates_everything(store, tmp_path):
         store.utility("register-job", "x", "--in", "mid", "--out", "src"),
         "job 'x' would make a cycle: load -> x -> load",
     )
-    assert rows(tmp_path, "select * from job") == before
+    assert rows(tmp_path, "select * from job order by 1, 2, 3") == before
     error(store.utility("unregister-dataset", "src"), "dataset 'src' is used by job(s) load")
     error(
         store.utility("unregister-job", "nojob"),
