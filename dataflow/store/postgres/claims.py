@@ -33,15 +33,20 @@ class ClaimQueries:
     def candidates(
         self, jobid: str, limit: int, after: tuple[str, str] | None = None
     ) -> list[tuple[str, str]]:
-        """The job's candidates in natural order, each locked for this transaction;
-        those another claim has locked are passed over, not waited for."""
+        """The job's next candidate in natural order, locked for this transaction; those
+        another claim has locked are passed over, not waited for.
+
+        One at a time, whatever ``limit``: a row locked here is hidden from every other
+        claim until this transaction ends, so a claim locks only the candidate it is about
+        to check. A batch would hide the chunks after it too, and another RunJob would find
+        "no suitable data" while they wait (a drain would end with work left)."""
         sql = "SELECT sortkey, dataid FROM candidate WHERE jobid = ?"
         params: tuple = (jobid,)
         if after is not None:
             sql += " AND (sortkey, dataid) > (?, ?)"
             params += after
-        sql += " ORDER BY sortkey, dataid LIMIT ? FOR UPDATE SKIP LOCKED"
-        return [tuple(row) for row in self.conn.execute(sql, (*params, limit))]
+        sql += " ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE SKIP LOCKED"
+        return [tuple(row) for row in self.conn.execute(sql, params)]
 
     def drop_candidate(self, jobid: str, sortkey: str, dataid: str) -> None:
         self.conn.execute(
