@@ -202,6 +202,27 @@ def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound
         proxy.close()
 
 
+def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, pg_database):
+    """Host A's claim is looking at its first candidate (its transaction is open) when host
+    B's RunJob starts: B takes the next chunk instead of saying there is nothing to do."""
+    from dataflow.run import claims, lifecycle
+    from dataflow.store import open_store
+
+    a, b = hosts
+    _one_job(a, tmp_path, "true", chunks=3)
+    with open_store(pg_database) as store, store.transaction():
+        job = lifecycle.load_job(store, "work")
+        assert next(claims._choose(store, job))[1] == "1"  # A's claim looks at chunk 1
+        result = b.runjob("./work.sh")
+        assert result.code == 0, result
+        assert "no suitable data" not in result.out, result.out
+    done = rows(
+        tmp_path,
+        "select dataid, status from datastatus where jobid='work' and locktype='OUT'",
+    )
+    assert done == [("2", "READY")]
+
+
 @pytest.mark.slow
 def test_two_hosts_sixteen_processes_run_every_chunk_exactly_once(hosts, tmp_path):
     a, b = hosts

@@ -6,6 +6,9 @@
 #                         PGUSER, PGPASSWORD, PGDATABASE (mode 600: source it, don't print it)
 #   pg_sandbox.sh stop DIR
 #
+# PG_SANDBOX_FSYNC=on starts it with fsync on, as a real server runs (the default, off,
+# is for tests: nothing there needs to survive a crash of the machine).
+#
 # Exit 3 with the reason on stderr when PostgreSQL cannot be had here (server binaries
 # missing: apt-get install postgresql). As root the server runs as user postgres.
 set -euo pipefail
@@ -37,7 +40,7 @@ start() {
   as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
     >"$dir/initdb.log" 2>&1 || unavailable "initdb failed: $(tail -1 "$dir/initdb.log")"
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=${PG_SANDBOX_FSYNC:-off}" start >/dev/null \
     || unavailable "the server did not start: $(tail -1 "$dir/server.log")"
   "$bin/psql" -qX -h "$dir" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
     -v password="$password" >/dev/null <<'SQL'

@@ -28,21 +28,43 @@ class ClaimQueries:
     def candidates(
         self, jobid: str, limit: int, after: tuple[str, str] | None = None
     ) -> list[tuple[str, str]]:
-        """The job's candidates in natural order, each locked for this transaction;
-        those another claim has locked are passed over, not waited for."""
+        """The job's next candidate in natural order, locked for this transaction; those
+        another claim has locked are passed over, not waited for.
+
+        One at a time, whatever ``limit``: a row locked here is hidden from every other
+        claim until this transaction ends, so a claim locks only the candidate it is about
+        to check. A batch would hide the chunks after it too, and another RunJob would find
+        "no suitable data" while they wait (a drain would end with work left)."""
         sql = "SELECT sortkey, dataid FROM candidate WHERE jobid = ?"
         params: tuple = (jobid,)
         if after is not None:
             sql += " AND (sortkey, dataid) > (?, ?)"
             params += after
-        sql += " ORDER BY sortkey, dataid LIMIT ? FOR UPDATE SKIP LOCKED"
-        return [tuple(row) for row in self.conn.execute(sql, (*params, limit))]
+        sql += " ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE SKIP LOCKED"
+        return [tuple(row) for row in self.conn.execute(sql, params)]
 
     def put_candidate(self, jobid: str, dataid: str) -> None:
         self.conn.execute(
             "INSERT INTO candidate(jobid, sortkey, dataid) "
             "VALUES (?, dataflow_natkey(?), ?) ON CONFLICT DO NOTHING",
             (jobid, dataid, dataid),
+        )
+
+    def mark_running(
+        self, jobid: str, dataid: str, outputs: Sequence[str], inputs: Sequence[str]
+    ) -> None:
+        """Every row of the claim in one statement: one round trip to the server, not one
+        per row (a dataset is never both an IN and an OUT of a job: job_dataset_once)."""
+        rows = [(d, jobid, dataid, "OUT") for d in outputs]
+        rows += [(d, jobid, dataid, "IN") for d in inputs]
+        if not rows:
+            return
+        values = ", ".join(["(?, ?, ?, ?, 'RUNNING', now())"] * len(rows))
+        self.conn.execute(
+            "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
+            f"VALUES {values} ON CONFLICT (datasetid, jobid, dataid) "
+            "DO UPDATE SET locktype = excluded.locktype, status = 'RUNNING', modified = now()",
+            [value for row in rows for value in row],
         )
 
     # -- run locks (held by keepers; see dataflow.run.keeper) -------------------------------

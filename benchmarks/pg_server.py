@@ -1,0 +1,147 @@
+"""A throwaway PostgreSQL server for the PostgreSQL benchmarks, and stores on it.
+
+The server is ``examples/migration/pg_sandbox.sh`` (its own data folder, a free port on
+127.0.0.1, a login role with a random password) started with ``fsync`` on, as a real
+server runs: SQLite's figures are measured with ``synchronous=FULL`` on a real disk, so
+both pay for durable commits. The password goes to ``PGPASSWORD`` in this process's
+environment (libpq reads it; children inherit it): never into an address, argv or output.
+
+Each store is a database of its own, created by the server's superuser (local socket,
+trust) and owned by the sandbox's role.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from measure import ROOT
+
+from dataflow.store import Store, create_store
+
+SANDBOX = ROOT / "examples" / "migration" / "pg_sandbox.sh"
+UNAVAILABLE = 3  # pg_sandbox.sh's exit code when PostgreSQL cannot be had here
+
+
+class Unavailable(Exception):
+    """No PostgreSQL server can be started on this machine."""
+
+
+class Server:
+    def __init__(self) -> None:
+        env = {**os.environ, "PG_SANDBOX_FSYNC": "on"}
+        done = subprocess.run(["bash", str(SANDBOX), "start"], env=env, capture_output=True)
+        if done.returncode == UNAVAILABLE:
+            raise Unavailable(done.stderr.decode().strip())
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_sandbox.sh start: {done.stderr.decode().strip()}")
+        self.folder = Path(done.stdout.decode().strip())
+        settings = dict(
+            line.split("=", 1) for line in (self.folder / "env").read_text().splitlines() if line
+        )
+        self.port = int(settings["PGPORT"])
+        self.user = settings["PGUSER"]
+        self.bin = Path(settings["PGBIN"])
+        os.environ["PGPASSWORD"] = settings["PGPASSWORD"]
+
+    def address(self, database: str, port: int | None = None) -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{port or self.port}/{database}"
+
+    def admin(self, sql: str, database: str = "postgres") -> str:
+        """One statement as the superuser, over the server's local socket."""
+        where = ["-h", str(self.folder), "-p", str(self.port), "-U", "postgres", "-d", database]
+        done = subprocess.run(
+            [str(self.bin / "psql"), "-qXAt", *where, "-v", "ON_ERROR_STOP=1", "-c", sql],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"psql: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def database(self, name: str) -> str:
+        """A new empty database owned by the sandbox's role; its store address."""
+        self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        self.admin(f"CREATE DATABASE {name} OWNER {self.user}")
+        return self.address(name)
+
+    def drop(self, name: str) -> None:
+        self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def setting(self, name: str) -> str:
+        return self.admin(f"SHOW {name}")
+
+    def stop(self) -> None:
+        subprocess.run(["bash", str(SANDBOX), "stop", str(self.folder)], capture_output=True)
+
+
+def register(store: Store, jobid: str, inputs: list[str], outputs: list[str]) -> None:
+    """Datasets (if new) and job rows, as the quickstart's ``utility dml`` lines do."""
+    for datasetid in inputs + outputs:
+        store.conn.execute(
+            "INSERT INTO dataset(datasetid) VALUES (?) ON CONFLICT DO NOTHING", (datasetid,)
+        )
+    for itemtype, names in (("OUT", outputs), ("IN", inputs)):
+        for datasetid in names:
+            store.conn.execute(
+                "INSERT INTO job(jobid, itemtype, datasetid) VALUES (?, ?, ?)",
+                (jobid, itemtype, datasetid),
+            )
+
+
+def ready(store: Store, datasetid: str, jobid: str, first: int, end: int) -> None:
+    """READY OUT rows of ``datasetid`` for dataids first..end-1, one statement."""
+    store.conn.execute(
+        "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
+        "SELECT ?, ?, g::text, 'OUT', 'READY', now() FROM generate_series(?::int, ?::int) g",
+        (datasetid, jobid, first, end - 1),
+    )
+
+
+def single_job(address: str, jobid: str, chunks: int, source: str = "src") -> Store:
+    """One job ``jobid`` (IN ``source``, OUT ``<jobid>_out``) with ``chunks`` READY inputs,
+    inserted through the triggers."""
+    store, _ = create_store(address)
+    with store.transaction():
+        register(store, jobid, [source], [f"{jobid}_out"])
+        ready(store, source, "source", 0, chunks)
+    store.conn.execute("ANALYZE")
+    return store
+
+
+def build_chain(address: str, chain, triggers: bool) -> tuple[Store, float]:
+    """``chain`` (a :class:`stores.Chain`) on PostgreSQL, outputs first; seconds taken.
+
+    ``triggers=True``: every row through the ``candidate`` triggers, as ``psql`` or
+    ``utility dml`` would insert it. ``triggers=False``: the rows with the trigger
+    disabled, then ``candidate`` filled in one statement per job with exactly the pairs
+    the triggers leave (each job's pending chunks: input READY, own output absent) —
+    the benchmark checks the two give the same table at the smallest size.
+    """
+    store, _ = create_store(address)
+    start = time.perf_counter()
+    with store.transaction():
+        for k, jobid in enumerate(chain.jobs, start=1):
+            register(store, jobid, [f"d{k - 1}"], [f"d{k}"])
+        if not triggers:
+            store.conn.execute("ALTER TABLE datastatus DISABLE TRIGGER candidate_on_status")
+        for k in range(len(chain.jobs), -1, -1):  # outputs first, as stores.Chain does
+            ready(store, f"d{k}", f"j{k}" if k else "source", 0, chain.done(k))
+        if not triggers:
+            store.conn.execute("ALTER TABLE datastatus ENABLE TRIGGER candidate_on_status")
+            for k, jobid in enumerate(chain.jobs, start=1):
+                store.conn.execute(
+                    "INSERT INTO candidate(jobid, sortkey, dataid) "
+                    "SELECT ?, dataflow_natkey(g::text), g::text "
+                    "FROM generate_series(?::int, ?::int) g",
+                    (jobid, chain.done(k), chain.done(k - 1) - 1),
+                )
+    store.conn.execute("VACUUM ANALYZE")  # as autovacuum leaves a store that has lived
+    return store, time.perf_counter() - start
+
+
+def candidates(store: Store) -> list[tuple]:
+    sql = "SELECT jobid, sortkey, dataid FROM candidate ORDER BY 1, 2, 3"
+    return [tuple(row) for row in store.conn.execute(sql)]
