@@ -113,7 +113,7 @@ def failures(board: Board) -> list[dict]:
 def failure_line(cell: dict) -> str:
     """A failed cell in one line: where, which attempt, how it ended and why."""
     lines = hover_text(cell).splitlines()[1:]
-    told = "; ".join(line for line in lines if not line.startswith("started "))
+    told = "; ".join(line for line in lines if not line.startswith(("started ", "on host ")))
     return f"{cell['jobid']} at {cell['dataid']}: {told or 'FAILED'}"
 
 
