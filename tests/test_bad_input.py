@@ -326,7 +326,7 @@ def test_a_job_script_that_cannot_run_changes_nothing(made, tmp_path, name, make
         (tmp_path / name).mkdir()
     elif make == "plain":
         (tmp_path / name).write_text("echo hi\n")
-    with unchanged(tmp_path / "dataflow.db"):  # not even a lock file or a log folder
+    with unchanged(tmp_path):  # not even a lock file or a log folder
         refused(made.runjob(f"./{name}"), says)
 
 
@@ -338,7 +338,7 @@ def test_garbage_ciphertext_changes_nothing(made, tmp_path):
     (tmp_path / "work.sh").chmod(0o755)
     (tmp_path / "old").write_text("k\n")
     (tmp_path / "new").write_text("n\n")
-    with unchanged(tmp_path / "dataflow.db"):
+    with unchanged(tmp_path):
         refused(
             made.runjob("./work.sh", env={"PASSKEY": "k"}),
             "cannot decrypt the password of dataset 'src': wrong passkey or damaged ciphertext",

@@ -306,10 +306,13 @@ def test_history_where_recover_deleterun_and_ddl(pipeline, tmp_path, address):
 
     pipeline.ok("forcejob", "A", "9")  # RUNNING, and no run of it lives anywhere
     recovered = pipeline.ok("recover").out.splitlines()
-    assert recovered == ["A 9: run died; marked FAILED (abandoned)", "1 abandoned chunks recovered"]
+    assert recovered == [
+        "A 9: its run died; marked FAILED (abandoned)",
+        "1 abandoned chunk recovered",
+    ]
     assert pipeline.ok("recover").out == "0 abandoned chunks recovered\n"
     assert status_of(tmp_path, "A", "9") == "FAILED"
-    assert pipeline.ok("deleterun", "A", "9").out == "1 rows deleted for A and 9\n"
+    assert pipeline.ok("deleterun", "A", "9").out == "1 row deleted for A and 9\n"
     assert status_of(tmp_path, "A", "9") is None
 
     pipeline.ok("ddl", "create table notes (id integer, note text)")

@@ -239,10 +239,11 @@ def recover(options: argparse.Namespace) -> int:
     with open_store(options) as store:
         with store.transaction():
             dead = claims.recover(store, options.jobid)
-        places = [liveness.where(store.last_run(*chunk)) for chunk in dead]
-    for (jobid, dataid), place in zip(dead, places, strict=True):
-        say(f"{jobid} {dataid}: its run ({place}) died; marked FAILED (abandoned)")
-    say(f"{len(dead)} abandoned chunks recovered")
+        runs = [store.last_run(*chunk) for chunk in dead]
+    for (jobid, dataid), last in zip(dead, runs, strict=True):
+        where = f" ({liveness.where(last)})" if last else ""
+        say(f"{jobid} {dataid}: its run{where} died; marked FAILED (abandoned)")
+    say(f"{len(dead)} abandoned chunk{'' if len(dead) == 1 else 's'} recovered")
     return 0
 
 
