@@ -71,7 +71,11 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
     carrying its token is dead. On a shared store each chunk is judged in its turn
     (nobody claims or finishes it meanwhile); one whose turn is taken is left for later.
     """
-    running = [chunk for chunk in store.running(jobid) if store.chunk_turn(chunk[1])]
+    seen = store.running(jobid)
+    turned = {chunk for chunk in seen if store.chunk_turn(chunk[1])}
+    # read again now that they are ours: a run may have finished since the first look,
+    # and released its lock (it would look dead, and its READY be overwritten)
+    running = [chunk for chunk in store.running(jobid) if chunk in turned] if turned else []
     live = liveness.live_runs(store, running) if running else set()
     dead = [chunk for chunk in running if chunk not in live]
     for job, dataid in dead:
