@@ -18,9 +18,11 @@ lines parsed are spark-submit's own log lines (log4j, INFO, on stderr):
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 STANDALONE, YARN, KUBERNETES, LOCAL = "standalone", "yarn", "kubernetes", "local"
 # spark-submit in cluster mode waits for the driver's end unless these are false (both
@@ -117,6 +119,28 @@ def driver_env_args(submission: Submission, variables: dict[str, str]) -> list[s
     if prefix is None:
         return []
     return [w for name, value in variables.items() for w in ("--conf", f"{prefix}{name}={value}")]
+
+
+LOG4J_ENV = "LOG4J_CONFIGURATION_FILE"  # log4j2's own variable for its configuration file
+
+
+def log_env(submission: Submission, environ: Mapping[str, str]) -> dict[str, str]:
+    """The driver's log4j2 configuration, for a driver here on a standalone cluster.
+
+    ``spark.log.level=WARN`` (see sparksubmit) hides the INFO line that names the
+    application; this configuration is WARN but for that line. Not given when the user
+    configured log4j2 themselves (the variable, ``SPARK_SUBMIT_OPTS``, or a ``log4j2.*``
+    file in Spark's conf folder): theirs rules, and the history may lack the id.
+    """
+    if submission.manager != STANDALONE or submission.cluster or LOG4J_ENV in environ:
+        return {}
+    if "log4j" in environ.get("SPARK_SUBMIT_OPTS", ""):
+        return {}
+    home = environ.get("SPARK_HOME")
+    conf_dir = environ.get("SPARK_CONF_DIR") or (home and os.path.join(home, "conf"))
+    if conf_dir and glob.glob(os.path.join(glob.escape(conf_dir), "log4j2*")):
+        return {}
+    return {LOG4J_ENV: os.path.join(os.path.dirname(__file__), "spark-log4j2.properties")}
 
 
 # -- what spark-submit says ------------------------------------------------------------------

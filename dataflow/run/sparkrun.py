@@ -71,6 +71,7 @@ class SparkRun(Run):
         at = submission.script_at or len(argv)
         driver_env = driver_variables(env, variables, options.get("secrets", ()))
         extra = sparkcluster.driver_env_args(submission, driver_env)
+        env = {**env, **sparkcluster.log_env(submission, env)}
         super().__init__([*argv[:at], *extra, *argv[at:]], env, **options)
         self.submission = submission
         self.watch = Watch(submission)

@@ -5,6 +5,7 @@ output (lines as Spark 4 and Hadoop 3 print them)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -215,6 +216,30 @@ def test_a_standalone_client_application_is_named():
     watch = watched(STANDALONE, STANDALONE_CLIENT, cluster=False)
     assert watch.note() == "spark application app-20261123190115-0003"
     assert watched(LOCAL, STANDALONE_CLIENT + YARN_FAILED).note() is None
+
+
+def test_a_standalone_driver_here_logs_the_line_naming_its_application(tmp_path):
+    """spark.log.level=WARN hides the INFO line with the id, so a driver here on a
+    standalone master gets a log4j2 configuration that keeps it; a user's own log4j2
+    configuration wins."""
+
+    def logs(manager, cluster=False, **environ):
+        submission = sparkcluster.Submission(manager, "spark://m:7077", cluster, True, "s", [])
+        return sparkcluster.log_env(submission, environ)
+
+    (path,) = logs(STANDALONE).values()
+    text = Path(path).read_text()
+    assert "rootLogger.level = warn" in text
+    assert "scheduler.cluster.StandaloneSchedulerBackend\nlogger.app.level = info" in text
+    assert logs(LOCAL) == logs(YARN) == logs(STANDALONE, cluster=True) == {}
+    assert logs(STANDALONE, LOG4J_CONFIGURATION_FILE="mine.xml") == {}
+    assert logs(STANDALONE, SPARK_SUBMIT_OPTS="-Dlog4j2.configurationFile=mine.xml") == {}
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    assert logs(STANDALONE, SPARK_CONF_DIR=str(conf)) != {}
+    (conf / "log4j2.properties").write_text("rootLogger.level = info\n")
+    assert logs(STANDALONE, SPARK_CONF_DIR=str(conf)) == {}
+    assert logs(STANDALONE, SPARK_HOME=str(tmp_path)) == {}
 
 
 def test_lines_split_across_writes_are_read_whole():
