@@ -204,7 +204,9 @@ def _busy(store: Store, job: Job, dataid: str, last: Row | None) -> bool:
     readers = store.readers(job.outputs, dataid)
     if any(liveness.is_live(store, reader, dataid) for reader in readers):
         return True
-    return bool(last) and bool(processes.carrying({liveness.run_token(store, last["runid"])}))
+    if not last or store.shared:  # a shared store's run lock covers them (see keeper)
+        return False
+    return bool(processes.carrying({liveness.run_token(store, last["runid"])}))
 
 
 def _mark(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from ...dataids import chunk_hash
 from ..address import liveness_timeout
 from .connection import Connection
+from .schema import OFFERS
 
 
 def run_key(jobid: str, dataid: str) -> int:
@@ -22,6 +23,7 @@ def run_key(jobid: str, dataid: str) -> int:
 
 class ClaimQueries:
     conn: Connection
+    _turns: dict[str, bool]  # chunk turns this transaction tried with its candidates
 
     # -- the claim ---------------------------------------------------------------------
 
@@ -40,8 +42,18 @@ class ClaimQueries:
         if after is not None:
             sql += " AND (sortkey, dataid) > (?, ?)"
             params += after
-        sql += " ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE SKIP LOCKED"
-        return [tuple(row) for row in self.conn.execute(sql, params)]
+        # the chunk's turn (see chunk_turn) is tried once its row is locked, in the same
+        # round trip
+        sql = (
+            f"WITH c AS MATERIALIZED ({sql} ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE "
+            "SKIP LOCKED) SELECT sortkey, dataid, pg_try_advisory_xact_lock(?, hashtext(dataid)) "
+            "FROM c"
+        )
+        found = []
+        for sortkey, dataid, turned in self.conn.execute(sql, (*params, OFFERS)):
+            self._turns[dataid] = bool(turned)
+            found.append((sortkey, dataid))
+        return found
 
     def put_candidate(self, jobid: str, dataid: str) -> None:
         self.conn.execute(

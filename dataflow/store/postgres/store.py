@@ -47,6 +47,7 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
         self.files = self.files_of(address)
         self.lockfile = self.lockfile_of(address)
         self.identity = self._name(address)
+        self._turns: dict[str, bool] = {}
 
     # -- where this host keeps its part ------------------------------------------------
 
@@ -138,6 +139,7 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
             self.conn.close()
             self.conn = connect(self.address)
             self.conn.execute("BEGIN")
+        self._turns = {}  # an xact lock lasts as long as its transaction
         try:
             yield
         except BaseException:
@@ -146,12 +148,17 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
             raise
         else:
             self.conn.execute("COMMIT")
+        finally:
+            self._turns = {}
 
     def job_turn(self, jobid: str) -> None:
         self.conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (schema.CAP, jobid))
 
     def chunk_turn(self, dataid: str, wait: bool = False) -> bool:
-        """The chunk's offer lock, the one every datastatus trigger takes (schema.OFFERS)."""
+        """The chunk's offer lock, the one every datastatus trigger takes (schema.OFFERS);
+        :meth:`candidates` took it already for the candidate it returned."""
+        if self._turns.get(dataid):
+            return True
         if wait:
             sql = "SELECT true FROM (SELECT pg_advisory_xact_lock(?, hashtext(?))) AS waited"
         else:
