@@ -4,6 +4,9 @@ history included, all or nothing."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
+
+import psycopg
 
 from support import Cli, script
 
@@ -76,3 +79,74 @@ def test_a_copy_that_fails_half_way_leaves_the_target_as_it_was(tmp_path, pg_dat
     failed = laptop.utility("copy-store", "--to", pg_database)
     assert failed.code != 0 and failed.err.count("\n") == 1 and "Traceback" not in failed.err
     assert _tables(pg_database)["dataset"] == []
+
+
+def _candidates(address: str) -> list[tuple]:
+    with psycopg.connect(address) as conn:
+        return conn.execute(
+            "SELECT jobid, sortkey, dataid FROM candidate ORDER BY 1, 2, 3"
+        ).fetchall()
+
+
+def _pipeline(cli: Cli) -> None:
+    """Chunks in every state a candidate depends on: inputs READY or missing, outputs
+    READY, FAILED with a retry left, FAILED without, RESUBMIT, held; a two-input job; a
+    daily job (never a candidate)."""
+    cli.ok("createtables")
+    for name in ("src", "side", "mid", "out", "both"):
+        cli.ok("register-dataset", name)
+    cli.ok("register-job", "first", "--in", "src", "--out", "mid", "--set", "retries=1")
+    cli.ok("register-job", "second", "--in", "mid", "--out", "out")
+    cli.ok("register-job", "join", "--in", "src", "--in", "side", "--out", "both")
+    cli.ok("register-job", "daily", "--in", "today", "--out", "side")
+    cli.ok("ready", "src", "--from", "1", "--to", "12")
+    cli.ok("ready", "side", "2", "4", "10")
+    script(cli.cwd, "first.sh", '[ "$dataid" != 3 ] && [ "$dataid" != 5 ]')
+    for _ in range(2):
+        cli.runjob("--all", "./first.sh")  # 3 and 5 fail twice: their retry is used up
+    cli.ok("resubmit", "first", "7")
+    cli.ok("hold", "second", "8")
+    script(cli.cwd, "second.sh", '[ "$dataid" != 9 ]')
+    cli.runjob("./second.sh")  # second's chunk 1 READY
+    cli.ok("endjob", "first", "3", "RESUBMIT")
+
+
+def test_a_copy_to_postgresql_offers_the_chunks_its_triggers_would(
+    tmp_path, pg_server, pg_database
+):
+    """copy-store fills the candidates in one statement per job, not row by row through
+    the trigger: the same work as the same history built on PostgreSQL directly."""
+    direct = tmp_path / "direct"
+    direct.mkdir()
+    _pipeline(Cli(direct, pg_database))
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    _pipeline(Cli(laptop))
+    admin = f"postgresql://{pg_server.user}@{pg_server.host}:{pg_server.port}/postgres"
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    copied = admin.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        Cli(laptop, copied).ok("createtables")
+        Cli(laptop).ok("copy-store", "--to", copied)
+        # the same work offered: the tables may differ by stale candidates (the claim
+        # drops those), so each job drains both and must run the same chunks
+        assert len(_candidates(copied)) > 10  # work left for every kind of job
+        for job in ("first", "second", "join"):
+            ran = []
+            for where, address in ((direct, pg_database), (laptop, copied)):
+                script(where, f"{job}.sh", "true")
+                done = Cli(where, address).runjob("--all", f"./{job}.sh")
+                ran.append(sorted(line.split()[8] for line in done.lines if " READY (" in line))
+            assert ran[0] == ran[1] and ran[0], (job, ran)
+        with psycopg.connect(copied) as conn:  # the trigger is on again for what comes next
+            conn.execute("INSERT INTO datastatus VALUES ('mid','x','99','OUT','READY',now())")
+            assert ("second", "99") in [(j, d) for j, _, d in _candidates_of(conn)]
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _candidates_of(conn) -> list[tuple]:
+    return conn.execute("SELECT jobid, sortkey, dataid FROM candidate").fetchall()
