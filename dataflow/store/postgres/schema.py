@@ -204,7 +204,4 @@ CREATE TRIGGER candidate_on_job AFTER INSERT OR UPDATE OR DELETE ON job
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1,)
-# every candidate of job ?1, computed from the tables (what the triggers keep, row by row)
-REFRESH = _refresh("?1")
-STATUS_TRIGGER = "candidate_on_status"
 VERSION = len(MIGRATIONS)

@@ -187,37 +187,17 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
     INSERTION = "ctid"
 
     def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
-        """COPY: a million rows in seconds, not one round trip each. Status rows go in
-        with the ``candidate`` trigger off (it would run per row), and the candidates are
-        then computed in one statement per job, when this role owns the table."""
+        """COPY: a million rows in seconds, not one round trip each."""
         columns = TABLES[table]
-        quiet = table == "datastatus" and self._owns(table)
-        if quiet:
-            self.conn.execute(f"ALTER TABLE datastatus DISABLE TRIGGER {schema.STATUS_TRIGGER}")
         self.conn.execute(f"DELETE FROM {table}")
         with self.conn.raw.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
-        if quiet:
-            self.conn.execute(f"ALTER TABLE datastatus ENABLE TRIGGER {schema.STATUS_TRIGGER}")
-            self.conn.execute("DELETE FROM candidate")
-            self.conn.execute("ANALYZE datastatus")  # else planned as the empty table it was
-            for jobid in self.job_ids():
-                self.conn.execute(schema.REFRESH, (jobid,))
         if table == "run":  # new runs number on from the copied ones
             self.conn.execute(
                 "SELECT setval(pg_get_serial_sequence('run', 'runid'), "
                 "GREATEST((SELECT MAX(runid) FROM run), 1))"
             )
-
-    def _owns(self, table: str) -> bool:
-        """May this role alter ``table`` (switch its triggers off)?"""
-        row = self.conn.execute(
-            "SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class "
-            "WHERE oid = to_regclass(?)",
-            (table,),
-        ).fetchone()
-        return bool(row and row[0])
 
     def put_dataset(self, row: Row) -> None:
         columns = ", ".join(DATASET_COLUMNS)
