@@ -97,6 +97,45 @@ def _status(tmp_path, dataid="1"):
     return found[0][0] if found else None
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as file:
+            found += [int(child) for child in file.read().split()]
+    return found
+
+
+def test_the_keeper_is_forked_and_keeps_no_descriptor_of_runjob(hosts, tmp_path):
+    """RunJob forks its keeper (no second interpreter); the keeper closes what it got of
+    RunJob's: a chunk lock or the store's connection open in it would outlive RunJob."""
+    a, _ = hosts
+    _one_job(a, tmp_path, "echo $$ > job.pid; sleep 300")
+    runner = start_runjob(a, "./work.sh")
+    try:
+        wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start")
+        job = int((tmp_path / "job.pid").read_text())
+        (keeper,) = [pid for pid in _children(runner.pid) if pid != job]
+        with (
+            open(f"/proc/{keeper}/cmdline", "rb") as file,
+            open(f"/proc/{runner.pid}/cmdline", "rb") as runjob,
+        ):
+            assert file.read() == runjob.read()  # forked, not a new interpreter
+        targets = [
+            os.readlink(f"/proc/{keeper}/fd/{fd}") for fd in os.listdir(f"/proc/{keeper}/fd")
+        ]
+        assert not [t for t in targets if "locks" in t or t.startswith("/")], targets
+        sockets = [t for t in targets if t.startswith("socket:")]
+        assert len(sockets) == 1, targets  # its own connection to the store, no other
+        runjob_sockets = {
+            os.readlink(f"/proc/{runner.pid}/fd/{fd}")
+            for fd in os.listdir(f"/proc/{runner.pid}/fd")
+        }
+        assert not set(sockets) & runjob_sockets
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(timeout=60)
+
+
 def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(hosts, tmp_path):
     a, b = hosts
     _one_job(a, tmp_path, "echo $$ > job.pid; sleep 300")
