@@ -13,17 +13,18 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import random
-import select
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pg_server
 import stores
+from measure import ROOT
+
+sys.path.insert(0, str(ROOT / "tests"))  # simulated hosts, as the tests make them
+from hosts import Proxy, alive, processes_of
 from measure import (
     BIN,
     INFO,
@@ -118,71 +119,6 @@ def bench_runjob(config, server: pg_server.Server, section: Section, work: Path)
 # -- a dead host ------------------------------------------------------------------------------
 
 
-class Proxy:
-    """A TCP proxy to the server that can stop forwarding without closing (as in
-    tests/test_hosts.py)."""
-
-    def __init__(self, port: int):
-        self.target = ("127.0.0.1", port)
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.flowing = threading.Event()
-        self.flowing.set()
-        self.stopped = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.stopped:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-
-    def _pump(self, one: socket.socket, other: socket.socket) -> None:
-        peers = {one: other, other: one}
-        while not self.stopped:
-            self.flowing.wait()
-            readable = select.select(list(peers), [], [], 0.05)[0]
-            if not self.flowing.is_set():
-                continue
-            for sock in readable:
-                data = sock.recv(65536)
-                if not data:
-                    one.close()
-                    other.close()
-                    return
-                peers[sock].sendall(data)
-
-    def close(self) -> None:
-        self.stopped = True
-        self.flowing.set()
-        self.server.close()
-
-
-def _processes_of(host: str) -> list[int]:
-    marker = f"DATAFLOW_HOST={host}".encode()
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as file:
-                    if marker in file.read().split(b"\0"):
-                        found.append(int(pid))
-            except OSError:
-                continue
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            return file.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _host_b(address: str, state: str, jobid: str, events) -> None:
     """Host B: claim the job's one chunk as a RunJob would (recovery on), every 10 ms,
     until it is had; say when, then finish it READY."""
@@ -245,13 +181,13 @@ def _one_death(address: str, work: Path, env_a: dict, partition: Proxy | None) -
     time.sleep(0.2)
     fenced = None
     if partition is None:
-        for pid in _processes_of("hostA"):
+        for pid in processes_of("hostA"):
             os.kill(pid, signal.SIGKILL)
         died = time.monotonic()
     else:
         partition.flowing.clear()
         died = time.monotonic()
-        _wait(lambda: not _alive(job), 120, "host A's keeper to kill its job")
+        _wait(lambda: not alive(job), 120, "host A's keeper to kill its job")
         fenced = time.monotonic() - died
     event = events.get(timeout=180)
     b.join(timeout=30)
@@ -260,7 +196,7 @@ def _one_death(address: str, work: Path, env_a: dict, partition: Proxy | None) -
         runner.wait(timeout=120)
     else:
         runner.wait(timeout=30)
-    for pid in _processes_of("hostA"):  # what is left of host A, if anything
+    for pid in processes_of("hostA"):  # what is left of host A, if anything
         os.kill(pid, signal.SIGKILL)
     return event[1] - died, fenced
 

@@ -8,15 +8,13 @@ a TCP proxy that can stop forwarding without closing anything (a network partiti
 from __future__ import annotations
 
 import os
-import select
 import signal
-import socket
 import subprocess
-import threading
 import time
 from collections import Counter
 
 import pytest
+from hosts import Proxy, alive, processes_of
 from test_stress import CHUNKS, JOBS, LOOP, OUTPUT
 
 from support import ADDRESSES, Cli, rows, script, start_runjob, wait_for
@@ -50,29 +48,6 @@ def _one_job(cli, tmp_path, body, chunks=1):
     )
     cli.ok("ready", "src", *[str(i) for i in range(1, chunks + 1)])
     script(tmp_path, "work.sh", body)
-
-
-def _processes_of(host: str) -> list[int]:
-    """Every process of a simulated host: those whose environment names it."""
-    marker = f"DATAFLOW_HOST={host}".encode()
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as file:
-                    if marker in file.read().split(b"\0"):
-                        found.append(int(pid))
-            except OSError:
-                continue
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            return file.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _recovered_after(host, since: float, timeout: float) -> float:
@@ -143,7 +118,7 @@ def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(hosts, tmp_pa
     wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start on host A")
     assert _status(tmp_path) == "RUNNING"
     assert "1 abandoned" not in b.ok("recover").out  # alive: host B leaves it alone
-    killed = _processes_of("hostA")
+    killed = processes_of("hostA")
     assert len(killed) >= 3  # RunJob, its keeper, the job
     for pid in killed:
         os.kill(pid, signal.SIGKILL)
@@ -173,54 +148,12 @@ def test_kill_9_of_runjob_alone_never_lets_another_host_start_the_chunk(hosts, t
             assert "no suitable data" in result.out, result.out
             assert "1 abandoned" not in host.ok("recover").out
             time.sleep(BOUND / 3)
-    assert _alive(orphan)
+    assert alive(orphan)
     (tmp_path / "go").touch()
-    wait_for(lambda: not _alive(orphan), what="the orphan to end")
+    wait_for(lambda: not alive(orphan), what="the orphan to end")
     wait_for(lambda: "1 abandoned" in b.ok("recover").out, timeout=BOUND, what="release")
     attempts = rows(tmp_path, "select count(*), max(host) from run where jobid='work'")
     assert attempts == [(1, "hostA")]  # nobody ran it a second time
-
-
-class Proxy:
-    """A TCP proxy to the PostgreSQL server that can stop forwarding without closing."""
-
-    def __init__(self, port: int):
-        self.target = ("127.0.0.1", port)
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.flowing = threading.Event()
-        self.flowing.set()
-        self.stopped = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.stopped:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-
-    def _pump(self, one: socket.socket, other: socket.socket) -> None:
-        peers = {one: other, other: one}
-        while not self.stopped:
-            self.flowing.wait()
-            readable = select.select(list(peers), [], [], 0.1)[0]
-            if not self.flowing.is_set():
-                continue  # partitioned: read nothing, close nothing
-            for sock in readable:
-                data = sock.recv(65536)
-                if not data:
-                    one.close()
-                    other.close()
-                    return
-                peers[sock].sendall(data)
-
-    def close(self) -> None:
-        self.stopped = True
-        self.flowing.set()
-        self.server.close()
 
 
 def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound(
@@ -237,7 +170,7 @@ def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound
         proxy.flowing.clear()  # host A is cut off: nothing passes, nothing closes
         recovered = _recovered_after(b, time.monotonic(), timeout=BOUND + 30)
         assert recovered <= BOUND + 2  # the bound after the keeper's last ping (1 s apart)
-        assert not _alive(job), "host A's job still runs after host B took its chunk"
+        assert not alive(job), "host A's job still runs after host B took its chunk"
         last_beat = float((tmp_path / "beat").read_text() or 0)
         assert time.time() - last_beat > 0.5  # it stopped before, not just now
         proxy.flowing.set()  # the network heals: A's late result must not overwrite

@@ -1,0 +1,75 @@
+"""Simulated hosts on one machine, for the multi-host tests and benchmarks: a TCP proxy
+to the store that can stop forwarding without closing anything (a network partition),
+and the processes of a host (those whose environment names it in DATAFLOW_HOST)."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+
+
+class Proxy:
+    """A TCP proxy to the PostgreSQL server that can stop forwarding without closing."""
+
+    def __init__(self, port: int):
+        self.target = ("127.0.0.1", port)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _pump(self, one: socket.socket, other: socket.socket) -> None:
+        peers = {one: other, other: one}
+        while not self.stopped:
+            self.flowing.wait()
+            readable = select.select(list(peers), [], [], 0.1)[0]
+            if not self.flowing.is_set():
+                continue  # partitioned: read nothing, close nothing
+            for sock in readable:
+                data = sock.recv(65536)
+                if not data:
+                    one.close()
+                    other.close()
+                    return
+                peers[sock].sendall(data)
+
+    def close(self) -> None:
+        self.stopped = True
+        self.flowing.set()
+        self.server.close()
+
+
+def processes_of(host: str) -> list[int]:
+    """Every process of a simulated host: those whose environment names it."""
+    marker = f"DATAFLOW_HOST={host}".encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as file:
+                    if marker in file.read().split(b"\0"):
+                        found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return file.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
