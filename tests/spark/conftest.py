@@ -282,6 +282,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
     }
     command = [str(home / "sbin" / "start-connect-server.sh"), "--master", "local[2]"]
     command += ["--driver-memory", "768m", "--driver-java-options", options]
+    if POSTGRES_JAR.is_file():  # the JDBC driver is the server's, as for spark-submit
+        command += ["--jars", str(POSTGRES_JAR)]
     for key, value in confs.items():
         command += ["--conf", f"{key}={value}"]
     started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)

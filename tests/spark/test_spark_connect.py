@@ -242,3 +242,68 @@ def test_unreachable_server_and_dry_run_never_show_the_token(cli):
         "Connect address (sc://host:15002)\n"
     )
     assert rows(cli.cwd, "select count(*) from run") == [(0,)]  # nothing claimed
+
+
+JDBC_JOB = """\
+from dataflow import spark as df
+
+ctx = df.context()
+spark = ctx.session()
+n = int(ctx.dataid)
+frame = spark.range(n).selectExpr("id + 100 AS id", "'new' AS note")
+df.write(frame, ctx.output())  # the chunk emptied first, then appended
+print(f"jdbc: chunk {ctx.dataid} has {df.read(spark, ctx.output()).count()} rows")
+"""
+
+
+def test_a_jdbc_chunk_is_replaced_through_connect(cli, connect_server, postgres):
+    postgres.sql(
+        "DROP TABLE IF EXISTS cx_tgt; CREATE TABLE cx_tgt (id int, note text, shard int);"
+        "INSERT INTO cx_tgt VALUES (1, 'old', 2), (2, 'old', 2), (3, 'keep', 9)"
+    )
+    postgres.sql("DROP TABLE IF EXISTS cx_fresh")
+    secret = crypto.encrypt(postgres.env["PGPASSWORD"], PASSKEY)
+    cli.ok("createtables")
+    database, user = postgres.env["PGDATABASE"], postgres.env["PGUSER"]
+    cli.ok(
+        "dml",
+        "insert into dataset values ('src', '', 'parquet', '/nowhere', 'src', '', ''), "
+        f"('cx_tgt', '{postgres.hostname}', '{database}', 'public', 'cx_tgt', '{user}', "
+        f"'{secret}'), ('cx_fresh', '{postgres.hostname}', '{database}', '', 'cx_fresh', "
+        f"'{user}', '{secret}')",
+    )
+    for job, table in (("tojdbc", "cx_tgt"), ("fresh", "cx_fresh")):
+        cli.ok(
+            "dml",
+            "insert into job (jobid, itemtype, datasetid, itemvalue) values "
+            f"('{job}', 'IN', 'src', null), ('{job}', 'OUT', '{table}', null), "
+            f"('{job}', 'dataid_column', null, 'shard'), "
+            f"('{job}', 'spark_remote', null, '{connect_server.url}')",
+        )
+        (cli.cwd / f"{job}.py").write_text(JDBC_JOB)
+    cli.ok(
+        "dml",
+        "insert into datastatus (dataid, datasetid, jobid, locktype, modified, status) values "
+        "('2', 'src', 'feed', 'OUT', now(), 'READY'), ('3', 'src', 'feed', 'OUT', now(), 'READY')",
+    )
+    env = {**NO_JAVA, "PASSKEY": PASSKEY}
+    result = cli.runjob("--all", "./tojdbc.py", env=env, timeout=300)
+    assert result.code == 0, result
+    table = postgres.sql("SELECT shard, id, note FROM cx_tgt ORDER BY shard, id")
+    assert table.splitlines() == [
+        "2|100|new",
+        "2|101|new",
+        "3|100|new",
+        "3|101|new",
+        "3|102|new",
+        "9|3|keep",
+    ]
+    assert "jdbc: chunk 2 has 2 rows" in (
+        logs := "".join(
+            p.read_text() for p in (cli.cwd / "dataflow.db.d" / "logs" / "tojdbc").glob("*.log")
+        )
+    )
+    assert postgres.env["PGPASSWORD"] not in logs
+    fresh = cli.runjob("./fresh.py", env=env, timeout=300)  # a missing table: Spark creates it
+    assert fresh.code == 0, fresh
+    assert postgres.sql("SELECT shard, count(*) FROM cx_fresh GROUP BY shard") == "2|2\n"
