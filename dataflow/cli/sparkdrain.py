@@ -55,9 +55,11 @@ def _options(argv: list[str]) -> argparse.Namespace:
 
 
 def _secrets(job: lifecycle.Job) -> list[str]:
-    """The decrypted passwords RunJob put in this environment: masked in chunk logs."""
+    """The decrypted passwords RunJob put in this environment, and a Spark Connect
+    server's token: masked in chunk logs."""
     names = (f"{dataset}_password" for dataset in job.inputs + job.outputs)
-    return [value for name in names if (value := os.environ.get(name))]
+    found = [value for name in names if (value := os.environ.get(name))]
+    return found + sparkconnect.secrets(os.environ.get(sparkconnect.REMOTE_ENV, ""))
 
 
 def main(argv: list[str]) -> int:
