@@ -263,8 +263,8 @@ def run(options: argparse.Namespace) -> int:
         remote = _remote(path, job, env)
         if remote:  # a Spark Connect client: this Python runs it, the server does the work
             submission, entry = None, sparksubmit.has_entry_point(path)
-            launch = (LAUNCHER, "chunk") if entry else (LAUNCHER, "client")
-            argv = sparkconnect.client_argv(path, options.args, launch)
+            launcher = (LAUNCHER, "chunk") if entry else (LAUNCHER, "client")
+            argv = sparkconnect.client_argv(path, options.args, launcher)
         else:
             # a .py job runs through spark-submit, followed on its cluster if it has one;
             # with def run(spark, job) its chunks run inside a driver here (client mode)

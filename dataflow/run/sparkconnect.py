@@ -13,8 +13,6 @@ the child's environment only, and is masked wherever RunJob shows the address.
 
 from __future__ import annotations
 
-import re
-import socket
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -24,7 +22,8 @@ REMOTE_ENV = "SPARK_REMOTE"
 REMOTE_SETTING = "spark_remote"
 DEFAULT_PORT = 15002
 PROBE_TIMEOUT_S = 5.0
-_TOKEN = re.compile(r"(;token=)[^;]*", re.IGNORECASE)
+_MASKED_PARAM = r"(;token=)[^;]*"
+# ``re`` is imported by the functions that use it: RunJob's start-up does not pay for it
 
 
 def remote(settings: Mapping[str, str], environ: Mapping[str, str]) -> str | None:
@@ -35,16 +34,22 @@ def remote(settings: Mapping[str, str], environ: Mapping[str, str]) -> str | Non
 
 def masked(url: str) -> str:
     """The address with its token hidden: ``sc://host:15002/;token=***``."""
-    return _TOKEN.sub(r"\1***", url)
+    import re
+
+    return re.sub(_MASKED_PARAM, r"\1***", url, flags=re.IGNORECASE)
 
 
 def secrets(url: str) -> list[str]:
     """The token of the address (to mask in logs), if it has one."""
+    import re
+
     return [value for value in re.findall(r";token=([^;]*)", url, re.IGNORECASE) if value]
 
 
 def address(script: str, url: str) -> tuple[str, int]:
     """``(host, port)`` of an ``sc://host[:port][/;param=value...]`` address."""
+    import re
+
     match = re.fullmatch(r"sc://(\[[^\]]+\]|[^:/;]+)(?::(\d+))?(?:/.*)?", url, re.DOTALL)
     if match is None:
         raise SparkConnectUnavailable(
@@ -70,6 +75,8 @@ def check(script: str, url: str, timeout: float = PROBE_TIMEOUT_S) -> None:
 
 def answers(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """A TCP connection to the server's port: cheap, and enough to tell down from up."""
+    import socket  # only for a Spark Connect job: RunJob starts without it
+
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
