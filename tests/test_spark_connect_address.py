@@ -49,3 +49,17 @@ def test_host_and_port(url, where):
 def test_not_an_address(url):
     with pytest.raises(SparkConnectUnavailable, match="is not a Spark Connect address"):
         sparkconnect.address("job.py", url)
+
+
+def test_getjob_shows_the_address_without_its_token(cli):
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid, database) values ('out', 'parquet')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid, itemtype, datasetid, itemvalue) values "
+        "('daily', 'IN', 'today', null), ('daily', 'OUT', 'out', null), "
+        "('daily', 'spark_remote', null, 'sc://spark1:15002/;token=abc123;user_id=etl')",
+    )
+    shown = cli.ok("getjob", "daily")
+    assert "sc://spark1:15002/;token=***;user_id=etl" in shown.out
+    assert "abc123" not in shown.out + shown.err
