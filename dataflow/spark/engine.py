@@ -108,6 +108,7 @@ class Engine:
 
         if self.remote:
             self.spark = SparkSession.builder.getOrCreate()
+            _ = self.spark.version  # a first call: a server that refuses us claims nothing
             return self.spark
         from pyspark import SparkConf
 
