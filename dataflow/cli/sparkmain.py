@@ -29,7 +29,14 @@ def main(argv: list[str]) -> int:
         if is_remote():
             for number in SIGNALS:
                 signal.signal(number, _interrupted)
-        (run_one if argv[0] == "chunk" else run_script)(argv[1], argv[2:])
+        if argv[0] == "chunk":
+            run_one(argv[1], argv[2:])
+            return 0
+        try:
+            run_script(argv[1], argv[2:])
+        except Exception as exc:  # as `python job.py` says it: from the job's own code on
+            _print_job_traceback(exc, os.path.abspath(argv[1]))
+            return 1
         return 0
     if argv[:1] == ["drain"]:
         from dataflow.cli.sparkdrain import main as drain
@@ -40,6 +47,16 @@ def main(argv: list[str]) -> int:
         file=sys.stderr,
     )
     return 2
+
+
+def _print_job_traceback(exc: BaseException, script: str) -> None:
+    """The traceback from the script's first frame (this launcher's and runpy's left out)."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != script:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
 
 
 def _interrupted(number: int, _frame) -> None:

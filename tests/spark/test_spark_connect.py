@@ -43,6 +43,8 @@ from dataflow import spark as df
 
 ctx = df.context()
 spark = ctx.session()
+if os.environ.get("BAD_CHUNK") == ctx.dataid:
+    raise ValueError(f"chunk {{ctx.dataid}} is bad")
 if os.environ.get("SLOW_CHUNK") == ctx.dataid:
     spark.range(1).selectExpr("{SLEEP_QUERY}").collect()
 df.write(spark.range(int(ctx.dataid) * 10).withColumnRenamed("id", "n"), ctx.output())
@@ -104,6 +106,14 @@ def test_a_plain_job_is_a_connect_client_and_spark_remote_wins(cli, connect_serv
     assert list((data / "dst" / "dataid=1").glob("*.parquet"))
     (command,) = rows(cli.cwd, "select command from run")[0]
     assert "spark-submit" not in command and "sparkmain.py client ./job.py" in command
+    bad = cli.runjob("./job.py", env={**env, "BAD_CHUNK": "2"}, timeout=300)
+    assert bad.code == 1, bad
+    assert rows(cli.cwd, "select reason from run where dataid = '2'") == [
+        ("ValueError: chunk 2 is bad (exit code 1)",)
+    ]
+    log = (cli.cwd / "dataflow.db.d" / "logs" / "job" / "2.1.log").read_text()
+    assert 'Traceback (most recent call last):\n  File "' in log and 'job.py", line 7' in log
+    assert "runpy" not in log and "sparkmain" not in log  # as `python job.py` would say it
 
     # without $SPARK_REMOTE, the setting's server: down, so nothing is claimed
     down = cli.runjob("./job.py", env={**NO_JAVA, "PASSKEY": PASSKEY}, timeout=60)
@@ -114,7 +124,7 @@ def test_a_plain_job_is_a_connect_client_and_spark_remote_wins(cli, connect_serv
         "it (sbin/start-connect-server.sh), or correct $SPARK_REMOTE / the job setting "
         "spark_remote\n"
     )
-    assert statuses(cli.cwd, "job") == {"1": "READY"}
+    assert statuses(cli.cwd, "job") == {"1": "READY", "2": "FAILED"}
 
 
 def test_one_client_drains_every_chunk_one_raises_one_times_out(cli, connect_server):
