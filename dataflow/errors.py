@@ -154,6 +154,13 @@ class SparkUnavailable(DataflowError):
         super().__init__(f"cannot run {script} through spark-submit: {reason}")
 
 
+class SparkConnectUnavailable(DataflowError):
+    """A job's Spark Connect server is not usable; raised before any chunk is claimed."""
+
+    def __init__(self, script: str, reason: str):
+        super().__init__(f"cannot run {script} as a Spark Connect client: {reason}")
+
+
 class EntryPointError(DataflowError):
     """A job script with an entry point cannot be imported, or has no ``run(spark, job)``."""
 
@@ -165,8 +172,10 @@ class DriverFailed(DataflowError):
     """The one Spark driver of a drain ended without draining (chunks it was running are
     recovered as any dead run's)."""
 
-    def __init__(self, jobid: str, why: str, log: object, claimed: bool = True):
-        super().__init__(f"the Spark driver of {jobid} {why}; its log: {log}")
+    def __init__(
+        self, jobid: str, why: str, log: object, claimed: bool = True, role: str = "Spark driver"
+    ):
+        super().__init__(f"the {role} of {jobid} {why}; its log: {log}")
         self.exit_code = 1 if claimed else 2  # 2: nothing claimed, as a configuration error
 
 

@@ -72,7 +72,7 @@ def _job_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="NAME=VALUE",
-        help="settings: retries, max_parallel, timeout, spark_args",
+        help="settings: retries, max_parallel, timeout, spark_args, spark_remote",
     )
     parser.add_argument(
         "--env", nargs="+", default=[], metavar="NAME=VALUE", help="extra environment items"

@@ -11,7 +11,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import DriverFailed, UsageError
-from ..run import claims, jobenv, keeper, lifecycle, runner, sparksubmit
+from ..run import claims, jobenv, keeper, lifecycle, runner, sparkconnect, sparksubmit
 from ..run.drain import Drain, Event, Summary
 from ..run.driven import DriverDrain
 from ..store import Store, locate, open_store
@@ -22,8 +22,9 @@ DESCRIPTION = """\
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
 chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
 with the chunk's environment, and records READY (exit 0) or FAILED.
-A .py SCRIPT runs through spark-submit; one that defines run(spark, job) is drained
-by one Spark driver (--all), which calls it per chunk. Passwords are decrypted with the passkey
+A .py SCRIPT runs through spark-submit, or as a Spark Connect client of $SPARK_REMOTE
+(else the job's spark_remote setting); one that defines run(spark, job) is drained
+by one Spark driver or client (--all), which calls it per chunk. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
 """
 EXIT_CODES = """exit codes:
@@ -202,7 +203,21 @@ def _live(count: int, jobid: str) -> str:
     return f"{count} run of {jobid} is live" if count == 1 else f"{count} runs of {jobid} are live"
 
 
-def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[str]) -> int:
+def _remote(path: str, job: lifecycle.Job, env: jobenv.JobEnv) -> str | None:
+    """The Spark Connect server of a ``.py`` job (``$SPARK_REMOTE``, else its setting
+    ``spark_remote``), put in the job's environment, its token among the secrets."""
+    if not sparksubmit.is_spark_job(path):
+        return None
+    remote = sparkconnect.remote({"spark_remote": job.settings.spark_remote}, os.environ)
+    if remote:
+        env.variables[sparkconnect.REMOTE_ENV] = remote
+        env.secrets += sparkconnect.secrets(remote)
+    return remote
+
+
+def _dry_run(
+    store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[str], remote: str | None
+) -> int:
     result = claims.claim(store, job, command=shlex.join(argv), dry_run=True)
     if result.cap_full:
         say(f"{_live(result.live, job.jobid)} (max_parallel {result.cap}): would not start")
@@ -212,8 +227,12 @@ def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[st
         return 0
     dataid = result.claim.dataid
     say(f"would claim dataid {dataid} for {job.jobid} and run: {shlex.join(argv)}")
+    if remote:
+        say(sparkconnect.describe(remote))
     for name, value in sorted(env.for_chunk(dataid).items()):
         masked = "***" if name.lower().endswith("_password") and value else value
+        if name == sparkconnect.REMOTE_ENV:
+            masked = sparkconnect.masked(value)
         say(f"{name}={shlex.quote(masked)}")
     return 0
 
@@ -241,14 +260,25 @@ def run(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
         spark_args = {"spark_args": job.settings.spark_args}
-        # a .py job runs through spark-submit, followed on its cluster if it has one; with
-        # def run(spark, job) its chunks run inside a driver here (client mode)
-        argv, submission = sparksubmit.plan(path, options.args, spark_args)
-        entry = bool(submission) and not submission.cluster and sparksubmit.has_entry_point(path)
-        if entry:
-            argv = sparksubmit.launcher_argv([LAUNCHER, "chunk"], path, options.args, spark_args)
+        remote = _remote(path, job, env)
+        if remote:  # a Spark Connect client: this Python runs it, the server does the work
+            submission, entry = None, sparksubmit.has_entry_point(path)
+            launcher = (LAUNCHER, "chunk") if entry else (LAUNCHER, "client")
+            argv = sparkconnect.client_argv(path, options.args, launcher)
+        else:
+            # a .py job runs through spark-submit, followed on its cluster if it has one;
+            # with def run(spark, job) its chunks run inside a driver here (client mode)
+            argv, submission = sparksubmit.plan(path, options.args, spark_args)
+            entry = bool(submission) and not submission.cluster
+            entry = entry and sparksubmit.has_entry_point(path)
+            if entry:
+                argv = sparksubmit.launcher_argv(
+                    [LAUNCHER, "chunk"], path, options.args, spark_args
+                )
         if options.dry_run:
-            return _dry_run(store, job, env, argv)
+            return _dry_run(store, job, env, argv, remote)
+        if remote:
+            sparkconnect.check(script, remote)  # a server that is down costs no attempt
         run_with = runner.Run
         if submission is not None:
             from ..run import sparkrun  # only for a .py job
@@ -257,21 +287,31 @@ def run(options: argparse.Namespace) -> int:
         claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
         validate = [runner.resolve(options.validate, submitted=False)] if options.validate else None
-        if entry and drain_mode:  # one Spark driver for every chunk
+        if entry and drain_mode:  # one Spark driver (or Connect client) for every chunk
+            if remote:
+
+                def launch(driver: list[str]) -> list[str]:
+                    return sparkconnect.client_argv(
+                        path, options.args, [LAUNCHER, "drain", *driver]
+                    )
+            else:
+
+                def launch(driver: list[str]) -> list[str]:
+                    return sparksubmit.launcher_argv(
+                        [LAUNCHER, "drain", *driver], path, options.args, spark_args
+                    )
+
             drain = DriverDrain(
                 store,
                 locate(options.db),
                 job,
                 env,
-                lambda driver: sparksubmit.launcher_argv(
-                    [LAUNCHER, "drain", *driver], path, options.args, spark_args
-                ),
+                launch,
                 parallel=options.parallel or 1,
-                command=shlex.join(  # for the history: the driver's command, less its options
-                    sparksubmit.launcher_argv([LAUNCHER, "drain"], path, options.args, spark_args)
-                ),
+                command=shlex.join(launch([])),  # for the history: less the driver's options
                 notify=report,
                 validate=validate,
+                role="Spark Connect client" if remote else "Spark driver",
             )
         else:
             drain = Drain(

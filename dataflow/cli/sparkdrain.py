@@ -9,19 +9,26 @@ its history row, its log (its Python output and exception; Spark's own log goes 
 the drain's log), its FAILED on an exception, its timeout (its Spark jobs cancelled).
 What happens is written to RunJob's events file (:mod:`dataflow.run.driven`).
 
+Started by plain Python instead, with ``$SPARK_REMOTE`` set, it is a Spark Connect
+client: one session on the server for every chunk, a chunk's operations tagged (and
+interrupted on its timeout), no more chunks claimed once the server stops answering.
+
 Absolute imports only: spark-submit runs it through ``sparkmain.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
-from dataflow.run import lifecycle
+from dataflow.errors import DataflowError
+from dataflow.run import lifecycle, sparkconnect
 from dataflow.run.claims import Claim
 from dataflow.run.drain import Drain
 from dataflow.run.driven import EventWriter
@@ -48,9 +55,11 @@ def _options(argv: list[str]) -> argparse.Namespace:
 
 
 def _secrets(job: lifecycle.Job) -> list[str]:
-    """The decrypted passwords RunJob put in this environment: masked in chunk logs."""
+    """The decrypted passwords RunJob put in this environment, and a Spark Connect
+    server's token: masked in chunk logs."""
     names = (f"{dataset}_password" for dataset in job.inputs + job.outputs)
-    return [value for name in names if (value := os.environ.get(name))]
+    found = [value for name in names if (value := os.environ.get(name))]
+    return found + sparkconnect.secrets(os.environ.get(sparkconnect.REMOTE_ENV, ""))
 
 
 def main(argv: list[str]) -> int:
@@ -93,19 +102,40 @@ def main(argv: list[str]) -> int:
             notify=events,
             validate=[options.validate] if options.validate else None,
             in_process=chunk,
-            healthy=engine.alive,
+            healthy=_health(engine),
         )
         for number in SIGNALS:
             signal.signal(number, lambda n, _: drain.stop(n))
         summary = drain.run()
     if summary.interrupted:
+        if engine.remote:  # nothing of this client's may go on running on the server
+            with contextlib.suppress(Exception):
+                engine.spark.interruptAll()
         return 128 + summary.interrupted
-    if not engine.alive():
-        events.error("stopped: its Spark session ended (see Spark's messages in the log)")
+    if not engine.alive() or (engine.remote and not _server_answers()):
+        what = "its Spark Connect server stopped answering" if engine.remote else None
+        events.error(f"stopped: {what or 'its Spark session ended'} (see the messages in the log)")
         return 1
     engine.stop()
+    where = "one Spark Connect client" if engine.remote else "one Spark driver"
     print(
-        f"{options.job}: {summary.ready} READY, {summary.failed} FAILED in one Spark driver",
-        file=sys.stderr,
+        f"{options.job}: {summary.ready} READY, {summary.failed} FAILED in {where}", file=sys.stderr
     )
     return 0
+
+
+def _server_answers() -> bool:
+    """Does this Spark Connect client's server still accept connections?"""
+    url = os.environ.get(sparkconnect.REMOTE_ENV, "")
+    try:
+        return sparkconnect.answers(*sparkconnect.address("server", url))
+    except DataflowError:
+        return False
+
+
+def _health(engine: Engine) -> Callable[[], bool]:
+    """Before each claim: is the session usable (a client's server up, too)? Else the
+    drain claims no more: every chunk would fail (a client retries for minutes first)."""
+    if not engine.remote:
+        return engine.alive
+    return lambda: engine.alive() and _server_answers()

@@ -9,7 +9,7 @@ import sys
 from .. import __version__, crypto
 from ..errors import PasskeyMissing, UsageError
 from ..ops import copystore
-from ..run import claims, lifecycle, liveness
+from ..run import claims, lifecycle, liveness, sparkconnect
 from ..store import create_store, files_of, locate, now, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
@@ -169,7 +169,7 @@ def getjob(options: argparse.Namespace) -> int:
             {
                 "itemtype": item.itemtype,
                 "datasetid": item.datasetid,
-                "itemvalue": item.itemvalue,
+                "itemvalue": _shown_value(item.itemtype, item.itemvalue),
                 "hostname": meta.get("hostname"),
                 "database": meta.get("database"),
                 "schemaname": meta.get("schemaname"),
@@ -180,6 +180,13 @@ def getjob(options: argparse.Namespace) -> int:
         )
     say(output.records(rows, options.json))
     return 0
+
+
+def _shown_value(itemtype: str, value: str | None) -> str | None:
+    """A job item as getjob shows it: a Spark Connect address without its token."""
+    if itemtype == sparkconnect.REMOTE_SETTING and value:
+        return sparkconnect.masked(value)
+    return value
 
 
 # -- status changes ---------------------------------------------------------------------

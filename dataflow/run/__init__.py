@@ -1,6 +1,7 @@
 """The run path: claiming and finishing chunks (the rules), chunk locks, the job's
-environment, the child process, spark-submit's command line, drains and run logs;
-chunks run in threads of one Spark driver (``inprocess``, ``driven``).
+environment, the child process, spark-submit's command line (or a Spark Connect
+client's, ``sparkconnect``), drains and run logs; chunks run in threads of one Spark
+driver or Connect client (``inprocess``, ``driven``).
 
 May import: store, errors, dataids, crypto.
 

@@ -127,7 +127,9 @@ class DriverDrain:
         command: str = "",
         notify: Callable[[Event], None] = lambda event: None,
         validate: Sequence[str] | None = None,
+        role: str = "Spark driver",
     ):
+        self.role = role  # or "Spark Connect client": what the messages call it
         self.store, self.address, self.job, self.env = store, address, job, env
         self.launch, self.parallel, self.command = launch, parallel, command
         self.notify, self.validate = notify, validate
@@ -234,7 +236,9 @@ class DriverDrain:
     def _check(self, outcome: Outcome) -> None:
         """A driver that ended without draining is an error, unless RunJob stopped it."""
         if self._error:
-            raise DriverFailed(self.job.jobid, self._error, self.log, self.summary.started > 0)
+            raise DriverFailed(
+                self.job.jobid, self._error, self.log, self.summary.started > 0, self.role
+            )
         if self.summary.interrupted or (outcome.returncode == 0 and not self._running):
             return
         code = outcome.returncode
@@ -247,4 +251,4 @@ class DriverDrain:
                 f" with {left} chunk{'s' if left > 1 else ''} RUNNING (marked FAILED, "
                 "abandoned, by the next run or 'utility recover')"
             )
-        raise DriverFailed(self.job.jobid, how, self.log, self.summary.started > 0)
+        raise DriverFailed(self.job.jobid, how, self.log, self.summary.started > 0, self.role)

@@ -18,7 +18,7 @@ READY, FAILED, RESUBMIT, RUNNING, HOLD = "READY", "FAILED", "RESUBMIT", "RUNNING
 END_STATUSES = (READY, FAILED, RESUBMIT, HOLD)
 RERUNNABLE = (RESUBMIT, FAILED)
 # job rows whose itemtype is one of these are settings, not environment items
-SETTINGS = ("retries", "max_parallel", "timeout", "spark_args")
+SETTINGS = ("retries", "max_parallel", "timeout", "spark_args", "spark_remote")
 ABANDONED = "abandoned"  # the reason recorded for a run that died without ending
 
 
@@ -27,18 +27,19 @@ ABANDONED = "abandoned"  # the reason recorded for a run that died without endin
 # of every RunJob's start-up (benchmarks/findings.md).
 
 
-class Settings(namedtuple("Settings", "retries max_parallel timeout spark_args")):
+class Settings(namedtuple("Settings", "retries max_parallel timeout spark_args spark_remote")):
     """Job settings: ``job`` rows with a reserved itemtype, the value in itemvalue.
 
     retries: automatic reruns of a FAILED chunk; max_parallel: live runs of the job
     at once, across processes (None: no cap); timeout: seconds before the job is
-    killed (None: never); spark_args: extra spark-submit arguments.
+    killed (None: never); spark_args: extra spark-submit arguments; spark_remote: the
+    Spark Connect server (``sc://host:15002``) a ``.py`` job is a client of ("": none).
     """
 
     __slots__ = ()
 
-    def __new__(cls, retries=0, max_parallel=None, timeout=None, spark_args=""):
-        return super().__new__(cls, retries, max_parallel, timeout, spark_args)
+    def __new__(cls, retries=0, max_parallel=None, timeout=None, spark_args="", spark_remote=""):
+        return super().__new__(cls, retries, max_parallel, timeout, spark_args, spark_remote)
 
 
 class Job(namedtuple("Job", "jobid inputs outputs daily settings extras")):
@@ -74,6 +75,7 @@ def settings_of(jobid: str, values: dict[str, str]) -> Settings:
         max_parallel=int(_number(jobid, "max_parallel", cap, int, 1)) if cap else None,
         timeout=_number(jobid, "timeout", timeout, float, 0.001) if timeout else None,
         spark_args=values.get("spark_args", ""),
+        spark_remote=values.get("spark_remote", ""),
     )
 
 

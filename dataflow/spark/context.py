@@ -59,7 +59,9 @@ class JobContext:
         return self.environ.get(name, default)
 
     def session(self, app_name: str | None = None) -> SparkSession:
-        """The SparkSession; master and resources come from spark-submit's arguments."""
+        """The SparkSession; master and resources come from spark-submit's arguments. A
+        job RunJob runs as a Spark Connect client (``$SPARK_REMOTE``) gets a session of
+        that server (pyspark's ``getOrCreate`` connects when ``SPARK_REMOTE`` is set)."""
         from pyspark.sql import SparkSession
 
         name = app_name or f"{self.jobid} {self.dataid}"

@@ -6,7 +6,8 @@ does not run), with ``sys.argv`` its own arguments and its folder on ``sys.path`
 when Python runs it. Each chunk is called in a thread of its own with the chunk's
 :class:`~.context.JobContext`; its Spark jobs form one job group (cancelled on a
 timeout) in a scheduler pool of its own, so chunks run at once share the executors
-fairly.
+fairly. In a Spark Connect client (``$SPARK_REMOTE``) the session is a client's, and
+a chunk's operations carry a tag of their own instead of a job group.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ENTRY_POINT = "run"
+REMOTE_ENV = "SPARK_REMOTE"  # set: this process is a Spark Connect client of that server
 _MODULE = "dataflow_job"  # the name the job script is imported under
 
 
@@ -58,21 +60,57 @@ def run_one(script: str, args: list[str]) -> None:
         current.reset(token)
 
 
+def is_remote() -> bool:
+    """Is this process a Spark Connect client (``$SPARK_REMOTE`` set by RunJob)?"""
+    return bool(os.environ.get(REMOTE_ENV))
+
+
+def interrupt_all() -> None:
+    """Interrupt every operation this Spark Connect client runs on its server (a client
+    stopped by a signal must leave nothing running there). Nothing to do without one."""
+    if not is_remote() or "pyspark.sql.connect.session" not in sys.modules:
+        return
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    session = RemoteSession.getActiveSession() or RemoteSession._get_default_session()
+    if session is not None and not getattr(session, "is_stopped", False):
+        session.interruptAll()
+
+
+def run_script(script: str, args: list[str]) -> None:
+    """A job without the entry point, run as ``python script args...`` would run it."""
+    import runpy
+
+    path = os.path.abspath(script)
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(path))
+    runpy.run_path(path, run_name="__main__")
+
+
 class Engine:
-    """One SparkSession for many chunks of a job, each a call of its entry point."""
+    """One SparkSession for many chunks of a job, each a call of its entry point. A
+    Spark Connect client (``$SPARK_REMOTE``) uses its session's operation tags where a
+    driver uses job groups: each chunk's operations carry a tag of its own."""
 
     def __init__(self, script: str, args: list[str] | tuple[str, ...] = ()):
         self.script = script
         self.entry = load_entry_point(script, args)
         self.spark: SparkSession | None = None
+        self.remote = is_remote()
         self._slots: set[int] = set()
         self._lock = threading.Lock()
 
     def start(self, app_name: str) -> SparkSession:
         """The session: master and resources from spark-submit; chunks run at once are
-        scheduled fairly (``spark.scheduler.mode=FAIR``) unless the job chose otherwise."""
-        from pyspark import SparkConf
+        scheduled fairly (``spark.scheduler.mode=FAIR``) unless the job chose otherwise.
+        A Spark Connect client's session is the server's to configure."""
         from pyspark.sql import SparkSession
+
+        if self.remote:
+            self.spark = SparkSession.builder.getOrCreate()
+            _ = self.spark.version  # a first call: a server that refuses us claims nothing
+            return self.spark
+        from pyspark import SparkConf
 
         builder = SparkSession.builder.appName(app_name)
         if SparkConf().get("spark.scheduler.mode", None) is None:
@@ -85,6 +123,9 @@ class Engine:
         Spark jobs in job group ``group``."""
         assert self.spark is not None, "start() first"
         job = JobContext.from_environ({**os.environ, **environ})
+        if self.remote:
+            self._call_remote(job, group)
+            return
         context = self.spark.sparkContext
         slot = self._take_slot()
         token = current.set(job)
@@ -97,6 +138,17 @@ class Engine:
             with self._lock:
                 self._slots.discard(slot)
 
+    def _call_remote(self, job: JobContext, group: str) -> None:
+        """The chunk's operations on the server carry the tag ``group`` (tags are the
+        calling thread's, so chunks run at once keep theirs apart)."""
+        token = current.set(job)
+        self.spark.addTag(group)
+        try:
+            self.entry(self.spark, job)
+        finally:
+            self.spark.removeTag(group)
+            current.reset(token)
+
     def _take_slot(self) -> int:
         with self._lock:
             slot = next(n for n in range(len(self._slots) + 1) if n not in self._slots)
@@ -105,13 +157,20 @@ class Engine:
 
     def cancel(self, group: str) -> None:
         """Cancel the running and waiting Spark jobs of a chunk."""
-        if self.spark is not None:
+        if self.spark is None:
+            return
+        if self.remote:
+            self.spark.interruptTag(group)
+        else:
             self.spark.sparkContext.cancelJobGroup(group)
 
     def alive(self) -> bool:
-        """Is the session still usable (its JVM up, its context not stopped)?"""
+        """Is the session still usable (its JVM up, its context not stopped)? A Spark
+        Connect client's: not stopped (whether its server answers is the caller's to ask)."""
         if self.spark is None:
             return False
+        if self.remote:
+            return not getattr(self.spark, "is_stopped", False)
         try:
             return not self.spark.sparkContext._jsc.sc().isStopped()
         except Exception:  # the JVM is gone: py4j cannot even ask

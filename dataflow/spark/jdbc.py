@@ -1,5 +1,6 @@
 """Statements Spark's JDBC sink cannot issue (emptying one chunk before it is rewritten),
-through a plain ``java.sql.Connection`` in the Spark driver's JVM (py4j).
+through a plain ``java.sql.Connection`` in the Spark driver's JVM (py4j); a Spark
+Connect client, which has no JVM, has Spark's JDBC reader run them on the server.
 
 The JDBC driver comes from the job's ``--jars`` (e.g. the ``spark_args`` setting
 ``--jars /usr/share/java/postgresql.jar``), exactly as for Spark's own reads and writes.
@@ -26,6 +27,8 @@ _SQL_TYPES |= {7: "float", 91: "date", 93: "timestamp", 16: "boolean", -7: "bool
 def empty_chunk(spark: SparkSession, dataset: Dataset) -> str | None:
     """Delete the rows of the dataset's chunk from its table; return the Spark type of
     the chunk column, or None when the table does not exist yet (Spark will create it)."""
+    if is_connect(spark):
+        return _empty_chunk_remote(spark, dataset)
     table, column, literal = dataset.table, dataset.chunk_column, dataset.chunk_literal()
     with connection(spark, dataset) as conn:
         if not _table_exists(conn, table):
@@ -41,6 +44,46 @@ def empty_chunk(spark: SparkSession, dataset: Dataset) -> str | None:
         finally:
             statement.close()
         return column_type
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Is ``spark`` a Spark Connect client's session (no JVM of its own to call)?"""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _empty_chunk_remote(spark: SparkSession, dataset: Dataset) -> str | None:
+    """:func:`empty_chunk` for a Spark Connect client, through Spark's own JDBC reader on
+    the server: the table looked up in ``information_schema``, the chunk column's type
+    read from an empty query, the DELETE run as that reader's ``sessionInitStatement``
+    (autocommitted, before its query)."""
+    table, column, literal = dataset.table, dataset.chunk_column, dataset.chunk_literal()
+    schema, _, name = table.rpartition(".")
+    where = f"lower(table_name) = lower('{name}')"
+    if schema:
+        where += f" AND lower(table_schema) = lower('{schema}')"
+
+    def query(sql: str, init: str | None = None) -> Any:
+        reader = spark.read.format("jdbc").options(**dataset.jdbc_options())
+        if init is not None:
+            reader = reader.option("sessionInitStatement", init)
+        return reader.option("query", sql).load()
+
+    try:
+        found = query(f"SELECT count(*) AS n FROM information_schema.tables WHERE {where}")
+        if not found.collect()[0][0]:
+            return None
+        probe = f"SELECT {column} FROM {table} WHERE 1 = 0"
+        frame = query(probe, f"DELETE FROM {table} WHERE {column} = {literal}")
+        frame.collect()  # the reader's session ran the DELETE
+        return frame.schema.fields[0].dataType.simpleString()
+    except Exception as exc:
+        reason = f"cannot empty chunk '{dataset.dataid}' of {table}: {_first_line(exc)}"
+        raise DatasetError(dataset.datasetid, reason) from None
+
+
+def _first_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split("\n", 1)[0].split())
+    return text[:300]
 
 
 @contextmanager

@@ -235,3 +235,83 @@ def _wait_until(cluster: Standalone, name: str, log: Path, process: subprocess.P
                 return
         time.sleep(0.5)
     raise AssertionError(f"the {name} did not start in 180 s:\n{log.read_text()[-3000:]}")
+
+
+class ConnectServer:
+    """A Spark Connect server on 127.0.0.1: its ``sc://`` address, and its Spark UI's
+    REST view (to see what still runs there)."""
+
+    def __init__(self, port: int, webui: int):
+        self.url = f"sc://127.0.0.1:{port}"
+        self.port = port
+        self.webui = f"http://127.0.0.1:{webui}"
+
+    def running_jobs(self) -> list[dict]:
+        """The Spark jobs running on the server now (every session's)."""
+        found = []
+        with urllib.request.urlopen(f"{self.webui}/api/v1/applications", timeout=10) as answer:
+            apps = json.load(answer)
+        for app in apps:
+            url = f"{self.webui}/api/v1/applications/{app['id']}/jobs?status=running"
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                found += json.load(answer)
+        return found
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A real Spark Connect server started by pyspark's own ``sbin/start-connect-server.sh``
+    (local[2], its logs and pid file in a tmp folder), stopped at the end of the session
+    by ``sbin/stop-connect-server.sh`` (else killed)."""
+    from dataflow.run import sparksubmit
+
+    home = Path(sparksubmit.find_spark_submit("tests", os.environ)).parent.parent
+    folder = tmp_path_factory.mktemp("connect")
+    port, webui = _free_port(), _free_port()
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.update(SPARK_LOG_DIR=str(folder), SPARK_PID_DIR=str(folder), SPARK_IDENT_STRING="tests")
+    env.pop("SPARK_REMOTE", None)
+    options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    confs = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.port": str(webui),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.log.level": "WARN",
+    }
+    command = [str(home / "sbin" / "start-connect-server.sh"), "--master", "local[2]"]
+    command += ["--driver-memory", "768m", "--driver-java-options", options]
+    if POSTGRES_JAR.is_file():  # the JDBC driver is the server's, as for spark-submit
+        command += ["--jars", str(POSTGRES_JAR)]
+    for key, value in confs.items():
+        command += ["--conf", f"{key}={value}"]
+    started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+    server = ConnectServer(port, webui)
+    try:
+        _wait_for_connect(server, folder)
+        yield server
+    finally:
+        stop = home / "sbin" / "stop-connect-server.sh"
+        subprocess.run([str(stop)], env=env, capture_output=True, timeout=120, check=False)
+        for pidfile in folder.glob("*.pid"):  # left if the script could not stop it
+            with contextlib.suppress(ValueError, OSError):
+                pid = int(pidfile.read_text())
+                if b"SparkConnectServer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _wait_for_connect(server: ConnectServer, folder: Path) -> None:
+    """Until the server's gRPC port accepts connections (it is bound last)."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        logs = "".join(log.read_text(errors="replace") for log in folder.glob("*.out"))
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+            return
+        pids = list(folder.glob("*.pid"))
+        if pids and not Path(f"/proc/{pids[0].read_text().strip()}").exists():
+            raise AssertionError(f"the Spark Connect server exited:\n{logs[-3000:]}")
+        time.sleep(0.5)
+    raise AssertionError(f"the Spark Connect server did not start in 180 s:\n{logs[-3000:]}")
