@@ -25,7 +25,6 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 
 from dataflow.errors import DataflowError
 from dataflow.run import lifecycle, sparkconnect
@@ -36,13 +35,13 @@ from dataflow.run.inprocess import ThreadRun, reason_of
 from dataflow.run.jobenv import JobEnv
 from dataflow.spark.engine import Engine
 from dataflow.store import open_store
+from dataflow.store.address import locate
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _options(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sparkmain.py drain")
-    parser.add_argument("--db", required=True)
     parser.add_argument("--job", required=True)
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--events", required=True)
@@ -73,7 +72,7 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         events.error(f"could not start: {options.script}: {reason_of(exc)}")
         return 2
-    with open_store(Path(options.db)) as store:
+    with open_store(locate()) as store:  # $DATAFLOW_DB, set by RunJob
         job = lifecycle.load_job(store, options.job)
         env = JobEnv({})  # the job's variables are this process's environment already
         env.secrets = _secrets(job)

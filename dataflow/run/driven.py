@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import DriverFailed
 from ..store import Store
+from ..store.address import Address
 from .claims import Claim
 from .drain import Event, Summary
 from .jobenv import JobEnv
@@ -118,7 +119,7 @@ class DriverDrain:
     def __init__(
         self,
         store: Store,
-        address: Path,
+        address: Address,
         job: Job,
         env: JobEnv,
         launch: Callable[[list[str]], list[str]],
@@ -157,7 +158,8 @@ class DriverDrain:
             shutil.rmtree(folder, ignore_errors=True)
 
     def _options(self, events: str) -> list[str]:
-        options = ["--db", str(self.address), "--job", self.job.jobid]
+        options = ["--job", self.job.jobid]  # the store's address, which may hold a
+        # password, goes in the environment (DATAFLOW_DB), never in the command line
         options += ["--parallel", str(self.parallel), "--events", events]
         options += ["--log", str(self.log), "--command", self.command]
         if self.validate:
@@ -168,7 +170,7 @@ class DriverDrain:
         open(events, "wb").close()
         run = Run(
             self.launch(self._options(events)),
-            child_environment(self.env.variables),
+            {**child_environment(self.env.variables), "DATAFLOW_DB": str(self.address)},
             log_path=self.log,
             secrets=self.env.secrets,
             echo=False,

@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from dataflow import crypto
 from dataflow.run.driven import is_running
 from support import BIN, rows, statuses, wait_for
@@ -187,6 +189,19 @@ def test_parallel_2_in_one_driver_and_a_killed_driver_is_recovered(cli):
         assert len({pool for _, _, pool in spanning}) == len(spanning), spans
     assert {pool for _, _, pool in spans} == {"chunk0", "chunk1"}
     assert len(driver_logs(cli)) == 2  # one driver per drain
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_one_driver_drains_a_shared_store(cli):
+    """On PostgreSQL the driver claims through its own keeper, forked from the driver's
+    Python (which runs Spark's threads): every chunk once, by the one driver."""
+    setup_job(cli, 6, {})
+    done = cli.runjob("--parallel", "2", "./job.py", env={"PASSKEY": PASSKEY}, timeout=900)
+    assert done.code == 0, done
+    assert statuses(cli.cwd, "job") == {str(n): "READY" for n in range(1, 7)}
+    runs = rows(cli.cwd, "select dataid, attempt, pid from run")
+    assert sorted(int(r[0]) for r in runs) == list(range(1, 7)) and {r[1] for r in runs} == {1}
+    assert len({r[2] for r in runs}) == 1  # every chunk claimed by the driver
 
 
 def test_one_chunk_calls_the_entry_point_and_sigterm_ends_the_driver(cli):
