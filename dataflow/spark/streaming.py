@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StreamError
-from .chunks import READ_DEFAULTS, write
+from .chunks import READ_DEFAULTS, read, write
 from .context import JobContext
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ def stream(
         folder = store.files / STREAMS
         chunks = store.dataids_of_job(jobid)
     checkpoint = checkpoint or job.item(CHECKPOINT_ITEM) or str(folder / jobid)
-    _lock(jobid, folder)
     _check_checkpoint(jobid, checkpoint, chunks)
+    _lock(jobid, folder)
     if spark is None:
         from pyspark.sql import SparkSession
 
@@ -152,12 +152,8 @@ def _chunk(address: Any, jobid: str, dataset: Any, batch: DataFrame, run: Callab
             return found
     if batch.isEmpty():
         return None
-    result = run(batch).persist()
-    try:
-        rows = result.count()
-        write(result, dataset)
-    finally:
-        result.unpersist()
+    write(run(batch), dataset)  # the chunk's folder (or rows) overwritten: a replay rewrites it
+    rows = read(batch.sparkSession, dataset).count()  # as downstream will read it
     with open_store(address) as store, store.transaction():
         store.put_out_status(jobid, dataset.dataid, [dataset.datasetid], READY)
     return replace(found, rows=rows, written=True)
