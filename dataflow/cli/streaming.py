@@ -45,7 +45,8 @@ def stream(options: argparse.Namespace) -> int:
     settings = {"spark_args": job.settings.spark_args}
     argv = sparksubmit.job_argv(path, options.args, settings)
     # secrets travel in the environment only; spark-submit takes this process's place
-    inherited = {k: v for k, v in os.environ.items() if k not in runner.WITHHELD}
+    withheld = (*runner.WITHHELD, "dataid")  # no passkey; no chunk: a stream makes its own
+    inherited = {k: v for k, v in os.environ.items() if k not in withheld}
     environ = {**inherited, **env.variables, STORE_ENV: str(address)}
     sys.stdout.flush()
     sys.stderr.flush()

@@ -86,6 +86,12 @@ def stream(
     jobid = env.get("jobid", "")
     if not jobid:
         raise StreamError("?", "$jobid is not set: start the stream with 'utility stream SCRIPT'")
+    if env.get("dataid"):  # RunJob claimed a chunk for it: a stream makes its own chunks
+        raise StreamError(
+            jobid,
+            f"it runs for chunk {env['dataid']} under RunJob: start a stream with "
+            "'utility stream SCRIPT', which runs until stopped",
+        )
     job = JobContext.from_environ({**env, "dataid": "0"})
     output = job.output()
     address = locate(None if environ is None else env.get("DATAFLOW_DB"))

@@ -215,6 +215,8 @@ def test_a_stream_refuses_to_start_twice_or_without_its_checkpoint(cli, spark):
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(StreamError, match="its stream is already running"):
             stream(lambda f: f, schema=SCHEMA, spark=spark, environ=environ)
+    with pytest.raises(StreamError, match="it runs for chunk 7 under RunJob: start a stream"):
+        stream(lambda f: f, schema=SCHEMA, spark=spark, environ={**environ, "dataid": "7"})
     cli.ok("ready", "clean", "0", "1")
     with pytest.raises(StreamError, match="it has 2 chunks but no checkpoint at"):
         stream(lambda f: f, schema=SCHEMA, spark=spark, environ=environ)
