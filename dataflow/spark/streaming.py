@@ -92,6 +92,9 @@ def stream(
             f"it runs for chunk {env['dataid']} under RunJob: start a stream with "
             "'utility stream SCRIPT', which runs until stopped",
         )
+    run = transform.run if hasattr(transform, "run") else transform
+    if not callable(run):
+        raise StreamError(jobid, "transform must be a Pipeline or a function of a DataFrame")
     job = JobContext.from_environ({**env, "dataid": "0"})
     output = job.output()
     address = locate(None if environ is None else env.get("DATAFLOW_DB"))
@@ -101,14 +104,15 @@ def stream(
     checkpoint = checkpoint or job.item(CHECKPOINT_ITEM) or str(folder / jobid)
     _check_checkpoint(jobid, checkpoint, chunks)
     _lock(jobid, folder)
-    if spark is None:
-        from pyspark.sql import SparkSession
+    try:
+        if spark is None:
+            from pyspark.sql import SparkSession
 
-        spark = SparkSession.builder.appName(f"{jobid} stream").getOrCreate()
-    frames = source(spark) if source is not None else _landing(spark, job, schema, options)
-    run = transform.run if hasattr(transform, "run") else transform
-    if not callable(run):
-        raise StreamError(jobid, "transform must be a Pipeline or a function of a DataFrame")
+            spark = SparkSession.builder.appName(f"{jobid} stream").getOrCreate()
+        frames = source(spark) if source is not None else _landing(spark, job, schema, options)
+    except BaseException:
+        os.close(_locks.pop(jobid))  # nothing started: another try may take the lock
+        raise
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         chunk = _chunk(address, jobid, replace(output, dataid=str(batch_id)), batch, run)
@@ -179,7 +183,6 @@ def _lock(jobid: str, folder: Path) -> None:
             jobid,
             f"its stream is already running (another process holds {folder / (jobid + '.lock')})",
         ) from None
-    os.set_inheritable(fd, False)
     _locks[jobid] = fd
 
 
