@@ -215,6 +215,9 @@ def test_a_stream_refuses_to_start_twice_or_without_its_checkpoint(cli, spark):
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(StreamError, match="its stream is already running"):
             stream(lambda f: f, schema=SCHEMA, spark=spark, environ=environ)
+    for _ in range(2):  # a stream that could not start leaves the job's lock free
+        with pytest.raises(StreamError, match="give schema= for the items of 'landing'"):
+            stream(lambda f: f, spark=spark, environ=environ)
     with pytest.raises(StreamError, match="it runs for chunk 7 under RunJob: start a stream"):
         stream(lambda f: f, schema=SCHEMA, spark=spark, environ={**environ, "dataid": "7"})
     cli.ok("ready", "clean", "0", "1")
