@@ -233,3 +233,17 @@ class RunFenced(DataflowError):
             f"the run of {jobid} at {dataid} was ended elsewhere while it ran (recovered as "
             f"abandoned, or ended by hand); its result {status} is not recorded"
         )
+
+
+class StreamError(DataflowError):
+    """A stream (``utility stream``, ``dataflow.spark.stream``) cannot start."""
+
+    def __init__(self, jobid: str, reason: str):
+        super().__init__(f"cannot stream job '{jobid}': {reason}")
+
+
+class DropError(DataflowError):
+    """``utility drop``: an item cannot go into a landing folder."""
+
+    def __init__(self, datasetid: str, reason: str):
+        super().__init__(f"cannot drop into '{datasetid}': {reason}")

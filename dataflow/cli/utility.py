@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (they register commands)
     output,
     registration,
     say,
+    streaming,
     text_arguments,
     validate,
 )

@@ -26,7 +26,9 @@ pyspark is imported only when a session or a DataFrame is needed.
 This package is the job side, on its own beside the run and store packages:
 ``datasets`` (where a chunk lives), ``context`` (what RunJob told the job),
 ``chunks`` (read and write one chunk), ``engine`` (a job's ``run(spark, job)`` called
-per chunk in one SparkSession), ``jdbc``, ``pipeline`` and ``testing``.
+per chunk in one SparkSession), ``streaming`` (a stream's micro-batches as chunks),
+``landing`` (items dropped into a stream's landing folder), ``jdbc``, ``pipeline`` and
+``testing``.
 
 May import: errors, crypto, store.
 """
@@ -42,6 +44,8 @@ from .datasets import (
     Dataset,
     chunk_folder,
 )
+from .landing import drop
+from .streaming import StreamChunk, stream
 
 __all__ = [
     "CHUNK_COLUMN",
@@ -53,10 +57,13 @@ __all__ = [
     "WRITE_DEFAULTS",
     "Dataset",
     "JobContext",
+    "StreamChunk",
     "chunk_folder",
     "context",
+    "drop",
     "read",
     "read_all",
     "registered",
+    "stream",
     "write",
 ]

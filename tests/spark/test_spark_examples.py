@@ -121,3 +121,34 @@ def test_migration_from_the_embedded_source(cli, tmp_path):
     assert result.code == 0, result.out[-3000:] + result.err[-3000:]
     assert "embedded CSV source in" in result.out
     check_migration(result.out, shards=50, rows=10, chaos=17, folder=tmp_path)
+
+
+def test_streaming_items_become_chunks_a_batch_job_consumes(cli, tmp_path):
+    result = cli(
+        str(EXAMPLES / "streaming" / "run.sh"),
+        env={"DEMO_DIR": str(tmp_path / "streaming")},
+        timeout=900,
+    )
+    assert result.code == 0, result.out[-3000:] + result.err[-3000:]
+    out = result.out
+    assert "clean_stream: watching the landing folder" in section(out, "Start the stream")
+    one = section(out, "One incoming order")
+    assert "1 item dropped into landing" in one
+    assert "clean_stream: batch 0 -> chunk 0 of clean, 1 clean order, READY" in one
+    three = section(out, "Three more orders")
+    assert "3 items dropped into landing" in three
+    # one of the three has no sku: 2 clean orders, in one micro-batch (or two)
+    written = re.findall(r"-> chunk (\d+) of clean, (\d+) clean orders?, READY", three)
+    assert [d for d, _ in written] == [str(n) for n in range(1, len(written) + 1)]
+    assert sum(int(n) for _, n in written) == 2
+    consumed = section(out, "The downstream batch job")
+    assert re.search(rf": store_totals: {len(written) + 1} READY, 0 FAILED in ", consumed)
+    assert "store_totals: chunk 1: " in consumed
+    late = section(out, "A late order")
+    last = str(len(written) + 1)
+    assert f"-> chunk {last} of clean, 1 clean order, READY" in late
+    assert re.search(rf": store_totals {last} READY \(attempt 1", late)
+    assert re.search(r": store_totals: 1 READY, 0 FAILED in ", late)
+    final = re.findall(r"^(\w+)\s+(\d+)\s+(\w+)$", section(out, "Final state"), re.MULTILINE)
+    chunks = [str(n) for n in range(int(last) + 1)]
+    assert final == [(job, d, "READY") for job in ("clean_stream", "store_totals") for d in chunks]
