@@ -27,6 +27,7 @@ from support import (
     start_runjob,
     statuses,
     wait_for,
+    written,
 )
 
 
@@ -34,7 +35,7 @@ from support import (
 def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
     script(tmp_path, "work.sh", 'echo "$$" > job.pid; echo "$dataid" >> starts; sleep 60')
     runjob = start_runjob(chain, "./work.sh", start_new_session=True)
-    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start")
+    wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start")
     job_pid = int((tmp_path / "job.pid").read_text())
     os.killpg(job_pid, signal.SIGKILL)  # the job's whole group, then RunJob: a power cut
     os.kill(runjob.pid, signal.SIGKILL)
@@ -107,7 +108,7 @@ def test_sigterm_reaches_the_job_group_and_fails_the_chunk(chain, tmp_path):
         "trap 'echo got TERM >> trapped; exit 3' TERM; sleep 30 & echo $! > child.pid; wait",
     )
     runjob = start_runjob(chain, "./work.sh")
-    wait_for(lambda: (tmp_path / "child.pid").exists(), what="the job's child")
+    wait_for(lambda: written(tmp_path / "child.pid"), what="the job's child")
     child = int((tmp_path / "child.pid").read_text())
     runjob.send_signal(signal.SIGTERM)
     out, err = runjob.communicate(timeout=30)

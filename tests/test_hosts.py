@@ -17,7 +17,7 @@ import pytest
 from hosts import Proxy, alive, processes_of
 from test_stress import CHUNKS, JOBS, LOOP, OUTPUT
 
-from support import ADDRESSES, Cli, rows, script, start_runjob, wait_for
+from support import ADDRESSES, Cli, rows, script, start_runjob, wait_for, written
 
 BOUND = 6  # DATAFLOW_LIVENESS_TIMEOUT for these tests, in seconds (default 20)
 
@@ -87,7 +87,7 @@ def test_the_keeper_is_forked_and_keeps_no_descriptor_of_runjob(hosts, tmp_path)
     _one_job(a, tmp_path, "echo $$ > job.pid; sleep 300")
     runner = start_runjob(a, "./work.sh")
     try:
-        wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start")
+        wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start")
         job = int((tmp_path / "job.pid").read_text())
         (keeper,) = [pid for pid in _children(runner.pid) if pid != job]
         with (
@@ -115,7 +115,7 @@ def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(hosts, tmp_pa
     a, b = hosts
     _one_job(a, tmp_path, "echo $$ > job.pid; sleep 300")
     runner = start_runjob(a, "./work.sh")
-    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start on host A")
+    wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start on host A")
     assert _status(tmp_path) == "RUNNING"
     assert "1 abandoned" not in b.ok("recover").out  # alive: host B leaves it alone
     killed = processes_of("hostA")
@@ -137,7 +137,7 @@ def test_kill_9_of_runjob_alone_never_lets_another_host_start_the_chunk(hosts, t
     # a chunk wrongly taken for dead would be FAILED, and with a retry left, run again
     a.ok("dml", "insert into job (jobid,itemtype,itemvalue) values ('work','retries','1')")
     runner = start_runjob(a, "./work.sh")
-    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start on host A")
+    wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start on host A")
     runner.send_signal(signal.SIGKILL)
     runner.wait(timeout=10)
     orphan = int((tmp_path / "job.pid").read_text())
@@ -276,7 +276,7 @@ def test_history_and_explain_name_the_host_of_a_live_run(hosts, tmp_path):
     a, b = hosts
     _one_job(a, tmp_path, "echo $$ > job.pid; until [ -e go ]; do sleep 0.1; done")
     runner = start_runjob(a, "./work.sh")
-    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to start")
+    wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start")
     refused = b.utility("endjob", "work", "1", "READY")
     assert refused.code != 0 and "hostA" in refused.err
     assert "hostA" in b.ok("history", "work").out
