@@ -178,11 +178,12 @@ def setting(cli, name, value):
     cli.ok("dml", f"insert into job (jobid,itemtype,itemvalue) values ('work','{name}','{value}')")
 
 
-def start_runjob(cli, *args, **kw):
+def start_runjob(cli, *args, env=None, **kw):
+    """RunJob in the background; ``env``: variables added to the CLI's environment."""
     return subprocess.Popen(
         [str(BIN / "RunJob"), *args],
         cwd=cli.cwd,
-        env=cli.env,
+        env={**cli.env, **(env or {})},
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -9,11 +9,10 @@ import os
 import re
 import signal
 import socket
-import subprocess
 from pathlib import Path
 
 from dataflow import crypto
-from support import BIN, rows, statuses, wait_for
+from support import rows, start_runjob, statuses, wait_for
 
 PASSKEY, PASSWORD, TOKEN = "test-passkey", "s3cret-pass", "tok-9f8e7d6c5b4a"
 NO_JAVA = {"JAVA_HOME": "/nonexistent-java"}  # spark-submit's path would stop at this
@@ -163,14 +162,7 @@ def test_kill_9_of_the_client_mid_drain_leaves_its_chunks_recoverable(cli, conne
         "CHUNK_SLEEP": "2",
         "SPARK_REMOTE": connect_server.url,
     }
-    drain = subprocess.Popen(
-        [str(BIN / "RunJob"), "--parallel", "2", "./job.py"],
-        cwd=cli.cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    drain = start_runjob(cli, "--parallel", "2", "./job.py", env=env)
     try:
 
         def two_running_after_some_ready() -> bool:
@@ -204,14 +196,7 @@ def test_kill_9_of_the_client_mid_drain_leaves_its_chunks_recoverable(cli, conne
 def test_sigterm_interrupts_the_clients_operations_on_the_server(cli, connect_server):
     setup_job(cli, 1, {"spark_remote": connect_server.url}, PLAIN_JOB)
     env = {**cli.env, **NO_JAVA, "PASSKEY": PASSKEY, "SLOW_CHUNK": "1"}
-    job = subprocess.Popen(
-        [str(BIN / "RunJob"), "./job.py"],
-        cwd=cli.cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    job = start_runjob(cli, "./job.py", env=env)
     try:
         wait_for(lambda: connect_server.running_jobs(), timeout=120, what="the chunk's query")
         job.send_signal(signal.SIGTERM)

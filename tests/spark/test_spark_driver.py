@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 from dataflow import crypto
 from dataflow.run.driven import is_running
-from support import BIN, rows, statuses, wait_for
+from support import rows, start_runjob, statuses, wait_for
 
 PASSKEY, PASSWORD = "test-passkey", "s3cret-pass"
 SPARK_ARGS = (
@@ -130,14 +129,7 @@ def test_one_driver_drains_20_chunks_one_raises_one_times_out(cli):
 def test_parallel_2_in_one_driver_and_a_killed_driver_is_recovered(cli):
     setup_job(cli, 16, {"retries": "1"})
     env = {**cli.env, "PASSKEY": PASSKEY, "CHUNK_SLEEP": "1.5"}
-    drain = subprocess.Popen(
-        [str(BIN / "RunJob"), "--parallel", "2", "./job.py"],
-        cwd=cli.cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    drain = start_runjob(cli, "--parallel", "2", "./job.py", env=env)
     try:
 
         def two_running_after_some_ready() -> bool:
@@ -220,14 +212,7 @@ def test_one_chunk_calls_the_entry_point_and_sigterm_ends_the_driver(cli):
     )
     assert not driver_logs(cli)
 
-    drain = subprocess.Popen(
-        [str(BIN / "RunJob"), "--parallel", "2", "./job.py"],
-        cwd=cli.cwd,
-        env={**cli.env, **env, "CHUNK_SLEEP": "30"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    drain = start_runjob(cli, "--parallel", "2", "./job.py", env={**env, "CHUNK_SLEEP": "30"})
     try:
         running = "select count(*) from run where status = 'RUNNING'"
         wait_for(lambda: rows(cli.cwd, running) == [(2,)], timeout=300, what="two chunks running")
