@@ -306,3 +306,36 @@ def test_writes_by_psql_are_honoured_by_the_next_claim_in_natural_order(hosts, t
     assert subprocess.run([*psql, resubmit], capture_output=True).returncode == 0
     assert a.runjob("./work.sh").code == 0
     assert (tmp_path / "ran").read_text().split()[-1] == "2"
+
+
+def test_two_producers_mark_large_backlogs_ready_at_once(hosts, tmp_path):
+    """One statement each, 30,000 chunks each, at the same time: nothing runs out of lock
+    memory (one offer lock per chunk did: the test server has room for ~19,000 locks) or
+    deadlocks, every chunk is offered, and the first is claimed first."""
+    a, _ = hosts
+    _one_job(a, tmp_path, "echo $dataid >> ran")
+    psql = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", a.env["DATAFLOW_DB"], "-c"]
+    producers = [
+        subprocess.Popen(
+            [
+                *psql,
+                "insert into datastatus select 'src', 'producer', g::text, 'OUT', 'READY', now() "
+                f"from generate_series({first}, {first + 29_999}) g",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for first in (2, 30_002)
+    ]
+    for producer in producers:
+        _, err = producer.communicate(timeout=300)
+        assert producer.returncode == 0, err
+    assert rows(tmp_path, "select count(*) from candidate where jobid = 'work'") == [(60_001,)]
+    assert a.runjob("./work.sh").code == 0
+    assert (tmp_path / "ran").read_text().split() == ["1"]
+    taken = "update datastatus set status = 'RESUBMIT' where jobid = 'producer' and dataid <> '2'"
+    assert subprocess.run([*psql, taken], capture_output=True).returncode == 0
+    assert a.runjob("./work.sh").code == 0
+    assert (tmp_path / "ran").read_text().split() == ["1", "2"]  # the rest are not READY
+    assert "no suitable data" in a.runjob("./work.sh").out

@@ -165,7 +165,7 @@ def _claim_first(
                 unusable.append(dataid)
                 continue
             if not store.chunk_turn(dataid):
-                continue  # another transaction is changing it: its change offers it again
+                continue  # another transaction may be changing it: it stays for a later claim
             if key != dataids.natural_key(dataid):
                 store.drop_candidate(job.jobid, key, dataid)
                 store.put_candidate(job.jobid, dataid)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ...dataids import chunk_hash
 from ..address import liveness_timeout
 from .connection import Connection
-from .schema import OFFERS
+from .schema import offer_lock
 
 
 def run_key(jobid: str, dataid: str) -> int:
@@ -46,11 +46,11 @@ class ClaimQueries:
         # round trip
         sql = (
             f"WITH c AS MATERIALIZED ({sql} ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE "
-            "SKIP LOCKED) SELECT sortkey, dataid, pg_try_advisory_xact_lock(?, hashtext(dataid)) "
+            f"SKIP LOCKED) SELECT sortkey, dataid, pg_try_advisory_xact_lock({offer_lock('dataid')}) "
             "FROM c"
         )
         found = []
-        for sortkey, dataid, turned in self.conn.execute(sql, (*params, OFFERS)):
+        for sortkey, dataid, turned in self.conn.execute(sql, params):
             self._turns[dataid] = bool(turned)
             found.append((sortkey, dataid))
         return found

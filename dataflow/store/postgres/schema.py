@@ -8,15 +8,31 @@ itself, so a write by ``psql`` or any other client is honoured by the next claim
 as one of ours (see :mod:`dataflow.store.sqlite.schema` for the rules: the same here).
 
 Writers are not serialized as in SQLite: two transactions that make the inputs of one
-chunk READY at the same time could each miss the other's row and offer nothing. Every
-trigger therefore first takes the chunk's offer lock (a transaction-level advisory lock
-on its dataid); a claim takes the same lock before it checks a candidate.
+chunk READY at the same time could each miss the other's row and offer nothing. The
+trigger therefore first takes the offer locks of the chunks a statement wrote
+(transaction-level advisory locks); a claim takes a chunk's lock before it checks the
+candidate. Since version 2 an offer lock covers one of :data:`OFFER_LOCKS` buckets of
+dataids, and the trigger runs once per statement and takes its locks in order: a
+statement that writes tens of thousands of chunks (a producer marking a backlog READY,
+``copy-store``) holds at most that many locks, where one lock per dataid ran out of
+PostgreSQL's shared lock table (64 per connection by default), and two such statements
+never deadlock on them.
 """
 
 from __future__ import annotations
 
 # advisory lock spaces (the first of two int4 keys): a chunk's offers, a job's cap
 OFFERS, CAP = 1, 2
+OFFER_LOCKS = 1024  # buckets of dataids, one offer lock each (version 2)
+
+
+def offer_lock(dataid: str) -> str:
+    """The two keys of the offer lock of the dataid that SQL expression ``dataid`` gives."""
+    return f"{OFFERS}, {_bucket(dataid)}"
+
+
+def _bucket(dataid: str) -> str:
+    return f"hashtext({dataid}) & {OFFER_LOCKS - 1}"
 
 _NOW = "localtimestamp"
 
@@ -47,23 +63,38 @@ END $$;
 """
 
 
+def _claimable(job: str, dataid: str) -> str:
+    """SQL conditions: ``job`` is not daily, its IN datasets are all READY at ``dataid``,
+    and its own OUT rows there are absent, RESUBMIT or FAILED."""
+    return f"""NOT EXISTS (SELECT 1 FROM job t WHERE t.jobid = {job}
+                      AND t.itemtype = 'IN' AND t.datasetid = 'today')
+      AND NOT EXISTS (SELECT 1 FROM job i WHERE i.jobid = {job} AND i.itemtype = 'IN'
+                      AND NOT EXISTS (SELECT 1 FROM datastatus r
+                                      WHERE r.datasetid = i.datasetid AND r.dataid = {dataid}
+                                        AND r.locktype = 'OUT' AND r.status = 'READY'))
+      AND NOT EXISTS (SELECT 1 FROM datastatus o WHERE o.jobid = {job}
+                      AND o.dataid = {dataid} AND o.locktype = 'OUT'
+                      AND o.status NOT IN ('RESUBMIT', 'FAILED'))"""
+
+
 def _offer(jobs: str, dataid: str) -> str:
-    """Add (job, dataid) to ``candidate`` for every job selected by ``jobs`` whose IN
-    datasets are all READY at ``dataid`` and whose own OUT rows there are absent,
-    RESUBMIT or FAILED (daily jobs never: the claim computes their dataid)."""
+    """Add (job, dataid) to ``candidate`` for every job selected by ``jobs`` that is
+    :func:`_claimable` there (daily jobs never: the claim computes their dataid)."""
     return f"""
     INSERT INTO candidate(jobid, sortkey, dataid)
     SELECT DISTINCT c.jobid, dataflow_natkey({dataid}), {dataid} FROM job c
     WHERE {jobs}
-      AND NOT EXISTS (SELECT 1 FROM job t WHERE t.jobid = c.jobid
-                      AND t.itemtype = 'IN' AND t.datasetid = 'today')
-      AND NOT EXISTS (SELECT 1 FROM job i WHERE i.jobid = c.jobid AND i.itemtype = 'IN'
-                      AND NOT EXISTS (SELECT 1 FROM datastatus r
-                                      WHERE r.datasetid = i.datasetid AND r.dataid = {dataid}
-                                        AND r.locktype = 'OUT' AND r.status = 'READY'))
-      AND NOT EXISTS (SELECT 1 FROM datastatus o WHERE o.jobid = c.jobid
-                      AND o.dataid = {dataid} AND o.locktype = 'OUT'
-                      AND o.status NOT IN ('RESUBMIT', 'FAILED'))
+      AND {_claimable("c.jobid", dataid)}
+    ON CONFLICT DO NOTHING;"""
+
+
+def _offer_rows(rows: str, jobs: str) -> str:
+    """:func:`_offer` for every row ``n`` of ``rows`` (a transition table) at once: the
+    jobs ``c`` that ``jobs`` pairs with a row, at the row's dataid."""
+    return f"""
+    INSERT INTO candidate(jobid, sortkey, dataid)
+    SELECT DISTINCT c.jobid, dataflow_natkey(n.dataid), n.dataid FROM {rows} n JOIN job c ON {jobs}
+    WHERE {_claimable("c.jobid", "n.dataid")}
     ON CONFLICT DO NOTHING;"""
 
 
@@ -75,15 +106,7 @@ def _refresh(jobid: str) -> str:
     WHERE s.datasetid = (SELECT datasetid FROM job WHERE jobid = {jobid} AND itemtype = 'IN'
                          ORDER BY datasetid LIMIT 1)
       AND s.locktype = 'OUT' AND s.status = 'READY'
-      AND NOT EXISTS (SELECT 1 FROM job t WHERE t.jobid = {jobid}
-                      AND t.itemtype = 'IN' AND t.datasetid = 'today')
-      AND NOT EXISTS (SELECT 1 FROM job i WHERE i.jobid = {jobid} AND i.itemtype = 'IN'
-                      AND NOT EXISTS (SELECT 1 FROM datastatus r
-                                      WHERE r.datasetid = i.datasetid AND r.dataid = s.dataid
-                                        AND r.locktype = 'OUT' AND r.status = 'READY'))
-      AND NOT EXISTS (SELECT 1 FROM datastatus o WHERE o.jobid = {jobid}
-                      AND o.dataid = s.dataid AND o.locktype = 'OUT'
-                      AND o.status NOT IN ('RESUBMIT', 'FAILED'))
+      AND {_claimable(jobid, "s.dataid")}
     ON CONFLICT DO NOTHING;"""
 
 
@@ -203,5 +226,62 @@ CREATE TRIGGER candidate_on_job AFTER INSERT OR UPDATE OR DELETE ON job
     FOR EACH ROW EXECUTE FUNCTION dataflow_on_job();
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+
+
+def _take_offer_locks(rows: str) -> str:
+    """The offer locks of the dataids of ``rows``, in one order for every statement."""
+    return f"""
+    PERFORM pg_advisory_xact_lock({OFFERS}, b) FROM (
+        SELECT DISTINCT {_bucket("dataid")} AS b FROM {rows} ORDER BY b) AS s;"""
+
+
+def _withdraw(rows: str) -> str:
+    """Take back the candidates of the consumers of the OUT rows ``n`` of ``rows`` (not
+    READY, or deleted) where no row of their dataset is READY any more: a claim would drop
+    each one by one (a mass resubmit upstream left thousands behind)."""
+    return f"""
+    DELETE FROM candidate d USING {rows} n JOIN job c ON c.itemtype = 'IN'
+                                          AND c.datasetid = n.datasetid
+    WHERE d.jobid = c.jobid AND d.sortkey = dataflow_natkey(n.dataid) AND d.dataid = n.dataid
+      AND NOT EXISTS (SELECT 1 FROM datastatus r WHERE r.datasetid = n.datasetid
+                      AND r.dataid = n.dataid AND r.locktype = 'OUT' AND r.status = 'READY');"""
+
+
+# 2: the trigger on datastatus runs once per statement, with the statement's rows (a
+# bulk write: one set-based offer, not one per row); it takes back the candidates of
+# consumers whose input is no longer READY; offer locks cover buckets of dataids (one
+# per dataid ran out of shared memory beyond ~6,000 chunks in a transaction)
+_V2 = f"""
+CREATE OR REPLACE FUNCTION dataflow_on_statuses() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        {_take_offer_locks("gone")}
+        {_offer_rows("gone", "c.jobid = n.jobid")}
+        {_withdraw("(SELECT * FROM gone WHERE locktype = 'OUT')")}
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM written WHERE locktype = 'OUT') THEN
+        RETURN NULL;  -- IN rows, or none (the other half of an INSERT ... ON CONFLICT)
+    END IF;
+    {_take_offer_locks("(SELECT dataid FROM written WHERE locktype = 'OUT') AS w")}
+    DELETE FROM candidate d USING written n
+    WHERE n.locktype = 'OUT' AND (n.status IS NULL OR n.status NOT IN ('RESUBMIT', 'FAILED'))
+      AND d.jobid = n.jobid AND d.sortkey = dataflow_natkey(n.dataid) AND d.dataid = n.dataid;
+    {_offer_rows("(SELECT * FROM written WHERE locktype = 'OUT')",
+                 "(n.status = 'READY' AND c.itemtype = 'IN' AND c.datasetid = n.datasetid) "
+                 "OR (n.status IN ('RESUBMIT', 'FAILED') AND c.jobid = n.jobid)")}
+    {_withdraw("(SELECT * FROM written WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'READY')")}
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS candidate_on_status ON datastatus;
+DROP FUNCTION IF EXISTS dataflow_on_status();
+CREATE TRIGGER candidate_on_insert AFTER INSERT ON datastatus REFERENCING NEW TABLE AS written
+    FOR EACH STATEMENT EXECUTE FUNCTION dataflow_on_statuses();
+CREATE TRIGGER candidate_on_update AFTER UPDATE ON datastatus REFERENCING NEW TABLE AS written
+    FOR EACH STATEMENT EXECUTE FUNCTION dataflow_on_statuses();
+CREATE TRIGGER candidate_on_delete AFTER DELETE ON datastatus REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION dataflow_on_statuses();
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 VERSION = len(MIGRATIONS)

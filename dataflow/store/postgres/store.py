@@ -155,15 +155,16 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
         self.conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (schema.CAP, jobid))
 
     def chunk_turn(self, dataid: str, wait: bool = False) -> bool:
-        """The chunk's offer lock, the one every datastatus trigger takes (schema.OFFERS);
+        """The chunk's offer lock, the one every datastatus trigger takes (schema.offer_lock);
         :meth:`candidates` took it already for the candidate it returned."""
         if self._turns.get(dataid):
             return True
+        keys = schema.offer_lock("?")
         if wait:
-            sql = "SELECT true FROM (SELECT pg_advisory_xact_lock(?, hashtext(?))) AS waited"
+            sql = f"SELECT true FROM (SELECT pg_advisory_xact_lock({keys})) AS waited"
         else:
-            sql = "SELECT pg_try_advisory_xact_lock(?, hashtext(?))"
-        return bool(self.conn.execute(sql, (schema.OFFERS, dataid)).fetchone()[0])
+            sql = f"SELECT pg_try_advisory_xact_lock({keys})"
+        return bool(self.conn.execute(sql, (dataid,)).fetchone()[0])
 
     # -- configuration -----------------------------------------------------------------
 
