@@ -34,6 +34,7 @@ def offer_lock(dataid: str) -> str:
 def _bucket(dataid: str) -> str:
     return f"hashtext({dataid}) & {OFFER_LOCKS - 1}"
 
+
 _NOW = "localtimestamp"
 
 # The natural sort key of dataflow.dataids.natural_key, in the database: digit runs
@@ -227,7 +228,6 @@ CREATE TRIGGER candidate_on_job AFTER INSERT OR UPDATE OR DELETE ON job
 """
 
 
-
 def _take_offer_locks(rows: str) -> str:
     """The offer locks of the dataids of ``rows``, in one order for every statement."""
     return f"""
@@ -267,10 +267,16 @@ BEGIN
     DELETE FROM candidate d USING written n
     WHERE n.locktype = 'OUT' AND (n.status IS NULL OR n.status NOT IN ('RESUBMIT', 'FAILED'))
       AND d.jobid = n.jobid AND d.sortkey = dataflow_natkey(n.dataid) AND d.dataid = n.dataid;
-    {_offer_rows("(SELECT * FROM written WHERE locktype = 'OUT')",
-                 "(n.status = 'READY' AND c.itemtype = 'IN' AND c.datasetid = n.datasetid) "
-                 "OR (n.status IN ('RESUBMIT', 'FAILED') AND c.jobid = n.jobid)")}
-    {_withdraw("(SELECT * FROM written WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'READY')")}
+    {
+    _offer_rows(
+        "(SELECT * FROM written WHERE locktype = 'OUT')",
+        "(n.status = 'READY' AND c.itemtype = 'IN' AND c.datasetid = n.datasetid) "
+        "OR (n.status IN ('RESUBMIT', 'FAILED') AND c.jobid = n.jobid)",
+    )
+}
+    {
+    _withdraw("(SELECT * FROM written WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'READY')")
+}
     RETURN NULL;
 END $$;
 DROP TRIGGER IF EXISTS candidate_on_status ON datastatus;
