@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from dataflow.dataids import natural_key
 from dataflow.store import now
 from dataflow.store.sqlite import schema
@@ -104,3 +106,30 @@ def test_rebuilding_datastatus_keeps_rows_claims_and_what_users_added(cli, tmp_p
         assert check.execute(
             "select count(*) from datastatus where locktype = 'IN'"
         ).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_version_1_postgresql_store_upgrades_with_its_data_and_offers(cli, tmp_path, address):
+    """v2 replaces the per-row trigger on datastatus: the offers it made stay, and the
+    new trigger makes the next ones."""
+    import psycopg
+
+    from dataflow.store.postgres import schema as pg_schema
+
+    with psycopg.connect(address, autocommit=True) as conn:
+        conn.execute(pg_schema.MIGRATIONS[0])
+        conn.execute("INSERT INTO dataflow_schema VALUES (1)")
+        conn.execute("insert into dataset (datasetid) values ('bobin'), ('bobout')")
+        conn.execute(
+            "insert into job (datasetid,itemtype,jobid) values ('bobout','OUT','loadbob'), "
+            "('bobin','IN','loadbob')"
+        )
+        conn.execute("insert into datastatus values ('bobin','fakejob','2.0','OUT','READY',now())")
+    stale = cli.utility("runs")
+    assert stale.code == 2 and "run 'utility createtables' to upgrade it" in stale.err
+    assert cli.ok("createtables").out.endswith(f"upgraded to schema version {pg_schema.VERSION}\n")
+    cli.ok("dml", "insert into datastatus values ('bobin','fakejob','1.0','OUT','READY',now())")
+    script(tmp_path, "loadbob.sh", "echo ran $dataid")
+    assert "ran 1.0" in cli.runjob("./loadbob.sh").out  # offered by the new trigger
+    assert "ran 2.0" in cli.runjob("./loadbob.sh").out  # offered by the old one
+    assert "no suitable data" in cli.runjob("./loadbob.sh").out
