@@ -116,7 +116,7 @@ def build_chain(address: str, chain, triggers: bool) -> tuple[Store, float]:
 
     ``triggers=True``: every row through the ``candidate`` triggers, as ``psql`` or
     ``utility dml`` would insert it. ``triggers=False``: the rows with the trigger
-    disabled, then ``candidate`` filled in one statement per job with exactly the pairs
+    disabled (all of them: ours are the only ones), then ``candidate`` filled in one statement per job with exactly the pairs
     the triggers leave (each job's pending chunks: input READY, own output absent) —
     the benchmark checks the two give the same table at the smallest size.
     """
@@ -126,11 +126,11 @@ def build_chain(address: str, chain, triggers: bool) -> tuple[Store, float]:
         for k, jobid in enumerate(chain.jobs, start=1):
             register(store, jobid, [f"d{k - 1}"], [f"d{k}"])
         if not triggers:
-            store.conn.execute("ALTER TABLE datastatus DISABLE TRIGGER candidate_on_status")
+            store.conn.execute("ALTER TABLE datastatus DISABLE TRIGGER USER")
         for k in range(len(chain.jobs), -1, -1):  # outputs first, as stores.Chain does
             ready(store, f"d{k}", f"j{k}" if k else "source", 0, chain.done(k))
         if not triggers:
-            store.conn.execute("ALTER TABLE datastatus ENABLE TRIGGER candidate_on_status")
+            store.conn.execute("ALTER TABLE datastatus ENABLE TRIGGER USER")
             for k, jobid in enumerate(chain.jobs, start=1):
                 store.conn.execute(
                     "INSERT INTO candidate(jobid, sortkey, dataid) "

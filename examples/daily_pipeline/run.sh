@@ -5,18 +5,12 @@
 # Usage: examples/daily_pipeline/run.sh   (DEMO_DIR overrides the scratch folder)
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd -- "$here/../.." && pwd)
-dir=${DEMO_DIR:-$PWD/demo-run/daily_pipeline}
-python=${DATAFLOW_PYTHON:-$root/.venv/bin/python}
-[ -x "$python" ] || python=python3
-export PATH="$root/bin:$PATH" DATAFLOW_DB="$dir/dataflow.db"
-export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}   # a laptop demo needs no network
+name=daily_pipeline
+. "$here/../common.sh"
 rm -rf -- "$dir" && mkdir -p -- "$dir/data" && cd -- "$dir"
 data=$dir/data
 days=(2025-11-01 2025-11-02 2025-11-03 2025-11-04)
 
-say() { printf '\n== %s\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; }
 drain() {  # run a job until it has nothing left to do, as cron would over a few runs
   local job=$1 log
   log=$(mktemp)

@@ -17,21 +17,15 @@
 # Exit 3 when MIGRATION_SOURCE=postgres and PostgreSQL cannot be had (the reason on stderr).
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd -- "$here/../.." && pwd)
-dir=${DEMO_DIR:-$PWD/demo-run/migration}
-python=${DATAFLOW_PYTHON:-$root/.venv/bin/python}
-[ -x "$python" ] || python=python3
+name=migration
+. "$here/../common.sh"
 shards=${SHARDS:-200} rows=${ROWS:-50} chaos=${CHAOS_SHARD:-7} kind=${MIGRATION_SOURCE:-auto}
 parallel=${PARALLEL:-2}
 unset CHAOS_SHARD  # only the first loads get it
 jar=${POSTGRES_JDBC_JAR:-/usr/share/java/postgresql.jar}
-export PATH="$root/bin:$PATH" DATAFLOW_DB="$dir/dataflow.db"
-export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
 export PASSKEY=${PASSKEY:-$("$python" -c 'import secrets; print(secrets.token_urlsafe(24))')}
 rm -rf -- "$dir" && mkdir -p -- "$dir/lake" && cd -- "$dir"
 
-say() { printf '\n== %s\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; }
 drain() {  # every claimable shard of a job in one Spark driver, PARALLEL at once; a failed
   # shard is not fatal
   local job=$1

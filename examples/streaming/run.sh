@@ -5,18 +5,12 @@
 # Usage: examples/streaming/run.sh   (DEMO_DIR overrides the scratch folder)
 set -euo pipefail
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd -- "$here/../.." && pwd)
-dir=${DEMO_DIR:-$PWD/demo-run/streaming}
-python=${DATAFLOW_PYTHON:-$root/.venv/bin/python}
-[ -x "$python" ] || python=python3
-export PATH="$root/bin:$PATH" DATAFLOW_DB="$dir/dataflow.db"
-export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}   # a laptop demo needs no network
+name=streaming
+. "$here/../common.sh"
 rm -rf -- "$dir" && mkdir -p -- "$dir/data" && cd -- "$dir"
 data=$dir/data
 stream=
 
-say() { printf '\n== %s\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; }
 stop_stream() { [ -z "$stream" ] || kill -TERM -- "-$stream" 2>/dev/null || true; }
 trap stop_stream EXIT
 orders() { "$python" "$here/order.py" "$dir/outbox" "$@"; }

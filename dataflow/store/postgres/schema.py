@@ -89,16 +89,6 @@ def _offer(jobs: str, dataid: str) -> str:
     ON CONFLICT DO NOTHING;"""
 
 
-def _offer_rows(rows: str, jobs: str) -> str:
-    """:func:`_offer` for every row ``n`` of ``rows`` (a transition table) at once: the
-    jobs ``c`` that ``jobs`` pairs with a row, at the row's dataid."""
-    return f"""
-    INSERT INTO candidate(jobid, sortkey, dataid)
-    SELECT DISTINCT c.jobid, dataflow_natkey(n.dataid), n.dataid FROM {rows} n JOIN job c ON {jobs}
-    WHERE {_claimable("c.jobid", "n.dataid")}
-    ON CONFLICT DO NOTHING;"""
-
-
 def _refresh(jobid: str) -> str:
     """Offer every dataid at which the job's first IN dataset is READY."""
     return f"""
@@ -235,48 +225,89 @@ def _take_offer_locks(rows: str) -> str:
         SELECT DISTINCT {_bucket("dataid")} AS b FROM {rows} ORDER BY b) AS s;"""
 
 
+def _offer_rows(rows: str, jobs: str) -> str:
+    """:func:`_offer` for every row ``n`` of ``rows`` at once, to the jobs ``c`` that
+    ``jobs`` pairs with it. Each check is a subquery on one (job, dataid), so it is an
+    index seek whatever the planner guesses of the rows' number (a transition table has
+    no statistics; joins planned on guesses walked every row of a job for each row). The
+    job's own rows are read for a column outside ``datastatus_by_job_status``: an
+    index-only scan of it would seek the job, then walk its rows for the dataid."""
+    return f"""
+    INSERT INTO candidate(jobid, sortkey, dataid)
+    SELECT DISTINCT c.jobid, dataflow_natkey(n.dataid), n.dataid FROM {rows} n JOIN job c ON {jobs}
+    WHERE (SELECT 1 FROM job t WHERE t.jobid = c.jobid AND t.datasetid = 'today'
+           AND t.itemtype = 'IN') IS NULL
+      AND (SELECT count(*) FROM job i WHERE i.jobid = c.jobid AND i.itemtype = 'IN')
+        = (SELECT count(*) FROM job i WHERE i.jobid = c.jobid AND i.itemtype = 'IN'
+           AND (SELECT 1 FROM datastatus r WHERE r.datasetid = i.datasetid
+                AND r.dataid = n.dataid AND r.locktype = 'OUT' AND r.status = 'READY'
+                LIMIT 1) IS NOT NULL)
+      AND (SELECT o.datasetid FROM datastatus o WHERE o.jobid = c.jobid AND o.dataid = n.dataid
+           AND o.locktype = 'OUT' AND o.status NOT IN ('RESUBMIT', 'FAILED') LIMIT 1) IS NULL
+    ON CONFLICT DO NOTHING;"""
+
+
 def _withdraw(rows: str) -> str:
-    """Take back the candidates of the consumers of the OUT rows ``n`` of ``rows`` (not
-    READY, or deleted) where no row of their dataset is READY any more: a claim would drop
-    each one by one (a mass resubmit upstream left thousands behind)."""
+    """Take back the candidates of the consumers of the OUT rows ``n`` of ``rows`` where
+    no row of their dataset is READY any more (a claim would drop them one at a time:
+    after a mass resubmit upstream, thousands of round trips)."""
     return f"""
     DELETE FROM candidate d USING {rows} n JOIN job c ON c.itemtype = 'IN'
-                                          AND c.datasetid = n.datasetid
+                                                     AND c.datasetid = n.datasetid
     WHERE d.jobid = c.jobid AND d.sortkey = dataflow_natkey(n.dataid) AND d.dataid = n.dataid
-      AND NOT EXISTS (SELECT 1 FROM datastatus r WHERE r.datasetid = n.datasetid
-                      AND r.dataid = n.dataid AND r.locktype = 'OUT' AND r.status = 'READY');"""
+      AND (SELECT 1 FROM datastatus r WHERE r.datasetid = n.datasetid AND r.dataid = n.dataid
+           AND r.locktype = 'OUT' AND r.status = 'READY' LIMIT 1) IS NULL;"""
 
 
-# 2: the trigger on datastatus runs once per statement, with the statement's rows (a
-# bulk write: one set-based offer, not one per row); it takes back the candidates of
-# consumers whose input is no longer READY; offer locks cover buckets of dataids (one
-# per dataid ran out of shared memory beyond ~6,000 chunks in a transaction)
+_OUT = "(SELECT * FROM written WHERE locktype = 'OUT')"
+
+# 2: the trigger on datastatus runs once per statement, over the statement's rows
+# (transition tables), set-based, and takes their offer locks first, by bucket of dataids
+# and in order: one lock per dataid ran out of shared memory beyond ~6,000 chunks
+# written in a transaction, and two bulk statements wait for each other instead of
+# deadlocking. It also takes back the candidates of the consumers of an OUT row that is
+# no longer READY.
 _V2 = f"""
 CREATE OR REPLACE FUNCTION dataflow_on_statuses() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    ready boolean;  -- some OUT row is READY,
+    rerun boolean;  -- RESUBMIT or FAILED,
+    other boolean;  -- anything else (RUNNING, NULL): a statement runs only what it needs
 BEGIN
     IF TG_OP = 'DELETE' THEN
+        SELECT bool_or(locktype = 'OUT') INTO other FROM gone;
+        IF other IS NULL THEN
+            RETURN NULL;
+        END IF;
         {_take_offer_locks("gone")}
         {_offer_rows("gone", "c.jobid = n.jobid")}
-        {_withdraw("(SELECT * FROM gone WHERE locktype = 'OUT')")}
+        IF other THEN
+            {_withdraw("(SELECT * FROM gone WHERE locktype = 'OUT')")}
+        END IF;
         RETURN NULL;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM written WHERE locktype = 'OUT') THEN
+    SELECT bool_or(status = 'READY'), bool_or(status IN ('RESUBMIT', 'FAILED')),
+           bool_or(status IS NULL OR status NOT IN ('READY', 'RESUBMIT', 'FAILED'))
+    INTO ready, rerun, other FROM written WHERE locktype = 'OUT';
+    IF ready IS NULL THEN
         RETURN NULL;  -- IN rows, or none (the other half of an INSERT ... ON CONFLICT)
     END IF;
-    {_take_offer_locks("(SELECT dataid FROM written WHERE locktype = 'OUT') AS w")}
-    DELETE FROM candidate d USING written n
-    WHERE n.locktype = 'OUT' AND (n.status IS NULL OR n.status NOT IN ('RESUBMIT', 'FAILED'))
-      AND d.jobid = n.jobid AND d.sortkey = dataflow_natkey(n.dataid) AND d.dataid = n.dataid;
-    {
-    _offer_rows(
-        "(SELECT * FROM written WHERE locktype = 'OUT')",
-        "(n.status = 'READY' AND c.itemtype = 'IN' AND c.datasetid = n.datasetid) "
-        "OR (n.status IN ('RESUBMIT', 'FAILED') AND c.jobid = n.jobid)",
-    )
-}
-    {
-    _withdraw("(SELECT * FROM written WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'READY')")
-}
+    {_take_offer_locks(_OUT + " AS w")}
+    IF ready OR other THEN
+        DELETE FROM candidate d USING {_OUT} n
+        WHERE (n.status IS NULL OR n.status NOT IN ('RESUBMIT', 'FAILED'))
+          AND d.jobid = n.jobid AND d.sortkey = dataflow_natkey(n.dataid)
+          AND d.dataid = n.dataid;
+    END IF;
+    IF ready THEN
+        {_offer_rows(_OUT, "n.status = 'READY' AND c.itemtype = 'IN' AND c.datasetid = n.datasetid")}
+    END IF;
+    IF rerun THEN
+        {_offer_rows(_OUT, "n.status IN ('RESUBMIT', 'FAILED') AND c.jobid = n.jobid")}
+    END IF;
+    IF TG_OP = 'UPDATE' AND (rerun OR other) THEN  -- a new row was READY nowhere before
+        {_withdraw("(SELECT * FROM written WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'READY')")}
+    END IF;
     RETURN NULL;
 END $$;
 DROP TRIGGER IF EXISTS candidate_on_status ON datastatus;
