@@ -115,10 +115,11 @@ def build_chain(address: str, chain, triggers: bool) -> tuple[Store, float]:
     """``chain`` (a :class:`stores.Chain`) on PostgreSQL, outputs first; seconds taken.
 
     ``triggers=True``: every row through the ``candidate`` triggers, as ``psql`` or
-    ``utility dml`` would insert it. ``triggers=False``: the rows with the trigger
-    disabled (all of them: ours are the only ones), then ``candidate`` filled in one statement per job with exactly the pairs
-    the triggers leave (each job's pending chunks: input READY, own output absent) —
-    the benchmark checks the two give the same table at the smallest size.
+    ``utility dml`` would insert it. ``triggers=False``: the rows with the triggers on
+    datastatus disabled (all of them: ours are the only ones), then ``candidate`` filled
+    in one statement per job with exactly the pairs the triggers leave (each job's
+    pending chunks: input READY, own output absent) — the benchmark checks the two give
+    the same table at the smallest size.
     """
     store, _ = create_store(address)
     start = time.perf_counter()

@@ -72,6 +72,11 @@ def _status(tmp_path, dataid="1"):
     return found[0][0] if found else None
 
 
+def _psql(host) -> list[str]:
+    """``psql`` on the host's store, one statement to follow: a client that is not ours."""
+    return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", host.env["DATAFLOW_DB"], "-c"]
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for task in os.listdir(f"/proc/{pid}/task"):
@@ -288,7 +293,7 @@ def test_history_and_explain_name_the_host_of_a_live_run(hosts, tmp_path):
 def test_writes_by_psql_are_honoured_by_the_next_claim_in_natural_order(hosts, tmp_path):
     a, _ = hosts
     _one_job(a, tmp_path, "echo $dataid >> ran")
-    psql = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", a.env["DATAFLOW_DB"], "-c"]
+    psql = _psql(a)
     for dataid in ("10", "2", "2025-01-10", "2025-01-9"):  # a producer in another language
         done = subprocess.run(
             [
@@ -314,7 +319,7 @@ def test_two_producers_mark_large_backlogs_ready_at_once(hosts, tmp_path):
     deadlocks, every chunk is offered, and the first is claimed first."""
     a, _ = hosts
     _one_job(a, tmp_path, "echo $dataid >> ran")
-    psql = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", a.env["DATAFLOW_DB"], "-c"]
+    psql = _psql(a)
     producers = [
         subprocess.Popen(
             [
