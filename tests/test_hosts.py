@@ -85,9 +85,20 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_the_keeper_is_forked_and_keeps_no_descriptor_of_runjob(hosts, tmp_path):
-    """RunJob forks its keeper (no second interpreter); the keeper closes what it got of
-    RunJob's: a chunk lock or the store's connection open in it would outlive RunJob."""
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as file:
+        return file.read().rsplit(")", 1)[1].split()
+
+
+def _targets(pid: int) -> dict[int, str]:
+    return {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+
+
+def test_the_keeper_is_forked_into_its_own_session_and_keeps_nothing_of_runjob(hosts, tmp_path):
+    """RunJob forks its keeper (no second interpreter) into a session and process group of
+    its own, so that no signal to RunJob's group reaches it; the keeper keeps none of
+    RunJob's descriptors: not a chunk lock, not the store's connection, and not RunJob's
+    standard output or error (a caller reading them would wait for the keeper)."""
     a, _ = hosts
     _one_job(a, tmp_path, "echo $$ > job.pid; sleep 300")
     runner = start_runjob(a, "./work.sh")
@@ -100,17 +111,18 @@ def test_the_keeper_is_forked_and_keeps_no_descriptor_of_runjob(hosts, tmp_path)
             open(f"/proc/{runner.pid}/cmdline", "rb") as runjob,
         ):
             assert file.read() == runjob.read()  # forked, not a new interpreter
-        targets = [
-            os.readlink(f"/proc/{keeper}/fd/{fd}") for fd in os.listdir(f"/proc/{keeper}/fd")
-        ]
-        assert not [t for t in targets if "locks" in t or t.startswith("/")], targets
-        sockets = [t for t in targets if t.startswith("socket:")]
-        assert len(sockets) == 1, targets  # its own connection to the store, no other
-        runjob_sockets = {
-            os.readlink(f"/proc/{runner.pid}/fd/{fd}")
-            for fd in os.listdir(f"/proc/{runner.pid}/fd")
-        }
-        assert not set(sockets) & runjob_sockets
+        # process group and session (fields 5 and 6 of stat): neither is RunJob's
+        assert _stat(keeper)[2:4] == [str(keeper), str(keeper)]
+        assert _stat(runner.pid)[2] != str(keeper)
+        targets = _targets(keeper)
+        runjob = _targets(runner.pid)
+        assert targets[0] == targets[1] == os.devnull
+        assert targets[2].endswith("/keeper.log")
+        others = [t for fd, t in targets.items() if fd > 2]
+        assert not [t for t in others if not t.startswith(("socket:", "pipe:"))], targets
+        assert len([t for t in others if t.startswith("socket:")]) == 1  # its own connection
+        assert not set(others) & {runjob[0], runjob[1], runjob[2]}
+        assert not {t for t in others if t.startswith("socket:")} & set(runjob.values())
     finally:
         runner.send_signal(signal.SIGTERM)
         runner.wait(timeout=60)

@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Callable
 
 from dataflow.errors import DataflowError
-from dataflow.run import lifecycle, sparkconnect
+from dataflow.run import keeper, lifecycle, sparkconnect
 from dataflow.run.claims import Claim
 from dataflow.run.drain import Drain
 from dataflow.run.driven import EventWriter
@@ -65,6 +65,7 @@ def main(argv: list[str]) -> int:
     options = _options(argv)
     events = EventWriter(options.events)
     events.started()
+    _start_keeper()
     try:
         engine = Engine(options.script, options.args)  # the job's own import errors show here
         engine.start(f"{options.job} drain")
@@ -105,7 +106,10 @@ def main(argv: list[str]) -> int:
         )
         for number in SIGNALS:
             signal.signal(number, lambda n, _: drain.stop(n))
-        summary = drain.run()
+        try:
+            summary = drain.run()
+        finally:
+            keeper.close_all()
     if summary.interrupted:
         if engine.remote:  # nothing of this client's may go on running on the server
             with contextlib.suppress(Exception):
@@ -121,6 +125,14 @@ def main(argv: list[str]) -> int:
         f"{options.job}: {summary.ready} READY, {summary.failed} FAILED in {where}", file=sys.stderr
     )
     return 0
+
+
+def _start_keeper() -> None:
+    """On a shared store, fork the keeper of this drain's leases now, before Spark or
+    gRPC start threads that a fork copies in a state the child cannot use."""
+    with open_store(locate()) as store:
+        if store.shared:
+            keeper.keeper_for(store)
 
 
 def _server_answers() -> bool:

@@ -76,7 +76,7 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
     # read again now that they are ours: a run may have finished since the first look,
     # and released its lock (it would look dead, and its READY be overwritten)
     running = [chunk for chunk in store.running(jobid) if chunk in turned] if turned else []
-    live = liveness.live_runs(store, running) if running else set()
+    live = liveness.live_runs(store, running, revoke=True) if running else set()
     dead = [chunk for chunk in running if chunk not in live]
     for job, dataid in dead:
         store.finish(job, dataid, FAILED)
@@ -204,9 +204,9 @@ def _busy(store: Store, job: Job, dataid: str, last: Row | None) -> bool:
     readers = store.readers(job.outputs, dataid)
     if any(liveness.is_live(store, reader, dataid) for reader in readers):
         return True
-    if not last or store.shared:  # a shared store's run lock covers them (see keeper)
+    if not last or store.shared:  # a shared store's lease covers them (see liveness.take)
         return False
-    return bool(processes.carrying({liveness.run_token(store, last["runid"])}))
+    return bool(processes.carrying({liveness.run_token(store, last)}))
 
 
 def _mark(
@@ -219,6 +219,7 @@ def _mark(
     attempt = (last["attempt"] + 1) if last else 1
     retry = 0 if fresh or not last else last["retry"] + 1
     logpath = logs.log_path(store.files, job.jobid, dataid, attempt)
+    token = processes.new_token()
     store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
     runid = store.start_run(
         jobid=job.jobid,
@@ -229,8 +230,8 @@ def _mark(
         host=liveness.host_name(),
         command=command,
         logpath=str(logpath),
+        token=token,
     )
-    token = liveness.run_token(store, runid)
     return Claim(dataid, attempt, runid, lock, logpath, token, tuple(rows))
 
 

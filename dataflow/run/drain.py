@@ -155,8 +155,9 @@ class Drain:
             self.summary.started -= 1
             claims.release(self.store, self.job.jobid, claim)
             raise
-        if getattr(run, "process", None) is not None:  # a job process (not a driver's thread)
-            liveness.started(self.store, self.job.jobid, claim.dataid, claim.token, run.process.pid)
+        process = getattr(run, "process", None)  # a job process, or none: a driver's thread
+        group = process.pid if process is not None else 0
+        liveness.started(self.store, self.job.jobid, claim.dataid, claim.runid, claim.token, group)
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
         threading.Thread(target=self._wait, args=(claim, run), daemon=True).start()
@@ -235,3 +236,4 @@ class Drain:
         finally:
             # Only now: the status is final before anyone else may take the chunk.
             claim.lock.close()
+            liveness.ended(self.store, self.job.jobid, claim.dataid, claim.runid)

@@ -1,24 +1,35 @@
-"""The keeper: how a run on a shared store (PostgreSQL) stays visibly alive to every host.
+"""The keeper: how a run on a shared store (PostgreSQL) holds its lease for every host.
 
-A run's liveness on a shared store is the store's run lock on its chunk (a session-level
-advisory lock). It must be held exactly as long as some process of the run lives on its
-host, and RunJob itself may die first (``kill -9``) while its job goes on. So the lock is
-held by a keeper: one small process per RunJob, with its own store connection, that
+A run's lease on a shared store is two facts: the store's run lock on its chunk (a
+session-level advisory lock) and the run's heartbeat (``run.seen``, renewed every
+:data:`PING_S`). Another host may take the chunk only when the lock is free *and* the
+heartbeat is older than the liveness bound (``DATAFLOW_LIVENESS_TIMEOUT``, default 20 s);
+the store revokes a stale lease when it does (``seen`` set to NULL), so a keeper that
+comes back late finds it gone and fences the run. A lock alone is never proof of death:
+the server may end a session (``pg_terminate_backend``, a restart) while its run lives.
 
-- takes a chunk's run lock when RunJob asks, before the claim is committed (so a
-  RUNNING row whose lock is free is always a dead run's);
-- holds it while the chunk's local lock is held (the job and its children inherit that
-  descriptor) or a process carries the run's ``DATAFLOW_RUN`` token, then lets it go;
-- outlives RunJob: it ignores the signals a terminal or RunJob's group receives, and
-  ends when RunJob has gone and no chunk it holds is alive;
-- pings the store every :data:`PING_S`; its session is ended by the server after the
-  liveness bound without a ping (``idle_session_timeout``), so a dead or cut-off host's
-  locks free themselves within the bound (``DATAFLOW_LIVENESS_TIMEOUT``, default 20 s);
-- fences itself: when a ping fails or has not succeeded for half the bound, it kills
-  the process groups of its runs (SIGKILL) before any other host may reclaim them, and
-  exits. RunJob likewise kills its runs when its keeper dies.
+The lease must last exactly as long as some process of the run lives on its host, and
+RunJob may die first (``kill -9`` of it, or of its whole process group) while its job
+goes on. So the lease is held by a keeper: one process per RunJob, forked from it into a
+session of its own (no signal to RunJob's group or terminal reaches it, and it keeps none
+of RunJob's descriptors, so a caller reading RunJob's output never waits for it), that
 
-RunJob forks its keeper and talks to it over a pipe, one line per request.
+- takes a chunk's run lock when RunJob asks, before the claim is committed;
+- renews the heartbeat of its runs while the chunk's local lock is held (the job and its
+  children inherit that descriptor) or a process carries the run's ``DATAFLOW_RUN``
+  token, then lets the lock go and releases the lease at once;
+- reconnects when its session is ended, and takes its locks again;
+- fences itself: when a heartbeat has not succeeded for half the bound, or the store
+  revoked a lease, it kills every process of those runs (:func:`.processes.kill`) before
+  any other host may take them, then ends.
+
+RunJob watches its keeper in turn: a keeper that dies, or does not answer a ping within
+a quarter of the bound (stopped, starved), is killed, and so is every process of RunJob's
+runs. A keeper whose RunJob died goes on holding the lease of a job that lives on, as the
+local lock does on a store of one host.
+
+Requests come one line each on a pipe, and answers go back on another; pings have a
+pipe pair of their own, answered by a thread that never touches the store.
 """
 
 from __future__ import annotations
@@ -34,8 +45,9 @@ import time
 from ..store import Store
 from . import locks, processes
 
-PING_S = 2.0  # how often a keeper pings the store (more often under a bound below 12 s)
-TICK_S = 0.2  # how often it looks at its runs' local locks
+PING_S = 2.0  # how often a keeper renews its heartbeats (more often under a bound below 12 s)
+TICK_S = 0.2  # how often it looks at its runs' local locks and processes
+LOG_NAME = "keeper.log"  # in the store's folder of this host: what a keeper had to say
 
 
 def _word(text: str) -> str:
@@ -46,84 +58,167 @@ def _text(word: str) -> str:
     return "" if word == "-" else bytes.fromhex(word).decode("utf-8", "surrogatepass")
 
 
+def _bound() -> float:
+    from ..store.address import liveness_timeout
+
+    return liveness_timeout()
+
+
+class _Lines:
+    """Lines read from a pipe, with a timeout."""
+
+    def __init__(self, fd: int):
+        self.fd, self.pending = fd, b""
+
+    def read(self, timeout: float | None) -> str | None:
+        """The next line ('' at end of file); None after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.fd], [], [], left)[0]:
+                return None
+            data = os.read(self.fd, 65536)
+            if not data:
+                return ""
+            self.pending += data
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+
 class Keeper:
     """RunJob's side: the keeper process of one store, started on first use.
 
     The keeper is forked from RunJob, which has imported the store's driver already: a
-    new interpreter would import it again (~0.4 s before RunJob's first claim). The child
-    keeps nothing of RunJob's but the standard error: every other descriptor (the store's
-    connection, chunk locks) is closed in it, and it opens its own connection."""
+    new interpreter would import it again (~0.4 s before RunJob's first claim)."""
 
     def __init__(self, store: Store):
         requests, to_keeper = os.pipe()
         from_keeper, answers = os.pipe()
+        pings, to_pings = os.pipe()
+        from_pongs, pongs = os.pipe()
         for stream in (sys.stdout, sys.stderr):  # nothing buffered here is written twice
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         pid = os.fork()
         if pid == 0:  # the keeper
             try:
-                os.dup2(requests, 0)
-                os.dup2(answers, 1)
-                os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-                main(str(store.path))
+                os.setsid()
+                _isolate(store, keep=(requests, answers, pings, pongs))
+                main(str(store.path), requests, answers, pings, pongs)
+            except BaseException as exc:
+                _say(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}")
             finally:
                 os._exit(0)
-        os.close(requests)
-        os.close(answers)
-        self.requests = os.fdopen(to_keeper, "w")
-        self.answers = os.fdopen(from_keeper)
+        for fd in (requests, answers, pings, pongs):
+            os.close(fd)
+        self.requests, self.answers = to_keeper, _Lines(from_keeper)
+        self.pings, self.pongs = to_pings, from_pongs
         self.process = _Child(pid)
-        self.watched: dict[tuple[str, str], int] = {}
+        self.watched: dict[int, tuple[str, int]] = {}  # runid: token, process group
+        self.lingering: set[str] = set()  # tokens of ended runs, while a process carries one
+        self.failed: str | None = None  # why this keeper is not trusted any more
         self.closing = False
-        threading.Thread(target=self._fence_when_gone, daemon=True).start()
+        self._talk = threading.Lock()
+        threading.Thread(target=self._watch, daemon=True).start()
 
-    def _send(self, line: str) -> None:
-        self.requests.write(line + "\n")
-        self.requests.flush()
+    def _ask(self, line: str) -> str:
+        with self._talk:
+            try:
+                os.write(self.requests, (line + "\n").encode())
+                return self.answers.read(None) or ""
+            except OSError:
+                return ""
 
     def hold(self, jobid: str, dataid: str) -> bool:
         """Ask the keeper to take the chunk's run lock; False if another run holds it."""
         from ..errors import StoreUnavailable
 
-        try:
-            self._send(f"hold {_word(jobid)} {_word(dataid)}")
-            answer = self.answers.readline().strip()
-        except OSError:
-            answer = ""
+        answer = "" if self.failed else self._ask(f"hold {_word(jobid)} {_word(dataid)}")
         if answer not in ("0", "1"):
-            why = answer[1:] if answer.startswith("!") else "the keeper process ended"
+            why = answer[1:] if answer.startswith("!") else self.failed or "the keeper ended"
             raise StoreUnavailable("hold a run lock in", "the store", why)
         return answer == "1"
 
-    def watch(self, jobid: str, dataid: str, token: str, group: int) -> None:
-        """The chunk's job runs as process group ``group``, its processes carry ``token``."""
-        self.watched[(jobid, dataid)] = group
-        with contextlib.suppress(OSError):
-            self._send(f"watch {_word(jobid)} {_word(dataid)} {token} {group}")
+    def watch(self, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:
+        """The chunk's run ``runid`` runs as process group ``group``, its processes carry
+        ``token``: the keeper renews its lease from now on."""
+        self.watched[runid] = (token, group)
+        if (
+            self.failed
+            or self._ask(f"watch {_word(jobid)} {_word(dataid)} {runid} {token} {group}") != "1"
+        ):
+            self._fence()  # no keeper holds its lease: the run must not go on
 
-    def ended(self, jobid: str, dataid: str) -> None:
-        """The chunk's run is over here: let its lock go as soon as its processes are."""
-        self.watched.pop((jobid, dataid), None)
-        with contextlib.suppress(OSError):
-            self._send(f"check {_word(jobid)} {_word(dataid)}")
+    def ended(self, jobid: str, dataid: str, runid: int) -> None:
+        """The run's end is recorded and its chunk lock closed here: the keeper lets the
+        chunk go now if no process of the run is left. One that is left is still fenced
+        with the others should the keeper fail."""
+        found = self.watched.pop(runid, None)
+        if found:
+            self.lingering.add(found[0])
+        if not self.failed:
+            self._ask(f"ended {_word(jobid)} {_word(dataid)} {runid}")
 
     def close(self) -> None:
         """RunJob is done: the keeper ends once no chunk it holds is alive."""
         self.closing = True
-        with contextlib.suppress(OSError):
-            self.requests.close()
+        for fd in (self.requests, self.pings):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         self.process.wait(timeout=2 * TICK_S + 1)
 
-    def _fence_when_gone(self) -> None:
-        """A keeper that dies lets its locks go: our runs must not outlive them."""
-        self.process.wait()
-        if not self.closing:
-            _kill_groups(self.watched.values())
+    def _watch(self) -> None:
+        """Ping the keeper; fence every run of ours when it dies or stops answering."""
+        patience = _bound() / 4
+        pongs = _Lines(self.pongs)
+        pruned = time.monotonic()
+        while not self.closing:
+            try:
+                os.write(self.pings, b"\n")
+                answered = pongs.read(patience)
+            except OSError:
+                answered = ""
+            if self.closing:
+                return
+            if not answered or self.process.poll():
+                why = "did not answer" if answered is None else "ended"
+                self.failed = f"the keeper process {why}"
+                self._fence()
+                return
+            if time.monotonic() - pruned > 10:  # forget tokens no process carries any more
+                self.lingering &= processes.carrying(set(self.lingering))
+                pruned = time.monotonic()
+            self.process.ended.wait(TICK_S)
+
+    def _fence(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        watched = list(self.watched.values())
+        tokens = {token for token, _ in watched} | self.lingering
+        processes.kill(tokens, {group for _, group in watched})
+
+
+def _isolate(store: Store, keep: tuple[int, ...]) -> None:
+    """In the keeper: every descriptor of RunJob's closed but the pipes in ``keep``; its
+    standard input and output on /dev/null, its standard error to the keeper log."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    try:
+        store.files.mkdir(parents=True, exist_ok=True)
+        log = os.open(store.files / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        log = null
+    os.dup2(log, 2)
+    keep = (0, 1, 2, *keep)
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) not in keep:
+            with contextlib.suppress(OSError):
+                os.close(int(name))
 
 
 class _Child:
-    """The keeper's process: has it ended? (for two threads: RunJob's and the fence's)"""
+    """The keeper's process: has it ended? (for two threads: RunJob's and the watch's)"""
 
     def __init__(self, pid: int):
         self.pid = pid
@@ -157,9 +252,14 @@ _keepers: dict[str, Keeper] = {}
 def keeper_for(store: Store) -> Keeper:
     """This process's keeper for the store (one for every drain of this RunJob)."""
     found = _keepers.get(store.identity)
-    if found is None or found.process.poll():
+    if found is None or found.failed or found.process.poll():
         found = _keepers[store.identity] = Keeper(store)
     return found
+
+
+def current(store: Store) -> Keeper | None:
+    """This process's keeper for the store, if it has one."""
+    return _keepers.get(store.identity)
 
 
 def close_all() -> None:
@@ -167,103 +267,179 @@ def close_all() -> None:
         _keepers.popitem()[1].close()
 
 
-def _kill_groups(groups) -> None:
-    for group in list(groups):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
-
-
 # -- the keeper process -------------------------------------------------------------------
 
 
-class _Held:
-    def __init__(self) -> None:
-        self.token: str | None = None
-        self.group: int | None = None
+class _Run:
+    """A run whose lease the keeper holds."""
+
+    def __init__(self, chunk: tuple[str, str], runid: int, token: str, group: int):
+        self.chunk, self.runid, self.token, self.group = chunk, runid, token, group
+
+    def __str__(self) -> str:
+        return f"{self.chunk[0]}/{self.chunk[1]} (run {self.runid})"
 
 
-def _alive_here(store: Store, chunk: tuple[str, str], held: _Held) -> bool:
+class _State:
+    """The keeper's runs, its connection and its heartbeat, shared by its threads."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self.store: Store | None = None
+        self.chunks: dict[tuple[str, str], _Run | None] = {}  # run locks held
+        self.lock = threading.Lock()  # one user of the store and of ``chunks`` at a time
+        self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
+        self.runjob_gone = False
+
+    def connect(self) -> None:
+        from ..store import open_store
+
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                self.store.close()
+            self.store = None
+        store = open_store(self.address)
+        store.keep_alive()
+        for chunk in self.chunks:  # a lock lost with the old session; the lease held on
+            store.try_run_lock(*chunk)
+        self.store = store
+
+    def runs(self) -> list[_Run]:
+        return [run for run in self.chunks.values() if run is not None]
+
+    def fence(self, runs: list[_Run], why: str) -> None:
+        """Kill every process of ``runs``: their leases are gone, or about to go."""
+        if runs:
+            _say(f"{why}: fencing {', '.join(map(str, runs))}")
+        processes.kill({run.token for run in runs}, {run.group for run in runs})
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper {os.getpid()}: {line}\n".encode())
+
+
+def _alive_here(store: Store, chunk: tuple[str, str], run: _Run | None) -> bool:
     if locks.is_held(store.lockfile, *chunk):
         return True
-    return bool(held.token) and bool(processes.carrying({held.token}))
+    return run is not None and bool(processes.carrying({run.token}))
 
 
-def serve(store: Store, requests: int, answers) -> None:
-    """Hold run locks on ``store`` as RunJob asks (lines on file descriptor ``requests``)."""
-    held: dict[tuple[str, str], _Held] = {}
-    pending = b""
-    last_ping = [time.monotonic()]
-    fence_after = _bound() / 2  # the server frees our locks after the whole bound
-    ping_every = min(PING_S, _bound() / 6)
-
-    def watchdog() -> None:  # a ping that hangs (a cut network) must not hang the fence
-        while True:
-            time.sleep(TICK_S)
-            if time.monotonic() - last_ping[0] > fence_after:
-                _fence(held)
-
-    threading.Thread(target=watchdog, daemon=True).start()
-    open_ = True
-    while open_ or held:
-        readable = select.select([requests], [], [], TICK_S)[0] if open_ else []
-        if not open_:
-            time.sleep(TICK_S)
-        try:
-            if readable:
-                data = os.read(requests, 65536)
-                open_ = bool(data)
-                pending += data
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                _request(store, held, line.decode(), answers)
-            if time.monotonic() - last_ping[0] >= ping_every:
-                store.ping()
-                last_ping[0] = time.monotonic()
-            for chunk in list(held):
-                if not _alive_here(store, chunk, held[chunk]):
-                    store.drop_run_lock(*chunk)
-                    del held[chunk]
-        except Exception:  # the store is out of reach: our locks may be gone any moment
-            _fence(held)
-
-
-def _request(store: Store, held: dict, line: str, answers) -> None:
+def _request(state: _State, line: str) -> str:
     verb, *words = line.split()
     chunk = (_text(words[0]), _text(words[1]))
-    if verb == "hold":
-        taken = chunk in held or store.try_run_lock(*chunk)
-        if taken:
-            held.setdefault(chunk, _Held())
-        answers.write("1\n" if taken else "0\n")
-        answers.flush()
-    elif verb == "watch" and chunk in held:
-        held[chunk].token, held[chunk].group = words[2], int(words[3])
+    store = state.store
+    if store is None:
+        raise ConnectionError("the keeper is reconnecting to the store")
+    if verb == "watch":
+        state.chunks[chunk] = _Run(chunk, int(words[2]), words[3], int(words[4]))
+        return "1"
+    if verb == "ended":  # its end is recorded: free the chunk now if nothing of it lives
+        run = state.chunks.get(chunk)
+        if run is not None and not _alive_here(store, chunk, run):
+            store.release_leases([run.runid])
+            store.drop_run_lock(*chunk)
+            del state.chunks[chunk]
+        return "1"
+    # hold: a chunk whose earlier run of ours still has a process is not taken again
+    if chunk in state.chunks:
+        earlier = state.chunks[chunk]
+        if earlier is not None and processes.carrying({earlier.token}):
+            return "0"
+        if earlier is not None:
+            store.release_leases([earlier.runid])
+        state.chunks[chunk] = None
+        return "1"
+    if store.try_run_lock(*chunk):
+        state.chunks[chunk] = None
+        return "1"
+    return "0"
 
 
-def _fence(held: dict) -> None:
-    """Kill every run we hold a lock for, then end: our locks are gone or about to go."""
-    _kill_groups([h.group for h in list(held.values()) if h.group])
-    os._exit(3)
+def _serve_requests(state: _State, requests: int, answers: int) -> None:
+    lines = _Lines(requests)
+    while line := lines.read(None):
+        with state.lock:
+            try:
+                answer = _request(state, line)
+            except Exception as exc:
+                answer = f"!{' '.join(str(exc).split())}"
+        os.write(answers, (answer + "\n").encode())
+    state.runjob_gone = True
 
 
-def _bound() -> float:
-    from ..store.address import liveness_timeout
+def _serve_pings(pings: int, pongs: int) -> None:
+    with contextlib.suppress(OSError):
+        while os.read(pings, 4096):
+            os.write(pongs, b"1\n")
 
-    return liveness_timeout()
+
+def _watchdog(state: _State, fence_after: float) -> None:
+    """A heartbeat that hangs (a cut network) must not hang the fence."""
+    while True:
+        time.sleep(TICK_S)
+        if time.monotonic() - state.beat > fence_after:
+            state.fence(state.runs(), f"no heartbeat for {fence_after:g} s")
+            os._exit(3)
 
 
-def main(address: str) -> None:
-    """The keeper: requests on standard input, answers on standard output."""
+def _renew(state: _State) -> None:
+    """One heartbeat of every run; a run whose lease was revoked is fenced and let go."""
+    sent = time.monotonic()
+    try:
+        if state.store is None:
+            state.connect()
+        assert state.store is not None
+        runs = state.runs()
+        renewed = state.store.renew_leases([run.runid for run in runs])
+    except Exception as exc:
+        _say(f"store out of reach ({' '.join(str(exc).split())[:200]}); reconnecting")
+        with contextlib.suppress(Exception):
+            state.connect()
+        return
+    state.beat = sent
+    revoked = [run for run in runs if run.runid not in renewed]
+    if revoked:
+        state.fence(revoked, "lease revoked by the store")
+        for run in revoked:
+            state.store.drop_run_lock(*run.chunk)
+            del state.chunks[run.chunk]
+
+
+def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) -> None:
+    """Hold run locks and leases as RunJob asks, until RunJob is gone and no run lives."""
+    bound = _bound()
+    ping_every = min(PING_S, bound / 6)
+    threading.Thread(target=_watchdog, args=(state, bound / 2), daemon=True).start()
+    threading.Thread(target=_serve_pings, args=(pings, pongs), daemon=True).start()
+    threading.Thread(target=_serve_requests, args=(state, requests, answers), daemon=True).start()
+    while not (state.runjob_gone and not state.chunks):
+        time.sleep(TICK_S)
+        with state.lock:
+            if time.monotonic() - state.beat >= ping_every or state.store is None:
+                _renew(state)
+            if state.store is None:
+                continue
+            try:
+                for chunk, run in list(state.chunks.items()):
+                    if not _alive_here(state.store, chunk, run):
+                        if run is not None:
+                            state.store.release_leases([run.runid])
+                        state.store.drop_run_lock(*chunk)
+                        del state.chunks[chunk]
+            except Exception as exc:  # the next heartbeat reconnects
+                _say(f"store out of reach ({' '.join(str(exc).split())[:200]})")
+                state.store = None
+
+
+def main(address: str, requests: int, answers: int, pings: int, pongs: int) -> None:
+    """The keeper, in its own session: requests and answers, pings and pongs on pipes."""
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(number, signal.SIG_IGN)
-    from ..store import open_store
-
-    answers = os.fdopen(1, "w")
+    state = _State(address)
     try:
-        store = open_store(address)
-        store.keep_alive()
+        state.connect()
     except Exception as exc:
-        answers.write(f"!{' '.join(str(exc).split())}\n")
-        answers.flush()
+        os.write(answers, f"!{' '.join(str(exc).split())}\n".encode())
         return
-    serve(store, 0, answers)
+    serve(state, requests, answers, pings, pongs)

@@ -3,8 +3,10 @@
 The lock is held by every process that inherited its descriptor (the job and its
 children); the token (:mod:`.processes`) is carried by every process that inherited
 the environment, which covers a helper that closed its descriptors and left. On a
-shared store, whose runs may live on other hosts, a run's keeper turns both into the
-store's run lock (:mod:`.keeper`), which every host can see.
+shared store, whose runs may live on other hosts, a run's keeper turns both into a
+lease every host can see (:mod:`.keeper`): the store's run lock and the run's heartbeat.
+A run is dead there only when the lock is free *and* the heartbeat is older than the
+liveness bound.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ def host_name() -> str:
 
 
 def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str) -> bool:
-    """Lock a chunk for a run that is about to be claimed: its local lock, and on a
-    shared store its run lock too (held by this RunJob's keeper). Never waits."""
+    """Lock a chunk for a run that is about to be claimed (inside the claim's
+    transaction): its local lock, and on a shared store its lease too (no other run's
+    lease fresh, and the run lock, held by this RunJob's keeper). Never waits."""
     if not lock.try_acquire():
         return False
     if not store.shared:
@@ -32,7 +35,9 @@ def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str) -> bool:
     from .keeper import keeper_for
 
     try:
-        if keeper_for(store).hold(jobid, dataid):
+        if not store.live_leases([(jobid, dataid)], revoke=True) and keeper_for(store).hold(
+            jobid, dataid
+        ):
             return True
     except BaseException:
         lock.close()
@@ -41,17 +46,28 @@ def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str) -> bool:
     return False
 
 
-def started(store: Store, jobid: str, dataid: str, token: str, group: int) -> None:
+def started(store: Store, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:
     """A claimed chunk's job now runs as process group ``group``."""
     if store.shared:
         from .keeper import keeper_for
 
-        keeper_for(store).watch(jobid, dataid, token, group)
+        keeper_for(store).watch(jobid, dataid, runid, token, group)
 
 
-def run_token(store: Store, runid: int) -> str:
-    """``DATAFLOW_RUN`` for one run: the store's identity and the run's history row."""
-    return processes.token(store.identity, runid)
+def ended(store: Store, jobid: str, dataid: str, runid: int) -> None:
+    """A run's end is recorded and its chunk lock closed (its keeper holds the lease on
+    while a process of the run lives)."""
+    if store.shared:
+        from .keeper import current
+
+        found = current(store)
+        if found is not None:
+            found.ended(jobid, dataid, runid)
+
+
+def run_token(store: Store, run: Row) -> str:
+    """``DATAFLOW_RUN`` of a run, from its history row."""
+    return run.get("token") or processes.legacy_token(store.identity, run["runid"])
 
 
 def is_live(store: Store, jobid: str, dataid: str) -> bool:
@@ -59,17 +75,21 @@ def is_live(store: Store, jobid: str, dataid: str) -> bool:
     return bool(live_runs(store, [(jobid, dataid)]))
 
 
-def live_runs(store: Store, chunks: list[tuple[str, str]]) -> set[tuple[str, str]]:
+def live_runs(
+    store: Store, chunks: list[tuple[str, str]], revoke: bool = False
+) -> set[tuple[str, str]]:
     """Those of ``chunks`` (jobid, dataid) whose last run has a live process; one look at
-    the processes for all the chunks whose lock is free."""
+    the processes for all the chunks whose lock is free. On a shared store, with
+    ``revoke`` (in a write transaction), the stale leases of the others are revoked."""
     if store.shared:
-        return store.run_locks_held(chunks)
+        held = store.run_locks_held(chunks)
+        return held | store.live_leases([c for c in chunks if c not in held], revoke)
     live = {chunk for chunk in chunks if locks.is_held(store.lockfile, *chunk)}
     tokens = {}
     for chunk in set(chunks) - live:
         last = store.last_run(*chunk)
         if last:
-            tokens[run_token(store, last["runid"])] = chunk
+            tokens[run_token(store, last)] = chunk
     return live | {tokens[t] for t in processes.carrying(set(tokens))}
 
 

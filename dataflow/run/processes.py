@@ -1,44 +1,97 @@
-"""Processes of a run that escaped its chunk lock.
+"""Processes of a run, found by its token: to tell whether it lives, and to fence it.
 
-Every process of a run inherits the variable ``DATAFLOW_RUN=<token>`` (the store and
-the run's history row). A helper the job detaches with its descriptors closed (for
-example ``subprocess.Popen(..., start_new_session=True)``: new session, new process
-group, no lock descriptor) still carries it, so a run is live while any process with
-its token exists. The boundary: a process that drops its environment (``env -i``, an
-``execve`` with a clean one) *and* closes the lock descriptor is not seen, nor one
-whose environment we may not read (another user's, unless RunJob runs as root).
+Every process of a run inherits the variable ``DATAFLOW_RUN=<token>``, a random 128-bit
+token stored on the run's history row (unique forever: a deleted row's number may come
+back, its token never does). A helper the job detaches with its descriptors closed (for
+example ``subprocess.Popen(..., start_new_session=True)``: new session, new process group,
+no lock descriptor) still carries it, so a run is live while any process with its token
+exists. The boundary: a process that drops its environment (``env -i``, an ``execve``
+with a clean one) *and* closes the lock descriptor *and* leaves the job's process group is
+not seen, nor one whose environment we may not read (another user's, unless RunJob runs
+as root).
 
-Reading every ``/proc/PID/environ`` costs a few milliseconds, so it is done only
-when a lock alone says "dead" or a finished chunk is about to start again.
+Reading every ``/proc/PID/environ`` costs a few milliseconds, so it is done only when a
+lock alone says "dead", a finished chunk is about to start again, or a run is fenced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import signal
+import time
+from collections.abc import Iterable
 
 VARIABLE = "DATAFLOW_RUN"
 
 
-def token(store_identity: str, runid: int) -> str:
-    """The value of ``DATAFLOW_RUN`` for one run of one store."""
+def new_token() -> str:
+    """A fresh run token: 128 random bits."""
+    return secrets.token_hex(16)
+
+
+def legacy_token(store_identity: str, runid: int) -> str:
+    """The token of a run claimed before tokens were stored (its store and history row)."""
     return f"{store_identity}:{runid}"
+
+
+def _scan(tokens: set[str]) -> Iterable[tuple[int, str]]:
+    """(pid, token) of every live process on this host that carries one of ``tokens``."""
+    wanted = {f"{VARIABLE}={t}".encode(): t for t in tokens}
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                variables = file.read().split(b"\0")
+        except OSError:  # gone, or another user's
+            continue
+        for variable in variables:
+            if variable in wanted:
+                yield int(name), wanted[variable]
+                break
 
 
 def carrying(tokens: set[str]) -> set[str]:
     """The tokens that some live process on this host carries in its environment."""
     if not tokens:
         return set()
-    wanted = {f"{VARIABLE}={t}".encode(): t for t in tokens}
     found: set[str] = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as file:
-                variables = file.read().split(b"\0")
-        except OSError:  # gone, or another user's
-            continue
-        found.update(wanted[v] for v in variables if v in wanted)
+    for _, token in _scan(tokens):
+        found.add(token)
         if len(found) == len(tokens):
             break
     return found
+
+
+def _group(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return int(file.read().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill(tokens: set[str], groups: Iterable[int] = (), patience: float = 2.0) -> None:
+    """SIGKILL every process of the runs: each process carrying one of ``tokens``, and
+    every member of ``groups`` (the runs' process groups). A group is signalled only
+    while a process carrying a token is in it: a group id is never reused while it has a
+    member, so the signal can never reach a stranger's group that got the same number.
+    Repeated until no process carries a token (a dying job may still fork), for at most
+    ``patience`` seconds."""
+    groups = set(groups)
+    deadline = time.monotonic() + patience
+    while True:
+        found = list(_scan(tokens)) if tokens else []
+        ours = {_group(pid) for pid, _ in found} & groups
+        for group in ours:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+        for pid, _ in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if not found or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)

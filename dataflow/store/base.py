@@ -128,6 +128,24 @@ class Store(ABC):
         """Those chunks whose run lock a live run's keeper holds."""
         raise NotImplementedError
 
+    # Leases of a shared store: a run's heartbeat, renewed by its keeper (see ``shared``).
+
+    def renew_leases(self, runids: Sequence[int]) -> set[int]:
+        """Renew these runs' heartbeats (a ping when there are none); returns the runs
+        whose lease was not revoked."""
+        raise NotImplementedError
+
+    def release_leases(self, runids: Sequence[int]) -> None:
+        """No process of these runs lives: their leases end now."""
+        raise NotImplementedError
+
+    def live_leases(
+        self, chunks: Sequence[tuple[str, str]], revoke: bool = False
+    ) -> set[tuple[str, str]]:
+        """Those chunks a run holds a fresh lease on; with ``revoke`` (in a write
+        transaction) the stale leases of the others are revoked."""
+        raise NotImplementedError
+
     def keep_alive(self) -> None:
         """Make the server end this connection's session once it stops pinging."""
         raise NotImplementedError

@@ -114,3 +114,42 @@ class ClaimQueries:
 
     def ping(self) -> None:
         self.conn.execute("SELECT 1")
+
+    # -- leases: a run's heartbeat (run.seen, renewed by its keeper; NULL: none) -------------
+
+    def renew_leases(self, runids: Sequence[int]) -> set[int]:
+        """Renew the heartbeat of these runs; returns those whose lease was not revoked."""
+        if not runids:
+            self.ping()
+            return set()
+        rows = self.conn.execute(
+            "UPDATE run SET seen = now() WHERE runid = ANY(?) AND seen IS NOT NULL RETURNING runid",
+            (list(runids),),
+        )
+        return {runid for (runid,) in rows}
+
+    def release_leases(self, runids: Sequence[int]) -> None:
+        """No process of these runs lives any more: their chunks are free at once."""
+        self.conn.execute("UPDATE run SET seen = NULL WHERE runid = ANY(?)", (list(runids),))
+
+    def live_leases(
+        self, chunks: Sequence[tuple[str, str]], revoke: bool = False
+    ) -> set[tuple[str, str]]:
+        """Those chunks with a run whose heartbeat is younger than its lease. With
+        ``revoke`` (inside a write transaction), the stale leases of the others are
+        revoked, their rows locked until the transaction ends: a keeper that comes back
+        late finds its lease gone and fences its run."""
+        if not chunks:
+            return set()
+        lock = " FOR UPDATE OF r" if revoke else ""
+        rows = self.conn.execute(
+            "SELECT r.runid, r.jobid, r.dataid, r.seen + r.lease * interval '1 second' > now() "
+            "FROM run r JOIN unnest(?::text[], ?::text[]) AS c(jobid, dataid) "
+            f"ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL{lock}",
+            ([j for j, _ in chunks], [d for _, d in chunks]),
+        ).fetchall()
+        live = {(jobid, dataid) for _, jobid, dataid, fresh in rows if fresh}
+        stale = [runid for runid, jobid, dataid, fresh in rows if not fresh]
+        if revoke and stale:
+            self.release_leases(stale)
+        return live

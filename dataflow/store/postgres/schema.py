@@ -322,5 +322,14 @@ CREATE TRIGGER candidate_on_delete AFTER DELETE ON datastatus REFERENCING OLD TA
     FOR EACH STATEMENT EXECUTE FUNCTION dataflow_on_statuses();
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# v3: a run's lease (its token, unique forever; its heartbeat, renewed by its keeper, and
+# how long the heartbeat holds: another host may take the chunk only once it is older)
+_V3 = """
+ALTER TABLE run ADD COLUMN IF NOT EXISTS token text;
+ALTER TABLE run ADD COLUMN IF NOT EXISTS seen timestamptz;
+ALTER TABLE run ADD COLUMN IF NOT EXISTS lease double precision;
+CREATE INDEX IF NOT EXISTS run_leases ON run(jobid, dataid) WHERE seen IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 VERSION = len(MIGRATIONS)

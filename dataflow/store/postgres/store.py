@@ -227,14 +227,16 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
     # -- history and views that differ ------------------------------------------------------
 
     def start_run(self, **run: object) -> int:
+        """Insert a RUNNING history row whose lease starts now; returns its runid."""
+        from ..address import liveness_timeout
         from ..base import zoned_now
 
         columns = ", ".join(run)
         marks = ", ".join("?" * len(run))
         return self.conn.execute(
-            f"INSERT INTO run(status, started, {columns}) VALUES ('RUNNING', ?, {marks}) "
-            "RETURNING runid",
-            (zoned_now(), *run.values()),
+            f"INSERT INTO run(status, started, seen, lease, {columns}) "
+            f"VALUES ('RUNNING', ?, now(), ?, {marks}) RETURNING runid",
+            (zoned_now(), liveness_timeout(), *run.values()),
         ).fetchone()[0]
 
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:

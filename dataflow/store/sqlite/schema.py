@@ -295,7 +295,13 @@ CREATE TRIGGER candidate_on_job_delete AFTER DELETE ON job
 BEGIN {_refresh("OLD.jobid", _plain_key)} END;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# v8: a run's token (DATAFLOW_RUN), unique forever: a run number may come back after
+# its row is deleted
+_V8 = """
+ALTER TABLE run ADD COLUMN token TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 VERSION = len(MIGRATIONS)
 # the tables a migration rebuilds (by its version): indexes and triggers a user made on
 # them are put back after it
