@@ -114,9 +114,11 @@ class NetworkFilesystem(DataflowError):
 
 class ChunkBusy(DataflowError):
     def __init__(self, jobid: str, dataid: str, status: str):
-        super().__init__(
-            f"{jobid} {dataid} is {status}: wait for it to end (or release it) before changing it"
-        )
+        if "HOLD" in status:
+            what = f"on hold: release it first (utility release {jobid} {dataid})"
+        else:
+            what = f"{status}: wait for it to end before changing it"
+        super().__init__(f"{jobid} {dataid} is {what}")
 
 
 class StoreLinked(DataflowError):

@@ -178,8 +178,7 @@ def test_resubmit_selectors_and_refusals(pipeline, tmp_path):
     busy = pipeline.utility("resubmit", "A", "1")
     assert (
         busy.code == 2
-        and busy.err
-        == "error: A 1 is HOLD: wait for it to end (or release it) before changing it\n"
+        and busy.err == "error: A 1 is on hold: release it first (utility release A 1)\n"
     )
     pipeline.ok("release", "A", "1")
     assert table_hash(tmp_path, with_times=False) == before

@@ -209,7 +209,8 @@ def test_a_second_hard_link_to_the_store_is_refused(chain, tmp_path):
 
 
 def test_endjob_deleterun_resubmit_hold_refuse_a_live_chunk(chain, tmp_path):
-    """endjob and deleterun name the live run and take --force; resubmit and hold wait."""
+    """endjob and deleterun name the live run and take --force; resubmit names it too, and
+    hold waits."""
     runjob = started_run(chain, tmp_path)
     before = dump(tmp_path)
     for argv in (("endjob", "work", "1", "READY"), ("deleterun", "work", "1")):
@@ -220,9 +221,8 @@ def test_endjob_deleterun_resubmit_hold_refuse_a_live_chunk(chain, tmp_path):
     for argv in (("resubmit", "work", "1"), ("resubmit", "work", "1", "--cascade")):
         refused = chain.utility(*argv)
         assert refused.code != 0, refused
-        assert refused.err == "error: work 1 is RUNNING: wait for it to end (or release it)" + (
-            " before changing it\n"
-        )
+        assert f"work 1 is being run now (pid {runjob.pid} on host " in refused.err
+        assert refused.err.count("\n") == 1
     refused = chain.utility("hold", "work", "1")
     assert refused.code != 0 and refused.err.startswith("error: work 1 is RUNNING"), refused
     assert dump(tmp_path) == before
@@ -359,7 +359,10 @@ def test_a_detached_helper_keeps_its_chunk_live(chain, tmp_path):
     assert (tmp_path / "detached").exists()
     helper = int(shell(chain, "pgrep -f -n 'sleep 300'").stdout.split()[0])
     try:
-        chain.ok("endjob", "work", "1", "RESUBMIT")  # the chunk is READY: a rerun is asked
+        refused = chain.utility("endjob", "work", "1", "RESUBMIT")  # names what lives
+        assert f"work 1 is being run now (pid {helper} on host " in refused.err, refused
+        assert "its RunJob (pid " in refused.err and refused.code == 2
+        chain.ok("endjob", "work", "1", "RESUBMIT", "--force")  # a rerun is asked all the same
         for _ in range(2):
             assert "with dataid 1" not in chain.runjob("./work.sh").out
         assert starts(tmp_path).count("1") == 1

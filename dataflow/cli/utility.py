@@ -249,7 +249,7 @@ def recover(options: argparse.Namespace) -> int:
             dead = claims.recover(store, options.jobid)
         runs = [store.last_run(*chunk) for chunk in dead]
     for (jobid, dataid), last in zip(dead, runs, strict=True):
-        where = f" ({liveness.where(last)})" if last else ""
+        where = f" ({liveness.where(store, last)})" if last else ""
         say(f"{jobid} {dataid}: its run{where} died; marked FAILED (abandoned)")
     say(f"{len(dead)} abandoned chunk{'' if len(dead) == 1 else 's'} recovered")
     return 0

@@ -77,7 +77,7 @@ def mark_ready(
         for dataid in chunks:
             statuses = dict(store.out_status(producer, dataid))
             if statuses.get(datasetid) == RUNNING and liveness.is_live(store, producer, dataid):
-                where = liveness.where(store.last_run(producer, dataid))
+                where = liveness.where(store, store.last_run(producer, dataid))
                 raise ChunkLive(producer, dataid, where)
             marked += store.put_out_status(producer, dataid, [datasetid], READY)
     return marked, len(chunks) - marked

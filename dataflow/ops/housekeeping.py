@@ -1,7 +1,8 @@
 """``utility purge``: delete old run history and its log files.
 
-Never touches datastatus, and keeps the last run of a FAILED chunk (its retry
-count decides whether it reruns by itself).
+Never touches datastatus, keeps the last run of a FAILED chunk (its retry count
+decides whether it reruns by itself), and keeps every run a process of which still
+lives (its token is how the run is known to be live).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from datetime import datetime, timedelta
 
 from ..errors import UsageError
+from ..run import liveness
 from ..store import Row, Store
 
 MAX_DAYS = 36_500  # a century: more is a typo, and past ~2.7 million days dates overflow
@@ -30,7 +32,9 @@ def purge(
         moment = datetime.now().astimezone() - timedelta(days=days_old)
         before = moment.isoformat(sep=" ", timespec="microseconds")  # as the history's times
     with store.transaction():
-        runs = store.purgeable_runs(jobid, before)
+        runs = store.purgeable_runs(jobid, before)  # a shared store keeps runs with a lease
+        live = liveness.living(store, runs)  # a process of the run still lives here
+        runs = [run for run in runs if run["runid"] not in live]
         if not dry_run:
             store.delete_runs([run["runid"] for run in runs])
     if not dry_run:  # the rows are gone for good: now their files

@@ -80,10 +80,16 @@ def resubmit(
                 before = _joined(store.out_status(jobid, dataid))
                 if not before:
                     raise UnknownChunk(jobid, dataid)
-                if RUNNING in before or HOLD in before:
+                if HOLD in before:
                     raise ChunkBusy(jobid, dataid, before)
-                store.set_out_status(jobid, dataid, RESUBMIT)
-                changes.append(Change(jobid, dataid, before, RESUBMIT))
+                lifecycle.refuse_live(store, jobid, dataid)  # names what lives
+                if RUNNING in before:  # its run died: nothing will end it but recovery
+                    store.finish(jobid, dataid, RESUBMIT)
+                    store.abandon_runs(jobid, dataid, ABANDONED)
+                    changes.append(Change(jobid, dataid, before, RESUBMIT, "its run had died"))
+                else:
+                    store.set_out_status(jobid, dataid, RESUBMIT)
+                    changes.append(Change(jobid, dataid, before, RESUBMIT))
                 if cascade:
                     changes += _cascade(store, jobid, dataid)
             if dry_run:

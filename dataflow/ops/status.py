@@ -21,7 +21,7 @@ def job_status(store: Store) -> list[Row]:
         except DataflowError as exc:
             nxt = f"misconfigured: {exc}"
         live = liveness.live_runs(store, store.running(jobid))
-        places = sorted(liveness.where(store.last_run(*chunk)) for chunk in live)
+        places = sorted(liveness.where(store, store.last_run(*chunk)) for chunk in live)
         failure = store.last_failure(jobid)
         row: Row = {"jobid": jobid}
         row.update({s.lower(): counts.get(jobid, {}).get(s, 0) for s in STATUSES})

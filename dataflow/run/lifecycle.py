@@ -147,12 +147,12 @@ def finish(
         return store.finish(jobid, dataid, RESUBMIT if rerun else status)
 
 
-def _refuse_live(store: Store, jobid: str, dataid: str) -> None:
-    """A chunk whose run is live may not be changed by hand: the run's own finish would
-    overwrite it, and a consumer could read an output that then fails."""
-    running = any(row.status == RUNNING for row in store.chunk_rows(jobid, dataid))
-    if running and liveness.is_live(store, jobid, dataid):
-        raise ChunkLive(jobid, dataid, liveness.where(store.last_run(jobid, dataid)))
+def refuse_live(store: Store, jobid: str, dataid: str) -> None:
+    """A chunk a process of whose last run lives may not be changed by hand: the run's
+    own finish would overwrite it, a consumer could read an output that then fails, and
+    a rerun would start beside a helper the run left."""
+    if liveness.is_live(store, jobid, dataid):
+        raise ChunkLive(jobid, dataid, liveness.where(store, store.last_run(jobid, dataid)))
 
 
 def end_chunk(
@@ -165,7 +165,7 @@ def end_chunk(
     with store.transaction():
         store.chunk_turn(dataid, wait=True)
         if not force:
-            _refuse_live(store, jobid, dataid)
+            refuse_live(store, jobid, dataid)
         store.abandon_runs(
             jobid, dataid, f"ended by hand ({status})"
         )  # a live run's finish is fenced off
@@ -188,7 +188,7 @@ def delete_chunk(store: Store, jobid: str, dataid: str, force: bool = False) -> 
     with ``force``)."""
     with store.transaction():
         if not force:
-            _refuse_live(store, jobid, dataid)
+            refuse_live(store, jobid, dataid)
         deleted = store.delete_chunk(jobid, dataid)
         if not deleted:
             raise UnknownChunk(jobid, dataid)

@@ -93,8 +93,47 @@ def live_runs(
     return live | {tokens[t] for t in processes.carrying(set(tokens))}
 
 
-def where(run: Row | None) -> str:
-    """Where a run lives, for a person: ``pid 4242 on host edge1``."""
+def living(store: Store, runs: list[Row]) -> set[int]:
+    """The runids of ``runs`` a process of which lives on this host (its token), or that
+    are their chunk's last run while the chunk's lock is held."""
+    tokens = {run_token(store, run): run["runid"] for run in runs}
+    found = {tokens[token] for token in processes.carrying(set(tokens))}
+    for run in runs:
+        if locks.is_held(store.lockfile, run["jobid"], run["dataid"]):
+            last = store.last_run(run["jobid"], run["dataid"])
+            if last and last["runid"] == run["runid"]:
+                found.add(run["runid"])
+    return found
+
+
+def where(store: Store, run: Row | None) -> str:
+    """Where a run lives, for a person: ``pid 4242 on host edge1``; on this host, the
+    processes that really live when its RunJob has ended (the job, a helper it left);
+    on a shared store, when its keeper last renewed its lease."""
     if not run:
         return "no run recorded"
-    return f"pid {run['pid']} on host {run['host']}"
+    place = f"pid {run['pid']} on host {run['host']}"
+    if run["host"] == host_name() and not _exists(run["pid"]):
+        pids = sorted(processes.pids_carrying(run_token(store, run)))
+        if pids:
+            listed = ", ".join(map(str, pids[:5])) + (", ..." if len(pids) > 5 else "")
+            place = f"pid {listed} on host {run['host']}; its RunJob (pid {run['pid']}) has ended"
+    if run.get("seen"):
+        place += f", last seen {seen_ago(run['seen'])} s ago"
+    return place
+
+
+def seen_ago(seen: object) -> int:
+    """Seconds since a heartbeat (a time with its zone, or its ISO text)."""
+    from datetime import datetime
+
+    moment = seen if isinstance(seen, datetime) else datetime.fromisoformat(str(seen))
+    return max(0, round((datetime.now(moment.tzinfo) - moment).total_seconds()))
+
+
+def _exists(pid: object) -> bool:
+    try:
+        os.kill(int(pid), 0)  # type: ignore[call-overload]
+    except (OSError, TypeError, ValueError):
+        return False
+    return True

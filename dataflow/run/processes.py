@@ -66,6 +66,11 @@ def carrying(tokens: set[str]) -> set[str]:
     return found
 
 
+def pids_carrying(token: str) -> set[int]:
+    """The live processes on this host that carry ``token``."""
+    return {pid for pid, _ in _scan({token})}
+
+
 def _group(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat") as file:

@@ -241,8 +241,9 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
 
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
         sql = """
-            SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath FROM run r
+            SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
             WHERE r.status <> 'RUNNING' AND (?1::text IS NULL OR r.jobid = ?1)
+              AND NOT coalesce(r.seen + r.lease * interval '1 second' > now(), false)
               AND (?2::text IS NULL OR r.started < ?2)
               AND NOT (r.status = 'FAILED' AND r.runid = (
                   SELECT MAX(runid) FROM run WHERE jobid = r.jobid AND dataid = r.dataid))

@@ -97,7 +97,7 @@ class ViewQueries:
         """History rows that may go: ended, older than ``before``, and not the last run of a
         FAILED chunk (its retry count gates automatic reruns)."""
         sql = """
-            SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath FROM run r
+            SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
             WHERE r.status <> 'RUNNING' AND (? IS NULL OR r.jobid = ?)
               AND (? IS NULL OR r.started < ?)
               AND NOT (r.status = 'FAILED' AND r.runid = (

@@ -1,0 +1,294 @@
+"""Never twice, whatever is killed, paused or cut: a run's lease against an adversary.
+
+Each test is one way a chunk was once started again while a process of its previous run
+still lived. The job is the judge: it appends its dataid to a ledger and takes a
+non-blocking ``flock`` on a per-chunk file that it hands to its children, so a second
+run beside a live process of the first writes ``OVERLAP`` into the ledger.
+
+On PostgreSQL two hosts share the store (their own ``DATAFLOW_STATE`` and
+``DATAFLOW_HOST``); on SQLite, whose store one host holds, the second "host" is another
+RunJob of the same one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from hosts import alive
+from test_hosts import BOUND, _children, _one_job
+
+from support import ADDRESSES, Cli, rows, start_runjob, wait_for, written
+
+# the job: one flock per chunk, held by every process it starts (descriptor 9)
+JOB = """
+exec 9>>"flock.$dataid"
+flock -n 9 || echo "OVERLAP $dataid" >> ledger
+echo "$dataid $$" >> ledger
+echo $$ > job.pid
+"""
+RETRY = "insert into job (jobid, itemtype, itemvalue) values ('work', 'retries', '1')"
+WAIT_GO = "until [ -e go ]; do sleep 0.1; done"
+# a helper that leaves: a new session, every descriptor closed but the flock's (so not the
+# chunk lock's), the environment kept (DATAFLOW_RUN); it ends when told
+HELPER = (
+    f"setsid {sys.executable} -c 'import os, time\n"
+    "os.closerange(3, 9); os.closerange(10, 65536)\n"
+    'open("helper.pid", "w").write(f"{os.getpid()}\\n")\n'
+    'while not os.path.exists("go"): time.sleep(0.1)\' </dev/null >/dev/null 2>&1 &\n'
+    "until [ -s helper.pid ]; do sleep 0.05; done"
+)
+
+
+@pytest.fixture
+def pair(store_kind, tmp_path, request):
+    """Host A and host B on the store (on SQLite: two names on this one host)."""
+    address = request.getfixturevalue("pg_database") if store_kind == "postgres" else None
+    address = address or tmp_path / "dataflow.db"
+    found = []
+    for name in ("hostA", "hostB"):
+        host = Cli(tmp_path, address)
+        host.env.update(DATAFLOW_HOST=name, DATAFLOW_LIVENESS_TIMEOUT=str(BOUND))
+        if store_kind == "postgres":
+            host.env["DATAFLOW_STATE"] = str(tmp_path / name)
+        found.append(host)
+    ADDRESSES[tmp_path] = address
+    yield found
+    ADDRESSES.pop(tmp_path, None)
+
+
+def _ledger(tmp_path) -> list[str]:
+    path = tmp_path / "ledger"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _never_taken(host, seconds: float) -> None:
+    """For ``seconds``, the other host neither recovers the chunk nor starts it."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert "1 abandoned" not in host.ok("recover").out
+        result = host.runjob("./work.sh")
+        assert result.code == 0 and "no suitable data" in result.out, result
+        time.sleep(0.5)
+
+
+def _let_go(tmp_path) -> None:
+    """Wait until no lease is held on a shared store (a keeper lets a chunk go within a
+    tick of its last process's end; on SQLite the lock is the process itself)."""
+    if isinstance(ADDRESSES.get(tmp_path), str):
+        query = "select count(*) from run where seen is not null"
+        wait_for(lambda: rows(tmp_path, query) == [(0,)], what="the lease to end")
+
+
+def _attempts(tmp_path) -> int:
+    return rows(tmp_path, "select count(*) from run where jobid='work'")[0][0]
+
+
+def _pid(tmp_path, name: str) -> int:
+    wait_for(lambda: written(tmp_path / name), what=name)
+    return int((tmp_path / name).read_text())
+
+
+def _keeper_of(runner, job: int) -> int:
+    (keeper,) = [pid for pid in _children(runner.pid) if pid != job]
+    return keeper
+
+
+@pytest.mark.both_stores
+def test_kill_9_of_runjobs_whole_process_group_leaves_the_lease_with_the_live_job(pair, tmp_path):
+    """Fault 1: ``kill -9 -- -<RunJob's group>`` took the keeper with RunJob; the job,
+    in its own group, lived on with no lease and host B started the chunk at once."""
+    a, b = pair
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    a.ok("dml", RETRY)
+    runner = start_runjob(a, "./work.sh", start_new_session=True)
+    job = _pid(tmp_path, "job.pid")
+    os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=10)
+    assert alive(job)
+    _never_taken(b, BOUND * 1.5)  # longer than the bound: the lease is renewed
+    assert alive(job)
+    (tmp_path / "go").touch()
+    wait_for(lambda: not alive(job), what="the job to end")
+    wait_for(lambda: "1 abandoned" in b.ok("recover").out, timeout=BOUND * 3, what="recovery")
+    assert b.runjob("./work.sh").code == 0  # the retry, now that nothing of run 1 lives
+    assert [line.split()[0] for line in _ledger(tmp_path)] == ["1", "1"]  # no OVERLAP
+    assert _attempts(tmp_path) == 2
+
+
+def _keeper_backends(address: str) -> list[int]:
+    """Server sessions holding a run lock (keepers')."""
+    import psycopg
+
+    with psycopg.connect(address, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
+            "AND granted AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [pid for (pid,) in found]
+
+
+def test_a_session_ended_by_the_server_is_not_proof_of_death(pair_pg, tmp_path):
+    """Fault 2: ``pg_terminate_backend`` of the keeper's session (the store's own role may
+    do it) freed the run lock; host B reclaimed while the job ran to its end."""
+    a, b = pair_pg
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")
+    job = _pid(tmp_path, "job.pid")
+    wait_for(lambda: _keeper_backends(a.address), what="the run lock")
+    (backend,) = _keeper_backends(a.address)
+    import psycopg
+
+    with psycopg.connect(a.address, autocommit=True) as conn:  # the store's own role may
+        conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+    _never_taken(b, BOUND * 1.5)
+    wait_for(lambda: _keeper_backends(a.address), what="the keeper to take its lock again")
+    assert alive(job)
+    (tmp_path / "go").touch()
+    assert runner.wait(timeout=60) == 0, runner.stderr.read()
+    assert rows(tmp_path, "select status from run where jobid='work'") == [("READY",)]
+    assert _ledger(tmp_path) == [f"1 {job}"]
+
+
+def test_a_stopped_keeper_fences_its_runs_before_another_host_may_take_them(pair_pg, tmp_path):
+    """Fault 3: a keeper stopped (SIGSTOP, or starved) let its session lapse while RunJob
+    waited; host B reclaimed the chunk while host A's job ran. RunJob now pings its keeper
+    and kills every process of its runs when it does not answer."""
+    a, b = pair_pg
+    _one_job(a, tmp_path, JOB + HELPER + "\n" + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")
+    job, helper = _pid(tmp_path, "job.pid"), _pid(tmp_path, "helper.pid")
+    keeper = _keeper_of(runner, job)
+    os.kill(keeper, signal.SIGSTOP)
+    try:
+        # every process of the run dies before host B may take the chunk (the bound)
+        wait_for(lambda: not alive(job) and not alive(helper), timeout=BOUND, what="the fence")
+        assert runner.wait(timeout=60) != 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # RunJob killed it already
+            os.kill(keeper, signal.SIGKILL)
+    assert not alive(keeper)
+    assert _status_failed(tmp_path)  # RunJob, still alive, recorded its run
+    (tmp_path / "go").touch()
+    a.ok("resubmit", "work", "1")
+    assert b.runjob("./work.sh").code == 0
+    assert not [line for line in _ledger(tmp_path) if "OVERLAP" in line]
+
+
+def _status_failed(tmp_path) -> bool:
+    return rows(
+        tmp_path, "select status from datastatus where jobid='work' and locktype='OUT'"
+    ) == [("FAILED",)]
+
+
+def test_a_keeper_killed_takes_every_process_of_its_runs_with_it(pair_pg, tmp_path):
+    """Fault 4: when the keeper died, RunJob killed its runs' process groups only: a helper
+    detached into its own session with its descriptors closed lived on without a lease."""
+    a, b = pair_pg
+    _one_job(a, tmp_path, JOB + HELPER + "\n" + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")
+    job, helper = _pid(tmp_path, "job.pid"), _pid(tmp_path, "helper.pid")
+    os.kill(_keeper_of(runner, job), signal.SIGKILL)
+    wait_for(lambda: not alive(job) and not alive(helper), timeout=BOUND, what="the fence")
+    assert runner.wait(timeout=60) != 0
+    assert _status_failed(tmp_path)  # RunJob, still alive, recorded its run
+    (tmp_path / "go").touch()
+    a.ok("resubmit", "work", "1")
+    assert b.runjob("./work.sh").code == 0
+    assert not [line for line in _ledger(tmp_path) if "OVERLAP" in line]
+
+
+@pytest.mark.both_stores
+def test_a_retry_waits_for_the_helper_its_failed_run_left(pair, tmp_path):
+    """Fault 5: a drain with ``retries`` on PostgreSQL restarted a chunk whose failed run
+    left a live helper: the keeper answered "taken" for a lock it still held itself."""
+    a, _ = pair
+    _one_job(a, tmp_path, JOB + HELPER + "\nexit 1")
+    a.ok("dml", RETRY)
+    drained = a.runjob("--all", "./work.sh")
+    helper = _pid(tmp_path, "helper.pid")
+    assert alive(helper)
+    assert drained.code == 1 and _attempts(tmp_path) == 1, drained
+    assert "no suitable data" in a.runjob("./work.sh").out
+    (tmp_path / "go").touch()
+    wait_for(lambda: not alive(helper), what="the helper to end")
+    _let_go(tmp_path)
+    (tmp_path / "helper.pid").unlink()
+    (tmp_path / "go").unlink()
+    retried = subprocess.Popen(
+        ["bash", "-c", "sleep 1; touch go"], cwd=tmp_path
+    )  # the retry's own helper ends soon
+    assert a.runjob("./work.sh").code == 1  # the retry ran (and failed again, as written)
+    retried.wait()
+    assert _attempts(tmp_path) == 2
+    assert not [line for line in _ledger(tmp_path) if "OVERLAP" in line]
+
+
+@pytest.mark.both_stores
+def test_purge_keeps_a_run_whose_helper_lives_and_tokens_are_never_reused(pair, tmp_path):
+    """Fault 6: purge deleted the history row of a finished run whose detached helper still
+    lived; liveness found the run's token through that row, so after a resubmit the chunk
+    ran again beside the helper. And a run number freed by a delete came back."""
+    a, _ = pair
+    _one_job(a, tmp_path, JOB + HELPER)
+    assert a.runjob("./work.sh").code == 0
+    helper = _pid(tmp_path, "helper.pid")
+    (first,) = rows(tmp_path, "select runid, token from run")
+    a.ok("purge", "--days-old", "0")
+    assert rows(tmp_path, "select runid, token from run") == [first]  # kept: it lives
+    refused = a.utility("resubmit", "work", "1")  # names what lives: the helper
+    assert refused.code == 2 and f"(pid {helper} on host hostA; its RunJob" in refused.err
+    a.ok("endjob", "work", "1", "RESUBMIT", "--force")
+    assert "no suitable data" in a.runjob("./work.sh").out
+    (tmp_path / "go").touch()
+    wait_for(lambda: not alive(helper), what="the helper to end")
+    _let_go(tmp_path)
+    a.ok("purge", "--days-old", "0")
+    assert rows(tmp_path, "select count(*) from run") == [(0,)]
+    (tmp_path / "helper.pid").unlink()
+    assert a.runjob("./work.sh").code == 0
+    (second,) = rows(tmp_path, "select runid, token from run")
+    assert second[1] != first[1] and len(second[1]) == 32
+    assert not [line for line in _ledger(tmp_path) if "OVERLAP" in line]
+
+
+@pytest.mark.both_stores
+def test_a_caller_reading_runjobs_output_never_waits_for_a_helper(pair, tmp_path):
+    """Fault 9: the keeper kept RunJob's standard error, so ``out=$(RunJob ...)`` waited
+    until a helper the job left had ended."""
+    a, _ = pair
+    _one_job(a, tmp_path, JOB + HELPER)
+    done = subprocess.run(
+        ["RunJob", "./work.sh"],
+        cwd=tmp_path,
+        env=a.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    helper = _pid(tmp_path, "helper.pid")
+    assert alive(helper)  # RunJob's output ended while the helper lives on
+    (tmp_path / "go").touch()
+    wait_for(lambda: not alive(helper), what="the helper to end")
+
+
+@pytest.fixture
+def pair_pg(tmp_path, pg_database):
+    hosts = []
+    for name in ("hostA", "hostB"):
+        host = Cli(tmp_path, pg_database)
+        host.env.update(
+            DATAFLOW_HOST=name,
+            DATAFLOW_STATE=str(tmp_path / name),
+            DATAFLOW_LIVENESS_TIMEOUT=str(BOUND),
+        )
+        hosts.append(host)
+    ADDRESSES[tmp_path] = pg_database
+    yield hosts
+    ADDRESSES.pop(tmp_path, None)
