@@ -79,7 +79,7 @@ def test_kill_9_of_runjob_alone_never_starts_the_chunk_twice(chain, tmp_path):
     assert statuses(tmp_path, "work")["1"] == "RUNNING"
     assert chain.ok("recover").out.endswith("0 abandoned chunks recovered\n")
     refused = chain.utility("endjob", "work", "1", "RESUBMIT")  # not while a run lives
-    assert refused.code != 0 and f"pid {runjob.pid} on host" in refused.err, refused
+    assert refused.code != 0 and f"its RunJob (pid {runjob.pid}) has ended" in refused.err
     chain.ok("endjob", "work", "1", "RESUBMIT", "--force")  # an operator insists: still not
     for _ in range(3):
         ran = chain.runjob("./work.sh")

@@ -25,7 +25,7 @@ from hypothesis.stateful import (
 )
 
 from dataflow.dataids import natural_key
-from dataflow.run import claims, lifecycle
+from dataflow.run import claims, lifecycle, liveness
 from dataflow.store import create_store
 
 JOBS = {"A": (("src",), "a"), "B": (("a",), "b"), "C": (("a", "b"), "c")}
@@ -148,7 +148,8 @@ class Lifecycle(RuleBasedStateMachine):
         claim = claims.claim(self.store, self.jobs[jobid]).claim
         got = claim and claim.dataid
         assert got == expected, f"{jobid} claimed {got!r}, model says {expected!r}"
-        if claim is not None:
+        if claim is not None:  # run in this process, as a driver's chunk is (no group)
+            liveness.started(self.store, jobid, got, claim.runid, claim.token, 0)
             key = (jobid, got)
             self.retry[key] = self.retry[key] + 1 if self.out.get(key) == "FAILED" else 0
             self.live[key] = claim
@@ -162,6 +163,7 @@ class Lifecycle(RuleBasedStateMachine):
         claim = self.live.pop((jobid, dataid))
         counts = lifecycle.finish(self.store, jobid, dataid, status, runid=claim.runid)
         claim.lock.close()
+        liveness.ended(self.store, jobid, dataid, claim.runid)  # nothing of it lives now
         assert counts == (1, len(JOBS[jobid][0]))
         self.out[(jobid, dataid)] = status
 

@@ -117,7 +117,8 @@ def where(store: Store, run: Row | None) -> str:
         pids = sorted(processes.pids_carrying(run_token(store, run)))
         if pids:
             listed = ", ".join(map(str, pids[:5])) + (", ..." if len(pids) > 5 else "")
-            place = f"pid {listed} on host {run['host']}; its RunJob (pid {run['pid']}) has ended"
+            word = "pid" if len(pids) == 1 else "pids"
+            place = f"{word} {listed} on host {run['host']}; its RunJob (pid {run['pid']}) has ended"
     if run.get("seen"):
         place += f", last seen {seen_ago(run['seen'])} s ago"
     return place

@@ -1,0 +1,202 @@
+"""Chaos on a shared store: two hosts drain a 2-job chain while an adversary kills and cuts.
+
+Every 0.3 s the adversary picks one of: ``kill -9`` of a RunJob alone, of a
+RunJob's whole process group, of a keeper, of a job; ``pg_terminate_backend`` of a
+random session of the store; and once, a restart of the server. Jobs sometimes leave a
+detached helper (its own session, its descriptors closed but the ledger's flock). The
+judge is the job's own ``flock`` per chunk: a second run beside a live process of the
+first writes ``OVERLAP`` in the ledger. In the end, after ``recover``, every chunk is
+READY, each job's chunks once in the ledger's last word per chunk, and nothing overlapped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hosts import processes_of
+
+from support import ADDRESSES, Cli, rows, script
+
+CHUNKS = 150  # x 2 jobs: at least 300 runs
+BOUND = 4  # DATAFLOW_LIVENESS_TIMEOUT, seconds
+KINDS = ("runjob", "group", "keeper", "job", "session")
+CHAOS_S = 150  # how long the adversary works (bounded: then the hosts finish the work)
+JOB = f"""
+exec 9>>"flock.$jobid.$dataid"
+flock -n 9 || echo "OVERLAP $jobid $dataid" >> ledger
+echo "$jobid $dataid $$" >> ledger
+if [ $((RANDOM % 4)) = 0 ]; then  # a helper that leaves, holding the flock a while
+    setsid {sys.executable} -c 'import os, time
+os.closerange(3, 9); os.closerange(10, 65536); time.sleep(0.5)' </dev/null >/dev/null 2>&1 &
+fi
+sleep 0.$((RANDOM % 3))
+"""
+# a host: RunJob of both jobs, again and again, until told to stop
+LOOP = """
+while [ ! -e stop ]; do
+    RunJob --all --parallel 2 ./A.sh >/dev/null 2>&1
+    RunJob --all ./B.sh >/dev/null 2>&1
+    sleep 0.1
+done
+"""
+
+
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as file:
+        return file.read().rsplit(")", 1)[1].split()
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as file:
+        return file.read().replace(b"\0", b" ").decode(errors="replace")
+
+
+def _victims(host: str) -> dict[str, list[int]]:
+    """A host's RunJobs, keepers (a RunJob's fork, a session of its own) and jobs."""
+    found: dict[str, list[int]] = {"runjob": [], "keeper": [], "job": []}
+    for pid in processes_of(host):
+        with contextlib.suppress(OSError, IndexError):
+            command, stat = _cmdline(pid), _stat(pid)
+            if "runjob" in command.lower():
+                found["keeper" if stat[3] == str(pid) else "runjob"].append(pid)
+            elif "/A.sh" in command or "/B.sh" in command:
+                found["job"].append(pid)
+    return found
+
+
+def _terminate_a_session(address: str) -> None:
+    import psycopg
+
+    with contextlib.suppress(psycopg.Error), psycopg.connect(address, autocommit=True) as conn:
+        pids = [
+            pid
+            for (pid,) in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            )
+        ]
+        if pids:
+            conn.execute("SELECT pg_terminate_backend(%s)", (random.choice(pids),))
+
+
+def _restart(server) -> None:
+    log = str(Path(server.datadir).parent / "restart.log")
+    subprocess.run(
+        [server.executable, "restart", "-D", server.datadir, "-m", "immediate", "-w", "-l", log],
+        check=True,
+        stdout=subprocess.DEVNULL,  # the server inherits them: nothing may wait for their end
+        stderr=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+def test_two_hosts_under_chaos_never_run_a_chunk_twice(tmp_path, pg_database, pg_server):
+    hosts = []
+    for name in ("hostA", "hostB"):
+        host = Cli(tmp_path, pg_database)
+        host.env.update(
+            DATAFLOW_HOST=name,
+            DATAFLOW_STATE=str(tmp_path / name),
+            DATAFLOW_LIVENESS_TIMEOUT=str(BOUND),
+        )
+        hosts.append(host)
+    ADDRESSES[tmp_path] = pg_database
+    a = hosts[0]
+    a.ok("createtables")
+    a.ok("dml", "insert into dataset (datasetid) values ('src'), ('mid'), ('dst')")
+    a.ok(
+        "dml",
+        "insert into job (jobid, itemtype, datasetid, itemvalue) values "
+        "('A','IN','src',null), ('A','OUT','mid',null), ('B','IN','mid',null), "
+        "('B','OUT','dst',null), ('A','retries',null,'1000'), ('B','retries',null,'1000')",
+    )
+    a.ok("ready", "src", "--from", "1", "--to", str(CHUNKS))
+    for name in ("A", "B"):
+        script(tmp_path, f"{name}.sh", JOB)
+    (tmp_path / "loop.sh").write_text(LOOP)
+    loops = [
+        subprocess.Popen(["bash", "loop.sh"], cwd=tmp_path, env=host.env, start_new_session=True)
+        for host in hosts
+    ]
+    kills: dict[str, int] = {}
+    stop = threading.Event()
+
+    def adversary() -> None:
+        rng = random.Random(20)
+        restart_at = time.monotonic() + 30
+        while not stop.wait(0.3):
+            if restart_at and time.monotonic() > restart_at:
+                _restart(pg_server)
+                kills["server restart"] = 1
+                restart_at = 0
+                continue
+            kind = rng.choice(KINDS)
+            if kind == "session":
+                _terminate_a_session(pg_database)
+            else:
+                found = _victims(rng.choice(["hostA", "hostB"]))
+                pool = found["runjob" if kind == "group" else kind]
+                if not pool:
+                    continue
+                victim = rng.choice(pool)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    if kind == "group":
+                        os.killpg(int(_stat(victim)[2]), signal.SIGKILL)
+                    else:
+                        os.kill(victim, signal.SIGKILL)
+            kills[kind] = kills.get(kind, 0) + 1
+
+    thread = threading.Thread(target=adversary, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + CHAOS_S
+        while time.monotonic() < deadline and _ready(tmp_path) < 2 * CHUNKS:
+            time.sleep(1)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        (tmp_path / "stop").touch()
+        for loop in loops:
+            try:
+                loop.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(loop.pid, signal.SIGKILL)
+    # the adversary is gone: what it left is recovered, and the hosts finish the work
+    finish = time.monotonic() + 240
+    while _ready(tmp_path) < 2 * CHUNKS and time.monotonic() < finish:
+        for host in hosts:
+            host.ok("recover")
+            for job in ("A", "B"):
+                host.runjob("--all", "--parallel", "2", f"./{job}.sh")
+        time.sleep(0.5)
+    ledger = (tmp_path / "ledger").read_text().splitlines()
+    overlaps = [line for line in ledger if line.startswith("OVERLAP")]
+    runs = rows(tmp_path, "select count(*) from run")[0][0]
+    assert not overlaps, (overlaps, kills)
+    assert _ready(tmp_path) == 2 * CHUNKS, kills
+    assert rows(tmp_path, "select count(*) from datastatus where status='RUNNING'") == [(0,)]
+    assert runs >= 2 * CHUNKS
+    assert all(kills.get(kind, 0) >= 3 for kind in KINDS), kills  # each kind, several times
+    assert kills.get("server restart") == 1
+
+
+def _ready(tmp_path) -> int:
+    """READY chunks of both jobs (a look that the adversary may cut is made again)."""
+    import psycopg
+
+    query = "select count(*) from datastatus where locktype='OUT' and status='READY'"
+    for _ in range(100):
+        with contextlib.suppress(psycopg.OperationalError):
+            return rows(tmp_path, query + " and jobid in ('A','B')")[0][0]
+        time.sleep(0.5)
+    raise AssertionError("the store did not answer for 50 s")
