@@ -26,7 +26,7 @@ from hosts import processes_of
 
 from support import ADDRESSES, Cli, rows, script
 
-CHUNKS = 150  # x 2 jobs: at least 300 runs
+CHUNKS = 200  # x 2 jobs: at least 300 runs
 BOUND = 4  # DATAFLOW_LIVENESS_TIMEOUT, seconds
 KINDS = ("runjob", "group", "keeper", "job", "session")
 CHAOS_S = 150  # how long the adversary works (bounded: then the hosts finish the work)
@@ -38,13 +38,14 @@ if [ $((RANDOM % 4)) = 0 ]; then  # a helper that leaves, holding the flock a wh
     setsid {sys.executable} -c 'import os, time
 os.closerange(3, 9); os.closerange(10, 65536); time.sleep(0.5)' </dev/null >/dev/null 2>&1 &
 fi
-sleep 0.$((RANDOM % 3))
+sleep 0.$((RANDOM % 6))
 """
-# a host: RunJob of both jobs, again and again, until told to stop
+# a host: RunJob of both jobs, again and again, until told to stop; each RunJob in a
+# process group of its own, as cron starts it (a kill of its group spares the loop)
 LOOP = """
 while [ ! -e stop ]; do
-    RunJob --all --parallel 2 ./A.sh >/dev/null 2>&1
-    RunJob --all ./B.sh >/dev/null 2>&1
+    setsid -w RunJob --all --parallel 2 ./A.sh >/dev/null 2>&1
+    setsid -w RunJob --all ./B.sh >/dev/null 2>&1
     sleep 0.1
 done
 """
@@ -66,8 +67,9 @@ def _victims(host: str) -> dict[str, list[int]]:
     for pid in processes_of(host):
         with contextlib.suppress(OSError, IndexError):
             command, stat = _cmdline(pid), _stat(pid)
-            if "runjob" in command.lower():
-                found["keeper" if stat[3] == str(pid) else "runjob"].append(pid)
+            if "runjob" in command.lower():  # a keeper's parent is its RunJob
+                keeper = "runjob" in _cmdline(int(stat[1])).lower()
+                found["keeper" if keeper else "runjob"].append(pid)
             elif "/A.sh" in command or "/B.sh" in command:
                 found["job"].append(pid)
     return found
@@ -133,7 +135,7 @@ def test_two_hosts_under_chaos_never_run_a_chunk_twice(tmp_path, pg_database, pg
 
     def adversary() -> None:
         rng = random.Random(20)
-        restart_at = time.monotonic() + 30
+        restart_at = time.monotonic() + 10
         while not stop.wait(0.3):
             if restart_at and time.monotonic() > restart_at:
                 _restart(pg_server)

@@ -292,3 +292,29 @@ def pair_pg(tmp_path, pg_database):
     ADDRESSES[tmp_path] = pg_database
     yield hosts
     ADDRESSES.pop(tmp_path, None)
+
+
+def test_a_keeper_that_comes_back_after_its_lease_was_taken_fences_its_run(pair_pg, tmp_path):
+    """RunJob and its keeper both stopped (as a frozen host is) past the bound: host B
+    takes the chunk and revokes the lease; when they come back, the keeper's next
+    heartbeat finds the lease gone and kills the run, and RunJob's finish is refused."""
+    a, b = pair_pg
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")
+    job = _pid(tmp_path, "job.pid")
+    keeper = _keeper_of(runner, job)
+    for pid in (runner.pid, keeper):
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: "1 abandoned" in b.ok("recover").out, timeout=BOUND * 4, what="the take-over"
+        )
+        assert alive(job)  # the boundary: a frozen host's job runs on until it wakes
+    finally:
+        for pid in (keeper, runner.pid):
+            os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: not alive(job), timeout=BOUND, what="the fence after waking")
+    assert runner.wait(timeout=60) != 0
+    assert "taken from this run" in runner.stdout.read() + runner.stderr.read()
+    (run,) = rows(tmp_path, "select status, reason from run where jobid='work'")
+    assert run == ("FAILED", "abandoned")

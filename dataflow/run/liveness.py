@@ -118,7 +118,9 @@ def where(store: Store, run: Row | None) -> str:
         if pids:
             listed = ", ".join(map(str, pids[:5])) + (", ..." if len(pids) > 5 else "")
             word = "pid" if len(pids) == 1 else "pids"
-            place = f"{word} {listed} on host {run['host']}; its RunJob (pid {run['pid']}) has ended"
+            place = (
+                f"{word} {listed} on host {run['host']}; its RunJob (pid {run['pid']}) has ended"
+            )
     if run.get("seen"):
         place += f", last seen {seen_ago(run['seen'])} s ago"
     return place

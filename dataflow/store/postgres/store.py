@@ -239,6 +239,17 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
             (zoned_now(), liveness_timeout(), *run.values()),
         ).fetchone()[0]
 
+    def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
+        """Run history, newest first; ``last_seen``: when a live run's keeper last renewed
+        its lease (empty once no process of the run lives)."""
+        sql = """
+            SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal,
+                   pid, host, command, logpath, reason,
+                   round(extract(epoch FROM now() - seen))::int || ' s ago' AS last_seen
+            FROM run WHERE (?1::text IS NULL OR jobid = ?1) AND (?2::text IS NULL OR dataid = ?2)
+            ORDER BY runid DESC LIMIT ?3"""
+        return [dict(row) for row in self.conn.execute(sql, (jobid, dataid, limit))]
+
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
         sql = """
             SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
