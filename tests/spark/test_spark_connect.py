@@ -11,6 +11,8 @@ import signal
 import socket
 from pathlib import Path
 
+import pytest
+
 from dataflow import crypto
 from support import rows, start_runjob, statuses, wait_for
 
@@ -302,3 +304,15 @@ def test_a_jdbc_chunk_is_replaced_through_connect(cli, connect_server, postgres)
     fresh = cli.runjob("./fresh.py", env=env, timeout=300)  # a missing table: Spark creates it
     assert fresh.code == 0, fresh
     assert postgres.sql("SELECT shard, count(*) FROM cx_fresh GROUP BY shard") == "2|2\n"
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_one_client_drains_a_shared_store(cli, connect_server):
+    """A drain's Spark Connect client on a PostgreSQL store: its keeper is forked before
+    gRPC starts (a keeper forked from a process with gRPC's threads died at once, and the
+    drain failed with "cannot hold a run lock")."""
+    setup_job(cli, 4, {"spark_remote": connect_server.url})
+    result = cli.runjob("--all", "./job.py", env={**NO_JAVA, "PASSKEY": PASSKEY}, timeout=600)
+    assert result.code == 0, result
+    assert statuses(cli.cwd, "job") == {str(n): "READY" for n in range(1, 5)}
+    assert rows(cli.cwd, "select count(distinct pid), count(*) from run") == [(1, 4)]
