@@ -186,7 +186,7 @@ def _claim_first(
             if dry_run:
                 if liveness.is_live(store, job.jobid, dataid):
                     continue
-            elif not liveness.take(store, lock, job.jobid, dataid):
+            elif not liveness.take(store, lock, job.jobid, dataid, last):
                 continue  # a process of an earlier run of this chunk is still alive: keep it
             store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
             return _mark(store, job, dataid, rows, last, lock, command)

@@ -114,8 +114,9 @@ class Keeper:
         self.requests, self.answers = to_keeper, _Lines(from_keeper)
         self.pings, self.pongs = to_pings, from_pongs
         self.process = _Child(pid)
-        self.watched: dict[int, tuple[str, int]] = {}  # runid: token, process group
-        self.lingering: set[str] = set()  # tokens of ended runs, while a process carries one
+        # this RunJob's runs whose lease the keeper may hold: runid -> token, process group
+        # (0 once the run's end is recorded: a process it left is fenced by its token)
+        self.runs: dict[int, tuple[str, int]] = {}
         self.failed: str | None = None  # why this keeper is not trusted any more
         self.closing = False
         self._talk = threading.Lock()
@@ -140,24 +141,31 @@ class Keeper:
         return answer == "1"
 
     def watch(self, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:
-        """The chunk's run ``runid`` runs as process group ``group``, its processes carry
-        ``token``: the keeper renews its lease from now on."""
-        self.watched[runid] = (token, group)
-        if (
-            self.failed
-            or self._ask(f"watch {_word(jobid)} {_word(dataid)} {runid} {token} {group}") != "1"
-        ):
+        """The chunk's run ``runid`` runs as process group ``group`` (0: none, a thread of
+        this process), its processes carry ``token``: the keeper renews its lease."""
+        self.runs[runid] = (token, group)
+        if self.failed:
             self._fence()  # no keeper holds its lease: the run must not go on
+        else:
+            self._tell(f"watch {_word(jobid)} {_word(dataid)} {runid} {token} {group}")
 
-    def ended(self, jobid: str, dataid: str, runid: int) -> None:
+    def ended(self, jobid: str, dataid: str, runid: int) -> bool:
         """The run's end is recorded and its chunk lock closed here: the keeper lets the
-        chunk go now if no process of the run is left. One that is left is still fenced
-        with the others should the keeper fail."""
-        found = self.watched.pop(runid, None)
-        if found:
-            self.lingering.add(found[0])
+        chunk go as soon as no process of the run is left (not answered: a finish never
+        waits for it). One that is left is still fenced should the keeper fail. True when
+        the keeper failed and the run was fenced: nobody else will end its lease."""
+        token = self.runs[runid][0] if runid in self.runs else None
+        if token is not None:
+            self.runs[runid] = (token, 0)
         if not self.failed:
-            self._ask(f"ended {_word(jobid)} {_word(dataid)} {runid}")
+            self._tell(f"ended {_word(jobid)} {_word(dataid)}")
+            return False
+        return token is not None and not processes.carrying({token})
+
+    def _tell(self, line: str) -> None:
+        """A request that is not answered (the keeper's death is seen by the watch)."""
+        with self._talk, contextlib.suppress(OSError):
+            os.write(self.requests, (line + "\n").encode())
 
     def close(self) -> None:
         """RunJob is done: the keeper ends once no chunk it holds is alive."""
@@ -185,17 +193,18 @@ class Keeper:
                 self.failed = f"the keeper process {why}"
                 self._fence()
                 return
-            if time.monotonic() - pruned > 10:  # forget tokens no process carries any more
-                self.lingering &= processes.carrying(set(self.lingering))
+            if time.monotonic() - pruned > 10:  # forget ended runs nothing of is left
+                ended = {token: runid for runid, (token, group) in self.runs.items() if not group}
+                for token in set(ended) - processes.carrying(set(ended)):
+                    self.runs.pop(ended[token], None)
                 pruned = time.monotonic()
             self.process.ended.wait(TICK_S)
 
     def _fence(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.process.pid, signal.SIGKILL)
-        watched = list(self.watched.values())
-        tokens = {token for token, _ in watched} | self.lingering
-        processes.kill(tokens, {group for _, group in watched})
+        runs = list(self.runs.values())
+        processes.kill({token for token, _ in runs}, {group for _, group in runs if group})
 
 
 def _isolate(store: Store, keep: tuple[int, ...]) -> None:
@@ -325,22 +334,22 @@ def _alive_here(store: Store, chunk: tuple[str, str], run: _Run | None) -> bool:
     return run is not None and bool(processes.carrying({run.token}))
 
 
-def _request(state: _State, line: str) -> str:
+def _request(state: _State, line: str) -> str | None:
     verb, *words = line.split()
     chunk = (_text(words[0]), _text(words[1]))
     store = state.store
     if store is None:
         raise ConnectionError("the keeper is reconnecting to the store")
-    if verb == "watch":
+    if verb == "watch":  # not answered
         state.chunks[chunk] = _Run(chunk, int(words[2]), words[3], int(words[4]))
-        return "1"
+        return None
     if verb == "ended":  # its end is recorded: free the chunk now if nothing of it lives
         run = state.chunks.get(chunk)
         if run is not None and not _alive_here(store, chunk, run):
             store.release_leases([run.runid])
             store.drop_run_lock(*chunk)
             del state.chunks[chunk]
-        return "1"
+        return None  # not answered
     # hold: a chunk whose earlier run of ours still has a process is not taken again
     if chunk in state.chunks:
         earlier = state.chunks[chunk]
@@ -364,7 +373,8 @@ def _serve_requests(state: _State, requests: int, answers: int) -> None:
                 answer = _request(state, line)
             except Exception as exc:
                 answer = f"!{' '.join(str(exc).split())}"
-        os.write(answers, (answer + "\n").encode())
+        if answer is not None:
+            os.write(answers, (answer + "\n").encode())
     state.runjob_gone = True
 
 

@@ -24,10 +24,11 @@ def host_name() -> str:
     return os.environ.get(HOST_ENV) or os.uname().nodename
 
 
-def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str) -> bool:
+def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str, last: Row | None) -> bool:
     """Lock a chunk for a run that is about to be claimed (inside the claim's
-    transaction): its local lock, and on a shared store its lease too (no other run's
-    lease fresh, and the run lock, held by this RunJob's keeper). Never waits."""
+    transaction): its local lock, and on a shared store its lease too: no lease of its
+    last run ``last`` (one of this RunJob's own runs is judged by its keeper, which knows
+    its processes), and the run lock, held by this RunJob's keeper. Never waits."""
     if not lock.try_acquire():
         return False
     if not store.shared:
@@ -35,9 +36,14 @@ def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str) -> bool:
     from .keeper import keeper_for
 
     try:
-        if not store.live_leases([(jobid, dataid)], revoke=True) and keeper_for(store).hold(
-            jobid, dataid
-        ):
+        keeper = keeper_for(store)
+        # a lease on the last run: fresh, it lives elsewhere; stale, it is revoked now
+        # under the row's lock, unless its keeper renewed it since the look
+        leased = last and last.get("seen") is not None and last["runid"] not in keeper.runs
+        if leased and (last["leased"] or store.live_leases([(jobid, dataid)], revoke=True)):
+            lock.close()
+            return False
+        if keeper.hold(jobid, dataid):
             return True
     except BaseException:
         lock.close()
@@ -61,8 +67,9 @@ def ended(store: Store, jobid: str, dataid: str, runid: int) -> None:
         from .keeper import current
 
         found = current(store)
-        if found is not None:
-            found.ended(jobid, dataid, runid)
+        if found is not None and found.ended(jobid, dataid, runid):
+            with store.transaction():  # its keeper is gone, its processes killed
+                store.release_leases([runid])
 
 
 def run_token(store: Store, run: Row) -> str:

@@ -115,6 +115,15 @@ class ClaimQueries:
     def ping(self) -> None:
         self.conn.execute("SELECT 1")
 
+    def last_run(self, jobid: str, dataid: str) -> dict | None:
+        """The chunk's last run; ``leased``: its lease is fresh now (on the server's clock)."""
+        row = self.conn.execute(
+            "SELECT *, coalesce(seen + lease * interval '1 second' > now(), false) AS leased "
+            "FROM run WHERE jobid = ? AND dataid = ? ORDER BY attempt DESC LIMIT 1",
+            (jobid, dataid),
+        ).fetchone()
+        return dict(row) if row else None
+
     # -- leases: a run's heartbeat (run.seen, renewed by its keeper; NULL: none) -------------
 
     def renew_leases(self, runids: Sequence[int]) -> set[int]:
