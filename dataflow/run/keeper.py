@@ -151,14 +151,13 @@ class Keeper:
 
     def ended(self, jobid: str, dataid: str, runid: int) -> bool:
         """The run's end is recorded and its chunk lock closed here: the keeper lets the
-        chunk go as soon as no process of the run is left (not answered: a finish never
-        waits for it). One that is left is still fenced should the keeper fail. True when
-        the keeper failed and the run was fenced: nobody else will end its lease."""
+        chunk go at its next look if no process of the run is left (a finish never waits
+        for it). One that is left is still fenced should the keeper fail. True when the
+        keeper failed and the run was fenced: nobody else will end its lease."""
         token = self.runs[runid][0] if runid in self.runs else None
         if token is not None:
             self.runs[runid] = (token, 0)
-        if not self.failed:
-            self._tell(f"ended {_word(jobid)} {_word(dataid)}")
+        if not self.failed:  # the keeper sees it at its next look (a tick)
             return False
         return token is not None and not processes.carrying({token})
 
@@ -328,10 +327,13 @@ def _say(line: str) -> None:
         os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper {os.getpid()}: {line}\n".encode())
 
 
-def _alive_here(store: Store, chunk: tuple[str, str], run: _Run | None) -> bool:
-    if locks.is_held(store.lockfile, *chunk):
-        return True
-    return run is not None and bool(processes.carrying({run.token}))
+def _gone(store: Store, chunks: dict[tuple[str, str], _Run | None]) -> list[tuple[str, str]]:
+    """The chunks no process of whose run lives here: its chunk lock free, its token
+    carried by no process (one look at the processes for all of them)."""
+    free = [chunk for chunk in chunks if not locks.is_held(store.lockfile, *chunk)]
+    tokens = {run.token for chunk in free if (run := chunks[chunk]) is not None}
+    carried = processes.carrying(tokens) if tokens else set()
+    return [chunk for chunk in free if chunks[chunk] is None or chunks[chunk].token not in carried]
 
 
 def _request(state: _State, line: str) -> str | None:
@@ -343,13 +345,6 @@ def _request(state: _State, line: str) -> str | None:
     if verb == "watch":  # not answered
         state.chunks[chunk] = _Run(chunk, int(words[2]), words[3], int(words[4]))
         return None
-    if verb == "ended":  # its end is recorded: free the chunk now if nothing of it lives
-        run = state.chunks.get(chunk)
-        if run is not None and not _alive_here(store, chunk, run):
-            store.release_leases([run.runid])
-            store.drop_run_lock(*chunk)
-            del state.chunks[chunk]
-        return None  # not answered
     # hold: a chunk whose earlier run of ours still has a process is not taken again
     if chunk in state.chunks:
         earlier = state.chunks[chunk]
@@ -431,12 +426,12 @@ def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) ->
             if state.store is None:
                 continue
             try:
-                for chunk, run in list(state.chunks.items()):
-                    if not _alive_here(state.store, chunk, run):
-                        if run is not None:
-                            state.store.release_leases([run.runid])
-                        state.store.drop_run_lock(*chunk)
-                        del state.chunks[chunk]
+                gone = {
+                    chunk: state.chunks.pop(chunk) for chunk in _gone(state.store, state.chunks)
+                }
+                if gone:  # a statement for all of them, whatever their number
+                    state.store.release_leases([run.runid for run in gone.values() if run])
+                    state.store.drop_run_locks(list(gone))
             except Exception as exc:  # the next heartbeat reconnects
                 _say(f"store out of reach ({' '.join(str(exc).split())[:200]})")
                 state.store = None

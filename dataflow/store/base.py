@@ -124,6 +124,9 @@ class Store(ABC):
     def drop_run_lock(self, jobid: str, dataid: str) -> None:
         raise NotImplementedError
 
+    def drop_run_locks(self, chunks: Sequence[tuple[str, str]]) -> None:
+        raise NotImplementedError
+
     def run_locks_held(self, chunks: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those chunks whose run lock a live run's keeper holds."""
         raise NotImplementedError

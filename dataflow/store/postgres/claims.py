@@ -89,7 +89,11 @@ class ClaimQueries:
         return bool(row[0])
 
     def drop_run_lock(self, jobid: str, dataid: str) -> None:
-        self.conn.execute("SELECT pg_advisory_unlock(?)", (run_key(jobid, dataid),))
+        self.drop_run_locks([(jobid, dataid)])
+
+    def drop_run_locks(self, chunks: Sequence[tuple[str, str]]) -> None:
+        keys = [run_key(*chunk) for chunk in chunks]
+        self.conn.execute("SELECT pg_advisory_unlock(k) FROM unnest(?::bigint[]) AS k", (keys,))
 
     def run_locks_held(self, chunks: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those chunks whose run lock some session (a live run's keeper) holds."""
@@ -139,7 +143,8 @@ class ClaimQueries:
 
     def release_leases(self, runids: Sequence[int]) -> None:
         """No process of these runs lives any more: their chunks are free at once."""
-        self.conn.execute("UPDATE run SET seen = NULL WHERE runid = ANY(?)", (list(runids),))
+        if runids:
+            self.conn.execute("UPDATE run SET seen = NULL WHERE runid = ANY(?)", (list(runids),))
 
     def live_leases(
         self, chunks: Sequence[tuple[str, str]], revoke: bool = False

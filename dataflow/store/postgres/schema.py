@@ -328,7 +328,6 @@ _V3 = """
 ALTER TABLE run ADD COLUMN IF NOT EXISTS token text;
 ALTER TABLE run ADD COLUMN IF NOT EXISTS seen timestamptz;
 ALTER TABLE run ADD COLUMN IF NOT EXISTS lease double precision;
-CREATE INDEX IF NOT EXISTS run_leases ON run(jobid, dataid) WHERE seen IS NOT NULL;
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
