@@ -93,7 +93,7 @@ def _terminate_a_session(address: str) -> None:
 def _restart(server) -> None:
     log = str(Path(server.datadir).parent / "restart.log")
     subprocess.run(
-        [server.executable, "restart", "-D", server.datadir, "-m", "immediate", "-w", "-l", log],
+        [server.executable, "restart", "-D", server.datadir, "-m", "fast", "-w", "-l", log],
         check=True,
         stdout=subprocess.DEVNULL,  # the server inherits them: nothing may wait for their end
         stderr=subprocess.DEVNULL,

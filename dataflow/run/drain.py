@@ -13,8 +13,8 @@ import time
 from collections import namedtuple
 from collections.abc import Callable
 
-from ..errors import DataflowError, RunFenced
-from ..store import Store
+from ..errors import DataflowError, RunFenced, StoreUnavailable
+from ..store import DRIVER_ERRORS, Store
 from . import claims, lifecycle, liveness
 from .claims import Claim
 from .jobenv import JobEnv
@@ -24,6 +24,7 @@ from .runner import Outcome, Run, child_environment
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
+FINISH_PATIENCE = 3  # a finish waits this many times the store's patience for it
 
 
 class Event(
@@ -34,8 +35,10 @@ class Event(
     )
 ):
     """Something a person may want to see: ``abandoned``, ``cap_full``, ``launch``,
-    ``ending`` (the job ended, the status is not yet recorded), ``ended``, or ``fenced``
-    (its result was refused: status says why).
+    ``ending`` (the job ended, the status is not yet recorded), ``ended``, ``fenced``
+    (its result was refused: status says why), ``store`` (the store failed, the drain
+    waits and tries again: status says why) or ``unrecorded`` (its end could not be
+    written: the chunk is recovered as abandoned later).
     counts: OUT rows updated and IN rows released; live and cap: for ``cap_full``."""
 
     __slots__ = ()
@@ -86,6 +89,8 @@ class Drain:
         self._active: dict[int, tuple[Claim, Run]] = {}
         self._ended: queue.Queue[tuple[Claim, Outcome]] = queue.Queue()
         self._recovered_at: float | None = None  # when dead runs were last looked for
+        self.failure: BaseException | None = None  # a store error that outlasted our patience
+        self._said_store = False
 
     def stop(self, number: int) -> None:
         """Stop claiming and pass signal ``number`` to every running job (a signal handler)."""
@@ -105,16 +110,42 @@ class Drain:
                 self.notify(blocked)
             cap_reported = cap_reported or blocked is not None
             if not self._active:
+                if self.failure is not None:  # every run it started is recorded (or lost)
+                    raise self.failure
                 if blocked and self.limit is None and not self.summary.interrupted:
                     time.sleep(CAP_POLL_S)
                     continue
                 return self.summary
             self._finish(*self._next_ended())
 
+    def _patiently(self, call: Callable[[], object], patience: float = 1.0) -> object:
+        """``call()``, tried again with backoff while the store fails in a way that passes
+        (a busy store, a connection lost or a server restarting), for up to the store's
+        patience (times ``patience``) after the first failure; a lasting failure is
+        raised."""
+        deadline = None
+        delay = 0.05
+        while True:
+            try:
+                return call()
+            except RunFenced:
+                raise
+            except (StoreUnavailable, *DRIVER_ERRORS) as exc:
+                deadline = deadline or time.monotonic() + patience * self.store.patience
+                if time.monotonic() + delay > deadline:
+                    raise
+                if not self._said_store:
+                    self._said_store = True
+                    why = " ".join(str(exc).split())[:300]
+                    self.notify(Event("store", status=f"the store failed ({why}); trying again"))
+                time.sleep(delay)
+                delay = min(2 * delay, 2.0)
+
     def _start_more(self) -> Event | None:
         """Claim and start runs while there is room; the cap-full event if that stopped us."""
         while (
             not self.summary.interrupted
+            and self.failure is None
             and len(self._active) < self.parallel
             and (self.limit is None or self.summary.started < self.limit)
             and self.healthy()  # an engine that is gone would fail every chunk claimed
@@ -123,9 +154,16 @@ class Drain:
             recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
             if recover:
                 self._recovered_at = now
-            result = claims.claim(
-                self.store, self.job, command=" ".join(self.argv), recover_dead=recover
-            )
+            try:
+                result = self._patiently(
+                    lambda recover=recover: claims.claim(
+                        self.store, self.job, command=" ".join(self.argv), recover_dead=recover
+                    )
+                )
+            except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # no more claims; the runs
+                self.failure = exc  # under way finish and are recorded, then it is raised
+                return None
+            assert isinstance(result, claims.ClaimResult)
             for dataid in result.abandoned:
                 self.notify(Event("abandoned", dataid))
             for dataid in result.unusable:
@@ -212,6 +250,11 @@ class Drain:
             self.summary.fenced += 1
             self.notify(Event("fenced", claim.dataid, claim, outcome, str(refused)))
             return
+        except (StoreUnavailable, *DRIVER_ERRORS) as exc:
+            self.failure = self.failure or exc
+            why = f"{self.job.jobid} {claim.dataid}: its end ({status}) could not be recorded"
+            self.notify(Event("unrecorded", claim.dataid, claim, outcome, why))
+            return
         self.summary.last = outcome
         if outcome.ok:
             self.summary.ready += 1
@@ -220,20 +263,37 @@ class Drain:
         self.notify(Event("ended", claim.dataid, claim, outcome, status, counts))
 
     def _record(self, claim: Claim, outcome: Outcome, status: str) -> tuple[int, int]:
+        tries = []
+
+        def finish() -> tuple[int, int]:
+            tries.append(1)
+            try:
+                return lifecycle.finish(
+                    self.store,
+                    self.job.jobid,
+                    claim.dataid,
+                    status,
+                    runid=claim.runid,
+                    exitcode=outcome.returncode if outcome.returncode >= 0 else None,
+                    signal=outcome.signal,
+                    duration=outcome.duration,
+                    reason=outcome.note,
+                    validation=outcome.validation,
+                )
+            except RunFenced:
+                if len(tries) > 1 and self._recorded(claim, status):
+                    # a try whose COMMIT was lost with the connection had gone through
+                    return len(self.job.outputs), len(self.job.inputs)
+                raise
+
         try:
-            return lifecycle.finish(
-                self.store,
-                self.job.jobid,
-                claim.dataid,
-                status,
-                runid=claim.runid,
-                exitcode=outcome.returncode if outcome.returncode >= 0 else None,
-                signal=outcome.signal,
-                duration=outcome.duration,
-                reason=outcome.note,
-                validation=outcome.validation,
-            )
+            # a finish is worth more waiting than a claim: the run's work is done
+            return self._patiently(finish, patience=FINISH_PATIENCE)  # type: ignore[return-value]
         finally:
             # Only now: the status is final before anyone else may take the chunk.
             claim.lock.close()
             liveness.ended(self.store, self.job.jobid, claim.dataid, claim.runid)
+
+    def _recorded(self, claim: Claim, status: str) -> bool:
+        last = self.store.last_run(self.job.jobid, claim.dataid)
+        return bool(last) and last["runid"] == claim.runid and last["status"] == status

@@ -36,53 +36,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import sys
 import threading
 import time
 
 from ..store import Store
-from . import locks, processes
-
-PING_S = 2.0  # how often a keeper renews its heartbeats (more often under a bound below 12 s)
-TICK_S = 0.2  # how often it looks at its runs' local locks and processes
-LOG_NAME = "keeper.log"  # in the store's folder of this host: what a keeper had to say
-
-
-def _word(text: str) -> str:
-    return text.encode("utf-8", "surrogatepass").hex() or "-"
-
-
-def _text(word: str) -> str:
-    return "" if word == "-" else bytes.fromhex(word).decode("utf-8", "surrogatepass")
-
-
-def _bound() -> float:
-    from ..store.address import liveness_timeout
-
-    return liveness_timeout()
-
-
-class _Lines:
-    """Lines read from a pipe, with a timeout."""
-
-    def __init__(self, fd: int):
-        self.fd, self.pending = fd, b""
-
-    def read(self, timeout: float | None) -> str | None:
-        """The next line ('' at end of file); None after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self.pending:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([self.fd], [], [], left)[0]:
-                return None
-            data = os.read(self.fd, 65536)
-            if not data:
-                return ""
-            self.pending += data
-        line, self.pending = self.pending.split(b"\n", 1)
-        return line.decode()
+from . import processes
+from .holder import LOG_NAME, TICK_S, Lines, bound, main, say, word
 
 
 class Keeper:
@@ -106,12 +67,12 @@ class Keeper:
                 _isolate(store, keep=(requests, answers, pings, pongs))
                 main(str(store.path), requests, answers, pings, pongs)
             except BaseException as exc:
-                _say(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}")
+                say(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}")
             finally:
                 os._exit(0)
         for fd in (requests, answers, pings, pongs):
             os.close(fd)
-        self.requests, self.answers = to_keeper, _Lines(from_keeper)
+        self.requests, self.answers = to_keeper, Lines(from_keeper)
         self.pings, self.pongs = to_pings, from_pongs
         self.process = _Child(pid)
         # this RunJob's runs whose lease the keeper may hold: runid -> token, process group
@@ -134,7 +95,7 @@ class Keeper:
         """Ask the keeper to take the chunk's run lock; False if another run holds it."""
         from ..errors import StoreUnavailable
 
-        answer = "" if self.failed else self._ask(f"hold {_word(jobid)} {_word(dataid)}")
+        answer = "" if self.failed else self._ask(f"hold {word(jobid)} {word(dataid)}")
         if answer not in ("0", "1"):
             why = answer[1:] if answer.startswith("!") else self.failed or "the keeper ended"
             raise StoreUnavailable("hold a run lock in", "the store", why)
@@ -147,7 +108,7 @@ class Keeper:
         if self.failed:
             self._fence()  # no keeper holds its lease: the run must not go on
         else:
-            self._tell(f"watch {_word(jobid)} {_word(dataid)} {runid} {token} {group}")
+            self._tell(f"watch {word(jobid)} {word(dataid)} {runid} {token} {group}")
 
     def ended(self, jobid: str, dataid: str, runid: int) -> bool:
         """The run's end is recorded and its chunk lock closed here: the keeper lets the
@@ -176,8 +137,8 @@ class Keeper:
 
     def _watch(self) -> None:
         """Ping the keeper; fence every run of ours when it dies or stops answering."""
-        patience = _bound() / 4
-        pongs = _Lines(self.pongs)
+        patience = bound() / 4
+        pongs = Lines(self.pongs)
         pruned = time.monotonic()
         while not self.closing:
             try:
@@ -273,182 +234,3 @@ def current(store: Store) -> Keeper | None:
 def close_all() -> None:
     while _keepers:
         _keepers.popitem()[1].close()
-
-
-# -- the keeper process -------------------------------------------------------------------
-
-
-class _Run:
-    """A run whose lease the keeper holds."""
-
-    def __init__(self, chunk: tuple[str, str], runid: int, token: str, group: int):
-        self.chunk, self.runid, self.token, self.group = chunk, runid, token, group
-
-    def __str__(self) -> str:
-        return f"{self.chunk[0]}/{self.chunk[1]} (run {self.runid})"
-
-
-class _State:
-    """The keeper's runs, its connection and its heartbeat, shared by its threads."""
-
-    def __init__(self, address: str):
-        self.address = address
-        self.store: Store | None = None
-        self.chunks: dict[tuple[str, str], _Run | None] = {}  # run locks held
-        self.lock = threading.Lock()  # one user of the store and of ``chunks`` at a time
-        self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
-        self.runjob_gone = False
-
-    def connect(self) -> None:
-        from ..store import open_store
-
-        if self.store is not None:
-            with contextlib.suppress(Exception):
-                self.store.close()
-            self.store = None
-        store = open_store(self.address)
-        store.keep_alive()
-        for chunk in self.chunks:  # a lock lost with the old session; the lease held on
-            store.try_run_lock(*chunk)
-        self.store = store
-
-    def runs(self) -> list[_Run]:
-        return [run for run in self.chunks.values() if run is not None]
-
-    def fence(self, runs: list[_Run], why: str) -> None:
-        """Kill every process of ``runs``: their leases are gone, or about to go."""
-        if runs:
-            _say(f"{why}: fencing {', '.join(map(str, runs))}")
-        processes.kill({run.token for run in runs}, {run.group for run in runs})
-
-
-def _say(line: str) -> None:
-    with contextlib.suppress(OSError):
-        os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper {os.getpid()}: {line}\n".encode())
-
-
-def _gone(store: Store, chunks: dict[tuple[str, str], _Run | None]) -> list[tuple[str, str]]:
-    """The chunks no process of whose run lives here: its chunk lock free, its token
-    carried by no process (one look at the processes for all of them)."""
-    free = [chunk for chunk in chunks if not locks.is_held(store.lockfile, *chunk)]
-    tokens = {run.token for chunk in free if (run := chunks[chunk]) is not None}
-    carried = processes.carrying(tokens) if tokens else set()
-    return [chunk for chunk in free if chunks[chunk] is None or chunks[chunk].token not in carried]
-
-
-def _request(state: _State, line: str) -> str | None:
-    verb, *words = line.split()
-    chunk = (_text(words[0]), _text(words[1]))
-    store = state.store
-    if store is None:
-        raise ConnectionError("the keeper is reconnecting to the store")
-    if verb == "watch":  # not answered
-        state.chunks[chunk] = _Run(chunk, int(words[2]), words[3], int(words[4]))
-        return None
-    # hold: a chunk whose earlier run of ours still has a process is not taken again
-    if chunk in state.chunks:
-        earlier = state.chunks[chunk]
-        if earlier is not None and processes.carrying({earlier.token}):
-            return "0"
-        if earlier is not None:
-            store.release_leases([earlier.runid])
-        state.chunks[chunk] = None
-        return "1"
-    if store.try_run_lock(*chunk):
-        state.chunks[chunk] = None
-        return "1"
-    return "0"
-
-
-def _serve_requests(state: _State, requests: int, answers: int) -> None:
-    lines = _Lines(requests)
-    while line := lines.read(None):
-        with state.lock:
-            try:
-                answer = _request(state, line)
-            except Exception as exc:
-                answer = f"!{' '.join(str(exc).split())}"
-        if answer is not None:
-            os.write(answers, (answer + "\n").encode())
-    state.runjob_gone = True
-
-
-def _serve_pings(pings: int, pongs: int) -> None:
-    with contextlib.suppress(OSError):
-        while os.read(pings, 4096):
-            os.write(pongs, b"1\n")
-
-
-def _watchdog(state: _State, fence_after: float) -> None:
-    """A heartbeat that hangs (a cut network) must not hang the fence."""
-    while True:
-        time.sleep(TICK_S)
-        if time.monotonic() - state.beat > fence_after:
-            state.fence(state.runs(), f"no heartbeat for {fence_after:g} s")
-            os._exit(3)
-
-
-def _renew(state: _State) -> None:
-    """One heartbeat of every run; a run whose lease was revoked is fenced and let go."""
-    sent = time.monotonic()
-    try:
-        if state.store is None:
-            state.connect()
-        assert state.store is not None
-        runs = state.runs()
-        renewed = state.store.renew_leases([run.runid for run in runs])
-    except Exception as exc:
-        _say(f"store out of reach ({' '.join(str(exc).split())[:200]}); reconnecting")
-        with contextlib.suppress(Exception):
-            state.connect()
-        return
-    state.beat = sent
-    revoked = [run for run in runs if run.runid not in renewed]
-    if revoked:
-        state.fence(revoked, "lease revoked by the store")
-        for run in revoked:
-            state.store.drop_run_lock(*run.chunk)
-            del state.chunks[run.chunk]
-
-
-def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) -> None:
-    """Hold run locks and leases as RunJob asks, until RunJob is gone and no run lives."""
-    bound = _bound()
-    ping_every = min(PING_S, bound / 6)
-    threading.Thread(target=_watchdog, args=(state, bound / 2), daemon=True).start()
-    threading.Thread(target=_serve_pings, args=(pings, pongs), daemon=True).start()
-    threading.Thread(target=_serve_requests, args=(state, requests, answers), daemon=True).start()
-    while not (state.runjob_gone and not state.chunks):
-        time.sleep(TICK_S)
-        with state.lock:
-            if time.monotonic() - state.beat >= ping_every or state.store is None:
-                _renew(state)
-            if state.store is None:
-                continue
-            try:
-                gone = {
-                    chunk: state.chunks.pop(chunk) for chunk in _gone(state.store, state.chunks)
-                }
-                if gone:  # a statement for all of them, whatever their number
-                    state.store.release_leases([run.runid for run in gone.values() if run])
-                    state.store.drop_run_locks(list(gone))
-            except Exception as exc:  # the next heartbeat reconnects
-                _say(f"store out of reach ({' '.join(str(exc).split())[:200]})")
-                state.store = None
-
-
-def main(address: str, requests: int, answers: int, pings: int, pongs: int) -> None:
-    """The keeper, in its own session: requests and answers, pings and pongs on pipes."""
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(number, signal.SIG_IGN)
-    state = _State(address)
-    try:
-        state.connect()
-    except Exception as exc:
-        os.write(answers, f"!{' '.join(str(exc).split())}\n".encode())
-        return
-    try:
-        serve(state, requests, answers, pings, pongs)
-    except BaseException as exc:  # a defect here: nobody would hold the leases any more
-        state.fence(state.runs(), f"internal error {type(exc).__name__}: {exc}")
-        os._exit(3)

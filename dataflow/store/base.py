@@ -84,6 +84,10 @@ class Store(ABC):
     lockfile: Path
     identity: str
     version: int
+    # How long (seconds) a store may fail in a way that passes (busy, a connection lost, a
+    # server restarting) before a drain gives up on it.
+    patience = 60.0
+
     # Runs of a shared store may live on other hosts: a run's liveness is then the
     # store's run lock, held by a keeper process (dataflow.run.keeper), not a local lock.
     shared = False

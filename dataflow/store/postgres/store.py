@@ -40,6 +40,13 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
     version = schema.VERSION
     shared = True
 
+    @property
+    def patience(self) -> float:  # type: ignore[override]
+        """A server that restarts or a connection cut for less than the liveness bound."""
+        from ..address import liveness_timeout
+
+        return liveness_timeout()
+
     def __init__(self, address: str, conn: Connection):
         self.path = address  # type: ignore[assignment]
         self.address = address

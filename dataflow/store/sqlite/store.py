@@ -21,7 +21,7 @@ from ..base import JobItem, Row, Store
 from . import access, schema
 from .chunks import ChunkQueries
 from .config import ConfigQueries
-from .connection import as_stored, connect, statements
+from .connection import as_stored, busy_timeout, connect, statements
 from .filesystems import require_local
 from .history import HistoryQueries
 from .views import ViewQueries
@@ -31,6 +31,11 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
     """An open SQLite store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION
+
+    @property
+    def patience(self) -> float:  # type: ignore[override]
+        """Another writer's transaction may hold the store for up to the busy timeout."""
+        return busy_timeout()
 
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = path

@@ -1,0 +1,237 @@
+"""The keeper process: it holds the leases of one RunJob's runs (see :mod:`.keeper`,
+RunJob's side, for what a lease is and why a keeper holds it).
+
+Forked from RunJob into a session of its own, it serves RunJob's requests (lines on a
+pipe: ``hold`` a chunk's run lock, ``watch`` a run), answers RunJob's pings on a pipe of
+their own from a thread that never touches the store, renews its runs' heartbeats, lets a
+chunk go once no process of its run lives on this host, and fences its runs (kills every
+process of them) when it cannot renew for half the bound or the store revoked a lease.
+What it has to say goes to ``keeper.log`` in the store's folder of this host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import threading
+import time
+
+from ..store import Store
+from . import locks, processes
+
+PING_S = 2.0  # how often a keeper renews its heartbeats (more often under a bound below 12 s)
+TICK_S = 0.2  # how often it looks at its runs' local locks and processes
+LOG_NAME = "keeper.log"  # in the store's folder of this host: what a keeper had to say
+
+
+def word(text: str) -> str:
+    return text.encode("utf-8", "surrogatepass").hex() or "-"
+
+
+def text(word: str) -> str:
+    return "" if word == "-" else bytes.fromhex(word).decode("utf-8", "surrogatepass")
+
+
+def bound() -> float:
+    from ..store.address import liveness_timeout
+
+    return liveness_timeout()
+
+
+class Lines:
+    """Lines read from a pipe, with a timeout."""
+
+    def __init__(self, fd: int):
+        self.fd, self.pending = fd, b""
+
+    def read(self, timeout: float | None) -> str | None:
+        """The next line ('' at end of file); None after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.fd], [], [], left)[0]:
+                return None
+            data = os.read(self.fd, 65536)
+            if not data:
+                return ""
+            self.pending += data
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+
+class _Run:
+    """A run whose lease the keeper holds."""
+
+    def __init__(self, chunk: tuple[str, str], runid: int, token: str, group: int):
+        self.chunk, self.runid, self.token, self.group = chunk, runid, token, group
+
+    def __str__(self) -> str:
+        return f"{self.chunk[0]}/{self.chunk[1]} (run {self.runid})"
+
+
+class _State:
+    """The keeper's runs, its connection and its heartbeat, shared by its threads."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self.store: Store | None = None
+        self.chunks: dict[tuple[str, str], _Run | None] = {}  # run locks held
+        self.lock = threading.Lock()  # one user of the store and of ``chunks`` at a time
+        self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
+        self.runjob_gone = False
+
+    def connect(self) -> None:
+        from ..store import open_store
+
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                self.store.close()
+            self.store = None
+        store = open_store(self.address)
+        store.keep_alive()
+        for chunk in self.chunks:  # a lock lost with the old session; the lease held on
+            store.try_run_lock(*chunk)
+        self.store = store
+
+    def runs(self) -> list[_Run]:
+        return [run for run in self.chunks.values() if run is not None]
+
+    def fence(self, runs: list[_Run], why: str) -> None:
+        """Kill every process of ``runs``: their leases are gone, or about to go."""
+        if runs:
+            say(f"{why}: fencing {', '.join(map(str, runs))}")
+        processes.kill({run.token for run in runs}, {run.group for run in runs})
+
+
+def say(line: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper {os.getpid()}: {line}\n".encode())
+
+
+def _gone(store: Store, chunks: dict[tuple[str, str], _Run | None]) -> list[tuple[str, str]]:
+    """The chunks no process of whose run lives here: its chunk lock free, its token
+    carried by no process (one look at the processes for all of them)."""
+    free = [chunk for chunk in chunks if not locks.is_held(store.lockfile, *chunk)]
+    tokens = {run.token for chunk in free if (run := chunks[chunk]) is not None}
+    carried = processes.carrying(tokens) if tokens else set()
+    return [chunk for chunk in free if chunks[chunk] is None or chunks[chunk].token not in carried]
+
+
+def _request(state: _State, line: str) -> str | None:
+    verb, *words = line.split()
+    chunk = (text(words[0]), text(words[1]))
+    store = state.store
+    if store is None:
+        raise ConnectionError("the keeper is reconnecting to the store")
+    if verb == "watch":  # not answered
+        state.chunks[chunk] = _Run(chunk, int(words[2]), words[3], int(words[4]))
+        return None
+    # hold: a chunk whose earlier run of ours still has a process is not taken again
+    if chunk in state.chunks:
+        earlier = state.chunks[chunk]
+        if earlier is not None and processes.carrying({earlier.token}):
+            return "0"
+        if earlier is not None:
+            store.release_leases([earlier.runid])
+        state.chunks[chunk] = None
+        return "1"
+    if store.try_run_lock(*chunk):
+        state.chunks[chunk] = None
+        return "1"
+    return "0"
+
+
+def _serve_requests(state: _State, requests: int, answers: int) -> None:
+    lines = Lines(requests)
+    while line := lines.read(None):
+        with state.lock:
+            try:
+                answer = _request(state, line)
+            except Exception as exc:
+                answer = f"!{' '.join(str(exc).split())}"
+        if answer is not None:
+            os.write(answers, (answer + "\n").encode())
+    state.runjob_gone = True
+
+
+def _serve_pings(pings: int, pongs: int) -> None:
+    with contextlib.suppress(OSError):
+        while os.read(pings, 4096):
+            os.write(pongs, b"1\n")
+
+
+def _watchdog(state: _State, fence_after: float) -> None:
+    """A heartbeat that hangs (a cut network) must not hang the fence."""
+    while True:
+        time.sleep(TICK_S)
+        if time.monotonic() - state.beat > fence_after:
+            state.fence(state.runs(), f"no heartbeat for {fence_after:g} s")
+            os._exit(3)
+
+
+def _renew(state: _State) -> None:
+    """One heartbeat of every run; a run whose lease was revoked is fenced and let go."""
+    sent = time.monotonic()
+    try:
+        if state.store is None:
+            state.connect()
+        assert state.store is not None
+        runs = state.runs()
+        renewed = state.store.renew_leases([run.runid for run in runs])
+    except Exception as exc:
+        say(f"store out of reach ({' '.join(str(exc).split())[:200]}); reconnecting")
+        with contextlib.suppress(Exception):
+            state.connect()
+        return
+    state.beat = sent
+    revoked = [run for run in runs if run.runid not in renewed]
+    if revoked:
+        state.fence(revoked, "lease revoked by the store")
+        for run in revoked:
+            state.store.drop_run_lock(*run.chunk)
+            del state.chunks[run.chunk]
+
+
+def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) -> None:
+    """Hold run locks and leases as RunJob asks, until RunJob is gone and no run lives."""
+    limit = bound()
+    ping_every = min(PING_S, limit / 6)
+    threading.Thread(target=_watchdog, args=(state, limit / 2), daemon=True).start()
+    threading.Thread(target=_serve_pings, args=(pings, pongs), daemon=True).start()
+    threading.Thread(target=_serve_requests, args=(state, requests, answers), daemon=True).start()
+    while not (state.runjob_gone and not state.chunks):
+        time.sleep(TICK_S)
+        with state.lock:
+            if time.monotonic() - state.beat >= ping_every or state.store is None:
+                _renew(state)
+            if state.store is None:
+                continue
+            try:
+                gone = {
+                    chunk: state.chunks.pop(chunk) for chunk in _gone(state.store, state.chunks)
+                }
+                if gone:  # a statement for all of them, whatever their number
+                    state.store.release_leases([run.runid for run in gone.values() if run])
+                    state.store.drop_run_locks(list(gone))
+            except Exception as exc:  # the next heartbeat reconnects
+                say(f"store out of reach ({' '.join(str(exc).split())[:200]})")
+                state.store = None
+
+
+def main(address: str, requests: int, answers: int, pings: int, pongs: int) -> None:
+    """The keeper, in its own session: requests and answers, pings and pongs on pipes."""
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(number, signal.SIG_IGN)
+    state = _State(address)
+    try:
+        state.connect()
+    except Exception as exc:
+        os.write(answers, f"!{' '.join(str(exc).split())}\n".encode())
+        return
+    try:
+        serve(state, requests, answers, pings, pongs)
+    except BaseException as exc:  # a defect here: nobody would hold the leases any more
+        state.fence(state.runs(), f"internal error {type(exc).__name__}: {exc}")
+        os._exit(3)

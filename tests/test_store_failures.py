@@ -1,0 +1,110 @@
+"""A drain outlives a store that fails for a while: a busy SQLite file, a PostgreSQL server
+that restarts. A run that succeeded is recorded READY; an error that lasts stops the claims,
+lets the running jobs end and be recorded, then RunJob exits with one line."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_chaos import _restart
+from test_hosts import _one_job
+
+from support import ADDRESSES, Cli, rows, start_runjob, wait_for
+
+
+def _statuses(tmp_path) -> dict[str, str]:
+    found = rows(tmp_path, "select dataid, status from datastatus where jobid='work'")
+    return dict(found)
+
+
+def _hold_the_store(path: Path, seconds: float, when: threading.Event) -> threading.Thread:
+    """Another writer that keeps the SQLite store locked for ``seconds`` once ``when``."""
+
+    def hold() -> None:
+        when.wait()
+        conn = sqlite3.connect(path, isolation_level=None, timeout=60)
+        conn.execute("BEGIN IMMEDIATE")
+        time.sleep(seconds)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    return thread
+
+
+def _started(tmp_path) -> threading.Event:
+    """Set once the first job of the drain has started."""
+    event = threading.Event()
+
+    def watch() -> None:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the first job")
+        event.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return event
+
+
+def test_a_store_busy_for_longer_than_the_busy_timeout_loses_no_chunk(cli, tmp_path):
+    """Fault 8 of "Never twice": a claim or finish that met another writer's long
+    transaction ended the whole drain (exit 3); chunks that had succeeded ended FAILED."""
+    _one_job(cli, tmp_path, "touch started; sleep 0.5", chunks=6)
+    when = _started(tmp_path)
+    holder = _hold_the_store(tmp_path / "dataflow.db", 2.5, when)
+    env = {"DATAFLOW_BUSY_TIMEOUT": "1"}
+    drained = cli.runjob("--all", "--parallel", "2", "./work.sh", env=env)
+    holder.join()
+    assert drained.code == 0, drained
+    assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 7)}
+    warned = [line for line in drained.err.splitlines() if "the store failed" in line]
+    assert len(warned) == 1, drained.err
+    assert rows(tmp_path, "select count(*) from run where status = 'READY'") == [(6,)]
+
+
+def test_a_store_that_stays_busy_ends_the_drain_with_one_line_and_loses_nothing(cli, tmp_path):
+    """An error that lasts: no more claims, the running jobs end, their ends are tried
+    for longer; then RunJob exits 3 with one line. Their chunks are left RUNNING (never
+    FAILED for the store's sake) and recovered once the store answers again."""
+    _one_job(cli, tmp_path, 'echo "$dataid" >> ledger; touch started; sleep 0.3', chunks=4)
+    when = _started(tmp_path)
+    holder = _hold_the_store(tmp_path / "dataflow.db", 8, when)
+    env = {"DATAFLOW_BUSY_TIMEOUT": "1"}
+    drained = cli.runjob("--all", "--parallel", "2", "./work.sh", env=env)
+    assert drained.code == 3, drained
+    lines = drained.err.splitlines()
+    assert lines[-1].startswith("error: ") and "Traceback" not in drained.err, drained.err
+    holder.join()
+    assert "FAILED" not in _statuses(tmp_path).values()
+    running = [d for d, status in _statuses(tmp_path).items() if status == "RUNNING"]
+    assert running, "no run was left unrecorded: the store was not busy for long enough"
+    recovered = cli.ok("recover").out  # the store answers again: they are recovered
+    assert f"{len(running)} abandoned" in recovered, recovered
+    cli.ok("resubmit", "work", "--failed")
+    assert cli.runjob("--all", "./work.sh").code == 0
+    assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 5)}
+
+
+@pytest.mark.slow
+def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server):
+    """A PostgreSQL server restarting under a drain: its sessions and the keeper's are
+    cut; the drain waits, reconnects, and every chunk ends READY, once."""
+    cli = Cli(tmp_path, pg_database)
+    cli.env.update(DATAFLOW_LIVENESS_TIMEOUT="10")
+    ADDRESSES[tmp_path] = pg_database
+    try:
+        _one_job(cli, tmp_path, 'echo "$dataid" >> ledger; touch started; sleep 0.5', chunks=8)
+        runner = start_runjob(cli, "--all", "--parallel", "2", "./work.sh")
+        wait_for(lambda: (tmp_path / "started").exists(), what="the first job")
+        _restart(pg_server)
+        out, err = runner.communicate(timeout=120)
+        assert runner.returncode == 0, (out, err)
+        assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 9)}
+        assert sorted((tmp_path / "ledger").read_text().split()) == sorted(
+            str(n) for n in range(1, 9)
+        )
+    finally:
+        ADDRESSES.pop(tmp_path, None)
