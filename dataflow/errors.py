@@ -35,12 +35,14 @@ class NotAStore(DataflowError):
 
 
 class StoreUnavailable(DataflowError):
-    """The store's file cannot be read or written: disk full, I/O error, read-only."""
+    """The store's file cannot be read or written: disk full, I/O error, read-only.
+    ``passing``: a failure that passes if tried again later (busy, a lost connection)."""
 
     exit_code = 3  # as a driver error that reaches the CLI
 
-    def __init__(self, verb: str, path: object, reason: str):
+    def __init__(self, verb: str, path: object, reason: str, passing: bool = False):
         super().__init__(f"cannot {verb} the store {path}: {reason}")
+        self.passing = passing
 
 
 class BadSQL(DataflowError):

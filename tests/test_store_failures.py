@@ -60,7 +60,7 @@ def test_a_store_busy_for_longer_than_the_busy_timeout_loses_no_chunk(cli, tmp_p
     holder.join()
     assert drained.code == 0, drained
     assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 7)}
-    warned = [line for line in drained.err.splitlines() if "the store failed" in line]
+    warned = [line for line in drained.err.splitlines() if "the store failed for" in line]
     assert len(warned) == 1, drained.err
     assert rows(tmp_path, "select count(*) from run where status = 'READY'") == [(6,)]
 

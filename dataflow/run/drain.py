@@ -123,23 +123,28 @@ class Drain:
         (a busy store, a connection lost or a server restarting), for up to the store's
         patience (times ``patience``) after the first failure; a lasting failure is
         raised."""
-        deadline = None
+        failed: tuple[float, BaseException] | None = None
         delay = 0.05
         while True:
             try:
-                return call()
+                done = call()
             except RunFenced:
                 raise
             except (StoreUnavailable, *DRIVER_ERRORS) as exc:
-                deadline = deadline or time.monotonic() + patience * self.store.patience
-                if time.monotonic() + delay > deadline:
+                if not self.store.passing(exc):
                     raise
-                if not self._said_store:
-                    self._said_store = True
-                    why = " ".join(str(exc).split())[:300]
-                    self.notify(Event("store", status=f"the store failed ({why}); trying again"))
+                failed = failed or (time.monotonic(), exc)
+                if time.monotonic() + delay > failed[0] + patience * self.store.patience:
+                    raise  # one line says it all
                 time.sleep(delay)
                 delay = min(2 * delay, 2.0)
+                continue
+            if failed and not self._said_store:  # said once a drain: it went on
+                self._said_store = True
+                why = " ".join(str(failed[1]).split())[:300]
+                took = time.monotonic() - failed[0]
+                self.notify(Event("store", status=f"the store failed for {took:.1f} s ({why})"))
+            return done
 
     def _start_more(self) -> Event | None:
         """Claim and start runs while there is room; the cap-full event if that stopped us."""

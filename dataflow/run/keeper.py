@@ -98,7 +98,7 @@ class Keeper:
         answer = "" if self.failed else self._ask(f"hold {word(jobid)} {word(dataid)}")
         if answer not in ("0", "1"):
             why = answer[1:] if answer.startswith("!") else self.failed or "the keeper ended"
-            raise StoreUnavailable("hold a run lock in", "the store", why)
+            raise StoreUnavailable("hold a run lock in", "the store", why, passing=True)
         return answer == "1"
 
     def watch(self, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:

@@ -88,6 +88,10 @@ class Store(ABC):
     # server restarting) before a drain gives up on it.
     patience = 60.0
 
+    def passing(self, exc: BaseException) -> bool:
+        """Is ``exc`` a failure of the store that passes if tried again later?"""
+        return getattr(exc, "passing", False)
+
     # Runs of a shared store may live on other hosts: a run's liveness is then the
     # store's run lock, held by a keeper process (dataflow.run.keeper), not a local lock.
     shared = False

@@ -47,6 +47,13 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
 
         return liveness_timeout()
 
+    def passing(self, exc: BaseException) -> bool:
+        """A lost connection or a server going down or up (the next transaction connects
+        again), a deadlock or serialization failure (rolled back whole)."""
+        state = getattr(exc, "sqlstate", None) or ""
+        lost = isinstance(exc, psycopg.OperationalError) and not state
+        return lost or state.startswith(("08", "57P", "40")) or super().passing(exc)
+
     def __init__(self, address: str, conn: Connection):
         self.path = address  # type: ignore[assignment]
         self.address = address

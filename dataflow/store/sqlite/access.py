@@ -63,7 +63,8 @@ def failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | No
     name = getattr(exc, "sqlite_errorname", None) or ""
     if name.startswith("SQLITE_BUSY"):
         reason = "another process has held it locked for longer than the busy timeout"
-        return StoreUnavailable("write", path, f"{reason} (DATAFLOW_BUSY_TIMEOUT, default 60 s)")
+        why = f"{reason} (DATAFLOW_BUSY_TIMEOUT, default 60 s)"
+        return StoreUnavailable("write", path, why, passing=True)
     if name == "SQLITE_FULL":
         return StoreUnavailable("write", path, "the disk is full")
     if name.startswith("SQLITE_IOERR"):

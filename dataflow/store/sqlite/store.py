@@ -37,6 +37,11 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         """Another writer's transaction may hold the store for up to the busy timeout."""
         return busy_timeout()
 
+    def passing(self, exc: BaseException) -> bool:
+        """Busy or locked: another writer holds the store; it will let go."""
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or super().passing(exc)
+
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = path
         self.conn = conn
