@@ -11,6 +11,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -163,7 +164,10 @@ class Lifecycle(RuleBasedStateMachine):
         claim = self.live.pop((jobid, dataid))
         counts = lifecycle.finish(self.store, jobid, dataid, status, runid=claim.runid)
         claim.lock.close()
-        liveness.ended(self.store, jobid, dataid, claim.runid)  # nothing of it lives now
+        liveness.ended(self.store, jobid, dataid, claim.runid)  # nothing of it lives now:
+        deadline = time.monotonic() + 10  # a keeper lets the chunk go at its next look
+        while liveness.is_live(self.store, jobid, dataid) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert counts == (1, len(JOBS[jobid][0]))
         self.out[(jobid, dataid)] = status
 
