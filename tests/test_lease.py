@@ -318,3 +318,23 @@ def test_a_keeper_that_comes_back_after_its_lease_was_taken_fences_its_run(pair_
     assert "was ended elsewhere while it ran" in runner.stderr.read()
     (run,) = rows(tmp_path, "select status, reason from run where jobid='work'")
     assert run == ("FAILED", "abandoned")
+
+
+@pytest.mark.both_stores
+def test_copy_store_refuses_a_source_with_a_live_run(pair, tmp_path):
+    """Fault 7: copy-store copied RUNNING chunks of live runs; the target saw their locks
+    free, took them for dead and ran them again beside the live run."""
+    a, _ = pair
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")
+    _pid(tmp_path, "job.pid")
+    target = str(tmp_path / "copy.db")
+    refused = a.utility("copy-store", "--to", target)
+    assert refused.code == 2 and refused.err.count("\n") == 1, refused
+    assert "1 run of this store still live (work 1: pid " in refused.err, refused.err
+    (tmp_path / "go").touch()
+    assert runner.wait(timeout=60) == 0
+    _let_go(tmp_path)
+    assert a.ok("copy-store", "--to", target, "--force").out.startswith("copied to ")
+    copied = Cli(tmp_path, tmp_path / "copy.db")
+    assert "READY" in copied.ok("runs").out

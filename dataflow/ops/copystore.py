@@ -4,6 +4,7 @@ PostgreSQL and back), all or nothing."""
 from __future__ import annotations
 
 from ..errors import DataflowError
+from ..run import liveness
 from ..store import Store
 from ..store.base import TABLES
 
@@ -16,12 +17,41 @@ class TargetNotEmpty(DataflowError):
         )
 
 
+class SourceLive(DataflowError):
+    def __init__(self, live: list[str]):
+        shown = "; ".join(live[:5]) + (f"; and {len(live) - 5} more" if len(live) > 5 else "")
+        super().__init__(
+            f"{len(live)} run{'' if len(live) == 1 else 's'} of this store still live ({shown}): "
+            "the copy would take them for dead and run their chunks again; stop the RunJobs "
+            "(cron) and copy once they have ended"
+        )
+
+
+def _live(source: Store, runs: list[tuple]) -> list[str]:
+    """A person's words for each run of ``source`` a process of which lives: RUNNING
+    chunks whose run is alive, and any run whose token a process here carries."""
+    chunks = liveness.live_runs(source, source.running())
+    names = TABLES["run"]
+    rows = [dict(zip(names, run, strict=True)) for run in runs]
+    found = {row["runid"] for row in rows if (row["jobid"], row["dataid"]) in chunks}
+    found |= liveness.living(source, [row for row in rows if row["status"] != "RUNNING"])
+    return [
+        f"{row['jobid']} {row['dataid']}: {liveness.where(source, row)}"
+        for row in rows
+        if row["runid"] in found
+    ]
+
+
 def copy_store(source: Store, target: Store, where: str, force: bool = False) -> dict[str, int]:
     """Copy every table of ``source`` into ``target`` (created and at the current schema),
-    replacing what it held, in one transaction of the target; rows copied per table."""
+    replacing what it held, in one transaction of the target; rows copied per table. A
+    source with a live run is refused: the target would take the run for dead."""
     copied = {}
     with source.transaction():  # one consistent picture of the source
         tables = {table: source.table_rows(table) for table in TABLES}
+        live = _live(source, tables["run"])
+    if live:
+        raise SourceLive(live)
     with target.transaction():
         chunks, runs = len(target.table_rows("datastatus")), len(target.table_rows("run"))
         if (chunks or runs) and not force:

@@ -55,6 +55,7 @@ TABLES = {
         "reason",
         "validation",
         "rerun",
+        "token",
     ),
     "hold": ("jobid", "dataid", "datasetid", "previous", "since"),
 }
