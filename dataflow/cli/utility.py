@@ -9,7 +9,7 @@ import sys
 from .. import __version__, crypto
 from ..errors import PasskeyMissing, UsageError
 from ..ops import copystore
-from ..run import claims, lifecycle, liveness, sparkconnect
+from ..run import claims, lifecycle, liveness, logs, sparkconnect
 from ..store import create_store, files_of, locate, now, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (they register commands)
     guarded,
     operations,
     output,
+    printable,
     registration,
     say,
     streaming,
@@ -288,8 +289,14 @@ def log(options: argparse.Namespace) -> int:
     if run is None:
         which = f"attempt {options.attempt} of " if options.attempt else ""
         raise UsageError(f"no run history for {which}job '{options.jobid}' at '{options.dataid}'")
+    path = logs.own(store.files, run["logpath"])
+    if path is None:  # a history row any client may have written
+        raise UsageError(
+            f"the log {printable(str(run['logpath']))} of that run is not in the store's "
+            f"log folder ({store.files / 'logs'}): not read"
+        )
     try:
-        with open(run["logpath"], "rb") as handle:
+        with open(path, "rb") as handle:
             sys.stdout.buffer.write(handle.read())
     except OSError as exc:
         raise UsageError(f"cannot read log {run['logpath']}: {exc.strerror}") from None

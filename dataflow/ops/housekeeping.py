@@ -13,7 +13,7 @@ import os
 from datetime import datetime, timedelta
 
 from ..errors import UsageError
-from ..run import liveness
+from ..run import liveness, logs
 from ..store import Row, Store
 
 MAX_DAYS = 36_500  # a century: more is a typo, and past ~2.7 million days dates overflow
@@ -21,8 +21,9 @@ MAX_DAYS = 36_500  # a century: more is a typo, and past ~2.7 million days dates
 
 def purge(
     store: Store, jobid: str | None = None, days_old: float | None = None, dry_run: bool = False
-) -> list[Row]:
-    """Delete (or with ``dry_run`` list) history rows and logs; returns the runs."""
+) -> tuple[list[Row], list[str]]:
+    """Delete (or with ``dry_run`` list) history rows and logs; returns the runs, and the
+    log paths left alone because they are not in the store's log folder."""
     before = None
     if days_old is not None:
         if not (math.isfinite(days_old) and 0 <= days_old <= MAX_DAYS):
@@ -37,9 +38,13 @@ def purge(
         runs = [run for run in runs if run["runid"] not in live]
         if not dry_run:
             store.delete_runs([run["runid"] for run in runs])
-    if not dry_run:  # the rows are gone for good: now their files
+    skipped: list[str] = []
+    if not dry_run:  # the rows are gone for good: now their files, in the log folder only
         for run in runs:
-            if run["logpath"]:
+            path = logs.own(store.files, run["logpath"])
+            if path is not None:
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(run["logpath"])
-    return runs
+                    os.unlink(path)
+            elif run["logpath"]:
+                skipped.append(str(run["logpath"]))
+    return runs, skipped

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from .. import crypto
 from ..errors import DataflowError, RegistrationError, UnknownDataset, UnknownJob, WrongPasskey
 from ..run import lifecycle
+from ..run.envnames import unsafe, why
 from ..run.jobenv import is_variable_name
 from ..run.lifecycle import SETTINGS, TODAY
 from ..store import DATASET_COLUMNS, Row, Store
@@ -25,6 +26,8 @@ def _check_dataset_name(datasetid: str) -> None:
             f"dataset name '{datasetid}' must be usable in environment variable names "
             "(letters, digits and _, not starting with a digit) and not 'today'"
         )
+    if unsafe(f"{datasetid}_hostname"):
+        raise RegistrationError(f"dataset name '{datasetid}': {why(datasetid + '_...')}")
 
 
 def register_dataset(store: Store, row: Row, password: str | None, passkey: str | None) -> bool:
@@ -98,6 +101,8 @@ def _validate_job(
             not is_variable_name(itemtype) or itemtype in ("dataid", "jobid")
         ):
             raise RegistrationError(f"'{itemtype}' cannot be an environment variable of the job")
+        if itemtype not in SETTINGS and unsafe(itemtype):
+            raise RegistrationError(f"job '{jobid}': {why(itemtype)}")
     lifecycle.settings_of(jobid, {t: v or "" for t, _, v in items if t in SETTINGS})
     rows = [r for r in store.job_rows() if r["jobid"] != jobid]
     rows += [{"jobid": jobid, "itemtype": t, "datasetid": d} for t, d, _ in items]

@@ -11,6 +11,7 @@ import re
 from .. import crypto
 from ..errors import JobConfigError, PasskeyMissing
 from ..store import Row
+from .envnames import unsafe, why
 from .lifecycle import Job
 
 FIELDS = ("datasetid", "hostname", "database", "schemaname", "tablename", "username")
@@ -53,6 +54,8 @@ def build(job: Job, datasets: dict[str, Row], passkey: str | None) -> JobEnv:
                     f"dataset name '{datasetid}' cannot be an environment variable "
                     "(use letters, digits and _, not starting with a digit)",
                 )
+            if unsafe(f"{datasetid}_hostname"):
+                raise JobConfigError(job.jobid, f"dataset '{datasetid}': {why(datasetid + '_...')}")
             row = datasets.get(datasetid)
             if row is None:
                 raise JobConfigError(job.jobid, f"dataset '{datasetid}' is not in table dataset")
@@ -70,6 +73,8 @@ def build(job: Job, datasets: dict[str, Row], passkey: str | None) -> JobEnv:
             raise JobConfigError(
                 job.jobid, f"item '{name}' cannot be an environment variable of the job"
             )
+        if unsafe(name):  # a row another client wrote: refused before anything is claimed
+            raise JobConfigError(job.jobid, f"its row with itemtype {why(name)}; delete that row")
         env[name] = value
     return result
 

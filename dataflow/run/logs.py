@@ -28,6 +28,20 @@ def _job_logs(folder: Path, jobid: str) -> Path:
     return folder / "logs" / safe_name(jobid)
 
 
+def own(folder: Path, logpath: object) -> Path | None:
+    """``logpath`` (a run's, as its history row names it) if it is a file inside the
+    store's log folder ``folder/logs``, symlinks resolved; else None. Any client may write
+    a history row: a path it names elsewhere is never read or deleted."""
+    if not logpath:
+        return None
+    try:
+        root = (folder / "logs").resolve()
+        path = Path(str(logpath)).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return path if path != root and path.is_relative_to(root) else None
+
+
 def prepare(folder: Path, jobid: str) -> Path:
     """Create the job's log folder (before a claim: a run must never fail for want of it)."""
     path = _job_logs(folder, jobid)

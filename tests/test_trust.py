@@ -1,0 +1,85 @@
+"""The open store is a trust boundary: whoever writes a row decides which chunk runs and
+with which metadata, never which code runs nor which file our commands read or delete."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from support import rows, script, state
+
+pytestmark = pytest.mark.both_stores
+
+# names that change how a process, a shell, the loader, an interpreter or the JVM starts
+UNSAFE = ["BASH_ENV", "ENV", "LD_PRELOAD", "PATH", "PYTHONSTARTUP", "JAVA_TOOL_OPTIONS", "PERL5OPT"]
+
+
+def _job(cli, tmp_path):
+    cli.ok("createtables")
+    cli.ok("register-dataset", "src")
+    cli.ok("register-dataset", "dst")
+    cli.ok("register-job", "M", "--in", "src", "--out", "dst")
+    cli.ok("ready", "src", "1")
+    script(tmp_path, "M.sh", "echo ran > ran")
+    (tmp_path / "evil.sh").write_text(f"touch {tmp_path / 'pwned'}\n")
+
+
+@pytest.mark.parametrize("name", UNSAFE)
+def test_a_job_row_that_would_change_how_the_job_starts_is_refused(cli, tmp_path, name):
+    _job(cli, tmp_path)
+    refused = cli.utility("register-job", "M", "--in", "src", "--out", "dst", "--env", f"{name}=x")
+    assert refused.code == 2 and refused.err.count("\n") == 1, refused
+    assert f"'{name}' changes how the job's programs start" in refused.err
+    # another client writes the row anyway: RunJob refuses the job before any claim
+    evil = str(tmp_path / "evil.sh")
+    cli.ok("dml", f"insert into job (jobid, itemtype, itemvalue) values ('M', '{name}', '{evil}')")
+    before = state(tmp_path)
+    ran = cli.runjob("./M.sh")
+    assert ran.code == 2 and ran.err.count("\n") == 1, ran
+    assert f"its row with itemtype '{name}'" in ran.err and "delete that row" in ran.err
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "ran").exists()
+    assert state(tmp_path) == before  # nothing claimed
+
+
+def test_an_import_and_a_dataset_name_follow_the_same_rule(cli, tmp_path):
+    _job(cli, tmp_path)
+    cli.ok("export", "export.json")
+    exported = json.loads((tmp_path / "export.json").read_text())
+    exported["jobs"]["M"].append({"itemtype": "LD_PRELOAD", "itemvalue": "/tmp/evil.so"})
+    (tmp_path / "export.json").write_text(json.dumps(exported))
+    refused = cli.utility("import", "export.json")
+    assert refused.code == 2 and "'LD_PRELOAD' changes how" in refused.err, refused
+    refused = cli.utility("register-dataset", "LD")  # LD_hostname, LD_password...
+    assert refused.code == 2 and "dataset name 'LD'" in refused.err, refused
+    # written by another client: the job that uses it is refused, nothing claimed
+    cli.ok("dml", "insert into dataset (datasetid) values ('LD')")
+    cli.ok("dml", "insert into job (jobid, itemtype, datasetid) values ('M', 'IN', 'LD')")
+    ran = cli.runjob("./M.sh")
+    assert ran.code == 2 and "dataset 'LD'" in ran.err and ran.err.count("\n") == 1, ran
+    assert not (tmp_path / "ran").exists()
+
+
+def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path):
+    _job(cli, tmp_path)
+    assert cli.runjob("./M.sh").code == 0
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me\n")
+    cli.ok("dml", f"update run set logpath = '{outside}'")
+    refused = cli.utility("log", "M", "1")
+    assert refused.code == 2 and "not in the store's log folder" in refused.err, refused
+    assert "keep me" not in refused.out
+    purged = cli.ok("purge", "--days-old", "0")
+    assert "1 run purged" in purged.out and "left alone" in purged.err
+    assert outside.read_text() == "keep me\n"
+    # a symlink in the log folder that leads out of it is no way out either
+    cli.ok("resubmit", "M", "1")
+    assert cli.runjob("./M.sh").code == 0
+    (logpath,) = rows(tmp_path, "select logpath from run")[0]
+    os.unlink(logpath)
+    os.symlink(outside, logpath)
+    refused = cli.utility("log", "M", "1")
+    assert refused.code == 2 and "not in the store's log folder" in refused.err, refused
+    cli.ok("purge", "--days-old", "0")
+    assert outside.read_text() == "keep me\n"
