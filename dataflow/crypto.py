@@ -29,13 +29,27 @@ def read_passkey(environ: Mapping[str, str] = os.environ) -> str | None:
     path = environ.get("PASSKEY_FILE")
     if not path:
         return None
+    return passkey_file(path, "PASSKEY_FILE ")
+
+
+MAX_PASSKEY = 4096  # bytes: a passkey file is a line, not a stream (/dev/zero is refused)
+
+
+def passkey_file(path: str, what: str = "") -> str:
+    """The passkey held by a file: its first line, UTF-8, at most MAX_PASSKEY bytes."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            passkey = handle.read().rstrip("\r\n")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_PASSKEY + 1)
     except OSError as exc:
-        raise UsageError(f"cannot read PASSKEY_FILE {path}: {exc.strerror}") from None
-    if not passkey:
-        raise UsageError(f"PASSKEY_FILE {path} is empty")
+        raise UsageError(f"cannot read {what}{path}: {exc.strerror}") from None
+    if len(data) > MAX_PASSKEY:
+        raise UsageError(f"{what}{path} is longer than {MAX_PASSKEY} bytes: not a passkey file")
+    try:
+        passkey = data.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what}{path} is not UTF-8 text: not a passkey file") from None
+    if not passkey or "\0" in passkey:
+        raise UsageError(f"{what}{path} is {'empty' if not passkey else 'binary'}")
     return passkey
 
 

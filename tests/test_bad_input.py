@@ -206,7 +206,10 @@ def test_import_of_a_bad_file_writes_nothing(made, tmp_path, content, why):
         (("frobnicate",), "argument COMMAND: invalid choice: 'frobnicate'"),
         (("--bogus", "runs"), "unrecognized arguments: --bogus"),
         (("endjob", "work"), "the following arguments are required: dataid, status"),
-        (("runs", "--limit", "x"), "argument --limit: invalid int value: 'x'"),
+        (
+            ("runs", "--limit", "x"),
+            "argument --limit: must be a whole number from 1 to 1000000, not 'x'",
+        ),
         (("crypt", "text"), "one of the arguments -e -d is required"),
     ],
 )

@@ -83,3 +83,48 @@ def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path):
     assert refused.code == 2 and "not in the store's log folder" in refused.err, refused
     cli.ok("purge", "--days-old", "0")
     assert outside.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("runs", "--limit", "99999999999999999999"),
+        ("history", "--limit", "-1"),
+        ("history", "--limit", "0"),
+        ("log", "M", "1", "--attempt", "99999999999999999999"),
+    ],
+)
+def test_limits_and_attempts_out_of_range_are_one_line(cli, tmp_path, argv):
+    _job(cli, tmp_path)
+    before = state(tmp_path)
+    refused = cli.utility(*argv)
+    assert refused.code == 2 and refused.err.count("\n") == 1, refused
+    assert "must be a whole number from 1 to 1000000" in refused.err
+    assert state(tmp_path) == before
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # no store is read
+def test_passkey_files_and_imports_are_read_with_a_bound(cli, tmp_path):
+    (tmp_path / "binary.key").write_bytes(b"\xff\xfe\x00\x01")
+    cases = {
+        ("crypt", "-e", "hello"): {"PASSKEY_FILE": "/dev/zero"},
+        ("crypt", "-e", "hello "): {"PASSKEY_FILE": str(tmp_path / "binary.key")},
+        ("rekey", "--old-file", "/dev/zero", "--new-file", "/dev/zero"): {},
+        ("import", "/dev/zero"): {},
+    }
+    cli.ok("createtables")
+    for argv, env in cases.items():
+        refused = cli.utility(*argv, env=env, timeout=60)
+        assert refused.code == 2 and refused.err.count("\n") == 1, (argv, refused)
+        assert "Traceback" not in refused.err
+    (tmp_path / "deep.json").write_text("[" * 200_000)
+    refused = cli.utility("import", "deep.json")
+    assert refused.code == 2 and "nested too deeply" in refused.err, refused
+
+
+def test_repeated_env_and_set_options_all_count(cli, tmp_path):
+    _job(cli, tmp_path)
+    argv = ["register-job", "M", "--in", "src", "--out", "dst", "--env", "A=1", "--env", "B=2"]
+    cli.ok(*argv, "--set", "retries=3", "--set", "timeout=50")
+    found = rows(tmp_path, "select itemtype, itemvalue from job where itemvalue is not null")
+    assert sorted(found) == [("A", "1"), ("B", "2"), ("retries", "3"), ("timeout", "50")]

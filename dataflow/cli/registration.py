@@ -70,12 +70,18 @@ def _job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set",
         nargs="+",
+        action="extend",
         default=[],
         metavar="NAME=VALUE",
         help="settings: retries, max_parallel, timeout, spark_args, spark_remote",
     )
     parser.add_argument(
-        "--env", nargs="+", default=[], metavar="NAME=VALUE", help="extra environment items"
+        "--env",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment items (repeat it, or name several)",
     )
 
 
@@ -125,10 +131,19 @@ def export(options: argparse.Namespace) -> int:
     return 0
 
 
+MAX_IMPORT = 64 << 20  # bytes: an export of thousands of jobs is a few MiB
+
+
 @command("import", "add or replace the datasets and jobs of an exported file", positional("file"))
 def import_(options: argparse.Namespace) -> int:
     try:
-        data = sys.stdin.buffer.read() if options.file == "-" else Path(options.file).read_bytes()
+        if options.file == "-":
+            data = sys.stdin.buffer.read(MAX_IMPORT + 1)
+        else:
+            with open(options.file, "rb") as handle:
+                data = handle.read(MAX_IMPORT + 1)
+        if len(data) > MAX_IMPORT:
+            raise UsageError(f"{options.file} is larger than {MAX_IMPORT >> 20} MiB: not an export")
         text = data.decode("utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {options.file}: {exc.strerror}") from None
@@ -148,23 +163,17 @@ def _rekey_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--new-file", help="file holding the new passkey (default: prompt)")
 
 
-def _passkey_file(path: str) -> str:
-    try:
-        passkey = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    if not passkey:
-        raise UsageError(f"{path} is empty")
-    return passkey
-
-
 @command("rekey", "re-encrypt every stored password under a new passkey", _rekey_arguments)
 def rekey(options: argparse.Namespace) -> int:
     if options.old_file:
-        old = _passkey_file(options.old_file)
+        old = crypto.passkey_file(options.old_file)
     else:
         old = crypto.read_passkey() or _secret("Old passkey: ", False)
-    new = _passkey_file(options.new_file) if options.new_file else _secret("New passkey: ", False)
+    new = (
+        crypto.passkey_file(options.new_file)
+        if options.new_file
+        else _secret("New passkey: ", False)
+    )
     with open_store(options) as store:
         count = registry.rekey(store, old, new)
     say(f"{plural(count, 'password')} re-encrypted")

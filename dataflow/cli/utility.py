@@ -27,6 +27,17 @@ from . import (  # noqa: F401  (they register commands)
 from .commands import COMMANDS, command, open_store, positional
 
 
+def count(text: str) -> int:
+    """A whole number from 1 to a million (a --limit, an --attempt)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 1000000, not '{text}'")
+    return number
+
+
 def forcible(*names: str):
     """Plain words, and ``--force`` to change a chunk whose run is live."""
     words = positional(*names)
@@ -126,7 +137,7 @@ command(
 @command(
     "runs",
     "list the newest status rows (OUT rows of datastatus), newest first; runs: see history",
-    lambda p: p.add_argument("--limit", type=int, default=20, help="how many (default 20)"),
+    lambda p: p.add_argument("--limit", type=count, default=20, help="how many (default 20)"),
 )
 def runs(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
@@ -261,12 +272,12 @@ def recover(options: argparse.Namespace) -> int:
 
 def _history_arguments(parser: argparse.ArgumentParser) -> None:
     positional(optional=("jobid", "dataid"))(parser)
-    parser.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    parser.add_argument("--limit", type=count, default=50, help="how many (default 50)")
 
 
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
     positional("jobid", "dataid")(parser)
-    parser.add_argument("--attempt", type=int, help="which attempt (default: the last)")
+    parser.add_argument("--attempt", type=count, help="which attempt (default: the last)")
 
 
 @command("history", "list runs (one row per attempt), newest first", _history_arguments)

@@ -188,6 +188,8 @@ def _parse(text: str) -> tuple[list[Row], dict[str, list[tuple[str, str | None, 
             ]
             for jobid, items in jobs.items()
         }
+    except RecursionError:
+        raise RegistrationError("not an OpenDataFlow export: nested too deeply") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RegistrationError(f"not an OpenDataFlow export: {exc}") from None
     return rows, parsed
