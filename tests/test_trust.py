@@ -128,3 +128,36 @@ def test_repeated_env_and_set_options_all_count(cli, tmp_path):
     cli.ok(*argv, "--set", "retries=3", "--set", "timeout=50")
     found = rows(tmp_path, "select itemtype, itemvalue from job where itemvalue is not null")
     assert sorted(found) == [("A", "1"), ("B", "2"), ("retries", "3"), ("timeout", "50")]
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_password_holding_an_at_sign_is_never_shown(cli, address):
+    host = str(address).split("@", 1)[1]
+    bad = f"postgresql://someone:su@pported@{host}"
+    refused = cli.utility("--db", bad, "runs")
+    assert refused.code == 2 and refused.err.count("\n") == 1, refused
+    assert "pported" not in refused.err and "percent-encode" in refused.err
+    assert "someone:***@" in refused.err
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_purge_reads_the_age_of_runs_on_the_servers_clock(cli, tmp_path, address, monkeypatch):
+    """A host whose clock is three days ahead must not purge yesterday's runs."""
+    import datetime as real
+
+    from dataflow.ops import housekeeping
+    from dataflow.store import base, open_store
+
+    _job(cli, tmp_path)
+    assert cli.runjob("./M.sh").code == 0
+
+    class Ahead(real.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real.datetime.now(tz) + real.timedelta(days=3)
+
+    for module in (base, housekeeping):  # this host's clock, wherever it is read
+        monkeypatch.setattr(module, "datetime", Ahead, raising=False)
+    with open_store(str(address)) as store:
+        runs, _ = housekeeping.purge(store, days_old=1, dry_run=True)
+    assert runs == []

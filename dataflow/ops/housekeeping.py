@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from ..errors import UsageError
 from ..run import liveness, logs
@@ -30,7 +30,7 @@ def purge(
             raise UsageError(
                 f"--days-old must be a number of days from 0 to {MAX_DAYS}, not {days_old}"
             )
-        moment = datetime.now().astimezone() - timedelta(days=days_old)
+        moment = store.clock() - timedelta(days=days_old)  # the server's, for a shared store
         before = moment.isoformat(sep=" ", timespec="microseconds")  # as the history's times
     with store.transaction():
         runs = store.purgeable_runs(jobid, before)  # a shared store keeps runs with a lease

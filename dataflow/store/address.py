@@ -27,11 +27,29 @@ def locate(db: str | None = None) -> Address:
     return Path(found).expanduser().absolute()
 
 
+# a URL's user and password, by structure: the password runs to the last "@" of the
+# authority (an unescaped "@" or "/" in it is the password's, not the host's)
+_USERINFO = re.compile(r"(//[^:/@\s]*):\S*@(?=[^@/\s]*(?:[/?\s\"'),]|$))")
+
+
 def shown(address: Address) -> str:
     """The address for a person (or a text that holds one): a URL without its password,
     whether in its user part or a ``password=`` parameter."""
-    text = re.sub(r"(//[^:/@\s]*):[^@/\s]*@", r"\1:***@", str(address))
+    text = _USERINFO.sub(r"\1:***@", str(address))
     return re.sub(r"(\bpassword=)[^&\s\"']*", r"\1***", text)
+
+
+def check_url(address: str) -> None:
+    """Refuse a URL whose password holds an unescaped ``@``: the driver would take part of
+    the password for the host, and say it in its errors."""
+    authority = address.split("//", 1)[-1].split("?", 1)[0]
+    if authority.count("@") > 1 or ("@" in authority and "/" in authority.rsplit("@", 1)[0]):
+        from ..errors import UsageError
+
+        raise UsageError(
+            f"the password in the store's address {shown(address)} holds '@' or '/': "
+            "percent-encode them (%40 for @, %2F for /)"
+        )
 
 
 LIVENESS_ENV = "DATAFLOW_LIVENESS_TIMEOUT"

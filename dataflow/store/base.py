@@ -89,6 +89,11 @@ class Store(ABC):
     # server restarting) before a drain gives up on it.
     patience = 60.0
 
+    def clock(self) -> datetime:
+        """The store's time now, with its zone: the time every host of the store shares
+        (a file's is this host's)."""
+        return datetime.now().astimezone()
+
     def passing(self, exc: BaseException) -> bool:
         """Is ``exc`` a failure of the store that passes if tried again later?"""
         return getattr(exc, "passing", False)

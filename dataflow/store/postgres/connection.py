@@ -16,7 +16,7 @@ from datetime import datetime
 import psycopg
 
 from ...errors import BadSQL, NotAStore, StoreMissing, StoreUnavailable
-from ..address import liveness_timeout
+from ..address import check_url, liveness_timeout
 from ..address import shown as display
 from ..base import DRIVER_ERRORS
 
@@ -26,6 +26,7 @@ DRIVER_ERRORS.append(psycopg.Error)
 def conninfo(address: str) -> str:
     """The libpq connection string for a store address, with keepalives on both ends:
     the client notices a dead server, the server a dead client, within the bound."""
+    check_url(address)
     bound = liveness_timeout()
     probe = max(1, int(bound / 4))
     server = [
@@ -166,15 +167,16 @@ def connect(address: str) -> Connection:
 
 def _scrubbed(address: str, exc: psycopg.Error) -> str:
     """The driver's message on one line, without the password it may quote (libpq
-    repeats a URL it cannot parse whole)."""
+    repeats, in double quotes, a URL or a part of one that it cannot parse)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     try:
         password = psycopg.conninfo.conninfo_to_dict(address).get("password")
     except psycopg.Error:
         password = None
-    if password:
-        text = text.replace(str(password), "***")
-    return display(text.replace(address, display(address)))
+    text = display(text.replace(address, display(address)))
+    if password:  # libpq quotes what it echoes of an address: masked there, not elsewhere
+        text = re.sub(r'"[^"]*"', lambda quoted: quoted[0].replace(str(password), "***"), text)
+    return text
 
 
 def unavailable(address: str, exc: psycopg.Error) -> StoreUnavailable | StoreMissing:

@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
@@ -46,6 +47,10 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
         from ..address import liveness_timeout
 
         return liveness_timeout()
+
+    def clock(self) -> datetime:
+        """The server's time: a host whose own clock is off does not move it."""
+        return datetime.fromisoformat(str(self.conn.execute("SELECT now()").fetchone()[0]))
 
     def passing(self, exc: BaseException) -> bool:
         """A lost connection or a server going down or up (the next transaction connects
