@@ -161,3 +161,18 @@ def test_purge_reads_the_age_of_runs_on_the_servers_clock(cli, tmp_path, address
     with open_store(str(address)) as store:
         runs, _ = housekeeping.purge(store, days_old=1, dry_run=True)
     assert runs == []
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # logs are on this host
+def test_a_log_stops_growing_at_its_cap_and_the_run_is_recorded(cli, tmp_path):
+    """A job's output cannot fill the store's disk through its log: the log is cut at
+    DATAFLOW_LOG_MAX_MB, with a note, and the run ends READY as it should."""
+    _job(cli, tmp_path)
+    script(tmp_path, "M.sh", "yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx | head -c 3000000; echo done")
+    ran = cli.runjob("./M.sh", env={"DATAFLOW_LOG_MAX_MB": "1"})
+    assert ran.code == 0 and ran.out.rstrip().endswith("1 IN file-local locks released"), ran
+    assert ran.out.count("x") == 2_925_000 and "done" in ran.out  # the console got it all
+    (logpath,) = rows(tmp_path, "select logpath from run")[0]
+    log = open(logpath, "rb").read()
+    assert len(log) < (1 << 20) + 200 and log.endswith(b"MB (DATAFLOW_LOG_MAX_MB)]\n")
+    assert rows(tmp_path, "select status, reason from run") == [("READY", None)]

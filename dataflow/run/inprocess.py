@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .logs import Redactor
-from .output import Sink
+from .output import LogSink, Sink
 from .runner import Outcome
 
 GIVE_UP_S = 3.0  # after a cancel, before the run is recorded without its thread
@@ -143,7 +143,7 @@ class ThreadRun:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            return Sink("log", os.open(self.log_path, flags, 0o644))
+            return LogSink(os.open(self.log_path, flags, 0o644))
         except OSError as exc:  # checked before the claim; lost since: run without it
             return Sink("log", None, f"log: {exc.strerror or exc}")
 

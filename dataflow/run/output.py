@@ -44,6 +44,56 @@ class Sink:
             self.lost = f"{self.name}: {exc.strerror or exc}"
 
 
+LOG_MAX_ENV = "DATAFLOW_LOG_MAX_MB"
+LOG_MAX_MB = 1024.0  # a run's log stops growing here (the console still gets everything)
+FREE_FLOOR = 64 << 20  # bytes the log leaves free on its disk: room for the store's finish
+
+
+class LogSink(Sink):
+    """A run's log file, cut (with a note) at DATAFLOW_LOG_MAX_MB megabytes, or earlier
+    when its disk has less than FREE_FLOOR bytes free: a log never takes the room the
+    store needs to record the run's end."""
+
+    CHECK_EVERY = 1 << 20  # bytes between two looks at the disk's free space
+
+    def __init__(self, fd: int | None, lost: str | None = None):
+        super().__init__("log", fd, lost)
+        self.written = 0
+        self.checked = 0
+        self.cut = False
+        self.cap = int(log_max_mb() * (1 << 20))
+
+    def write(self, data: bytes) -> None:
+        if self.cut or self.fd is None or not data:
+            return
+        why = None
+        if self.written + len(data) > self.cap:
+            why = f"{log_max_mb():g} MB ({LOG_MAX_ENV})"
+            data = data[: max(0, self.cap - self.written)]
+        elif self.written - self.checked >= self.CHECK_EVERY:
+            self.checked = self.written
+            try:
+                disk = os.fstatvfs(self.fd)
+                if disk.f_bavail * disk.f_frsize < FREE_FLOOR:
+                    why = "its disk is nearly full"
+                    data = b""
+            except OSError:
+                pass
+        super().write(data)
+        self.written += len(data)
+        if why:
+            self.cut = True
+            super().write(f"\n[dataflow: this log was cut here: {why}]\n".encode())
+
+
+def log_max_mb() -> float:
+    try:
+        value = float(os.environ.get(LOG_MAX_ENV, LOG_MAX_MB))
+    except ValueError:
+        return LOG_MAX_MB
+    return value if 0 < value < float("inf") else LOG_MAX_MB
+
+
 class Tail(Sink):
     """The last bytes a job wrote, kept to name why it failed."""
 

@@ -19,7 +19,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from ..errors import ScriptError
-from .output import Copier, Sink, Tail
+from .output import Copier, LogSink, Sink, Tail
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
 # (nor the file that holds the key)
@@ -223,7 +223,7 @@ class Run:
         )
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            return Sink("log", os.open(self.log_path, flags, 0o644))
+            return LogSink(os.open(self.log_path, flags, 0o644))
         except OSError as exc:  # checked before the claim; lost since: run without it
             return Sink("log", None, f"log: {exc.strerror or exc}")
 
