@@ -123,7 +123,7 @@ class Report:
                 f"{stamp()}: chunk {event.dataid} of {self.jobid} belonged to a dead run; "
                 "marked FAILED (abandoned)"
             )
-        elif kind in ("fenced", "store", "unrecorded"):
+        elif kind in ("fenced", "store"):
             warn(event.status)
         elif kind == "unusable":
             warn(

@@ -36,9 +36,8 @@ class Event(
 ):
     """Something a person may want to see: ``abandoned``, ``cap_full``, ``launch``,
     ``ending`` (the job ended, the status is not yet recorded), ``ended``, ``fenced``
-    (its result was refused: status says why), ``store`` (the store failed, the drain
-    waits and tries again: status says why) or ``unrecorded`` (its end could not be
-    written: the chunk is recovered as abandoned later).
+    (its result was refused: status says why) or ``store`` (the store failed for a
+    while and the drain went on: status says how long and why).
     counts: OUT rows updated and IN rows released; live and cap: for ``cap_full``."""
 
     __slots__ = ()
@@ -255,10 +254,8 @@ class Drain:
             self.summary.fenced += 1
             self.notify(Event("fenced", claim.dataid, claim, outcome, str(refused)))
             return
-        except (StoreUnavailable, *DRIVER_ERRORS) as exc:
-            self.failure = self.failure or exc
-            why = f"{self.job.jobid} {claim.dataid}: its end ({status}) could not be recorded"
-            self.notify(Event("unrecorded", claim.dataid, claim, outcome, why))
+        except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # said once, when the drain ends:
+            self.failure = self.failure or exc  # the chunk stays RUNNING, recovered later
             return
         self.summary.last = outcome
         if outcome.ok:
