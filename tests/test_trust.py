@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -168,11 +169,13 @@ def test_a_log_stops_growing_at_its_cap_and_the_run_is_recorded(cli, tmp_path):
     """A job's output cannot fill the store's disk through its log: the log is cut at
     DATAFLOW_LOG_MAX_MB, with a note, and the run ends READY as it should."""
     _job(cli, tmp_path)
-    script(tmp_path, "M.sh", "yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx | head -c 3000000; echo done")
+    script(
+        tmp_path, "M.sh", "yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx | head -c 3000000; echo done"
+    )
     ran = cli.runjob("./M.sh", env={"DATAFLOW_LOG_MAX_MB": "1"})
     assert ran.code == 0 and ran.out.rstrip().endswith("1 IN file-local locks released"), ran
     assert ran.out.count("x") == 2_925_000 and "done" in ran.out  # the console got it all
     (logpath,) = rows(tmp_path, "select logpath from run")[0]
-    log = open(logpath, "rb").read()
+    log = Path(logpath).read_bytes()
     assert len(log) < (1 << 20) + 200 and log.endswith(b"MB (DATAFLOW_LOG_MAX_MB)]\n")
     assert rows(tmp_path, "select status, reason from run") == [("READY", None)]
