@@ -108,3 +108,41 @@ def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server):
         )
     finally:
         ADDRESSES.pop(tmp_path, None)
+
+
+def _cut_sessions(address: str) -> int:
+    """``pg_terminate_backend`` of every other session of the store's database (the
+    drain's own, its keeper's); how many were cut."""
+    import psycopg
+
+    with psycopg.connect(address, autocommit=True) as conn:
+        cut = conn.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return cut[0]
+
+
+def test_a_drain_outlives_its_sessions_being_cut(tmp_path, pg_database):
+    """Fault 8 on PostgreSQL: ``pg_terminate_backend`` of the drain's own sessions mid-drain
+    (three times): the drain reconnects, and every chunk ends READY, each run once."""
+    cli = Cli(tmp_path, pg_database)
+    ADDRESSES[tmp_path] = pg_database
+    try:
+        _one_job(cli, tmp_path, 'echo "$dataid" >> ledger; touch started; sleep 0.4', chunks=8)
+        runner = start_runjob(cli, "--all", "--parallel", "2", "./work.sh")
+        wait_for(lambda: (tmp_path / "started").exists(), what="the first job")
+        cut = 0
+        for _ in range(3):
+            cut += _cut_sessions(pg_database)
+            time.sleep(0.5)
+        out, err = runner.communicate(timeout=120)
+        assert cut, "no session of the drain was cut"
+        assert runner.returncode == 0, (out, err)
+        assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 9)}
+        assert rows(tmp_path, "select count(*) from run where status <> 'READY'") == [(0,)]
+        assert sorted((tmp_path / "ledger").read_text().split()) == sorted(
+            str(n) for n in range(1, 9)
+        )
+    finally:
+        ADDRESSES.pop(tmp_path, None)
