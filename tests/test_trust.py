@@ -63,18 +63,20 @@ def test_an_import_and_a_dataset_name_follow_the_same_rule(cli, tmp_path):
 
 
 def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path):
+    """A history row names a file elsewhere: ``log`` prints the run's own log, ``purge``
+    deletes the run's own log, and the other file is never read nor deleted."""
     _job(cli, tmp_path)
+    script(tmp_path, "M.sh", "echo the job says hello")
     assert cli.runjob("./M.sh").code == 0
+    (own,) = rows(tmp_path, "select logpath from run")[0]
     outside = tmp_path / "precious.txt"
     outside.write_text("keep me\n")
     cli.ok("dml", f"update run set logpath = '{outside}'")
-    refused = cli.utility("log", "M", "1")
-    assert refused.code == 2 and "not in the store's log folder" in refused.err, refused
-    assert "keep me" not in refused.out
-    purged = cli.ok("purge", "--days-old", "0")
-    assert "1 run purged" in purged.out and "left alone" in purged.err
-    assert outside.read_text() == "keep me\n"
-    # a symlink in the log folder that leads out of it is no way out either
+    shown = cli.ok("log", "M", "1").out
+    assert shown == "the job says hello\n"
+    assert "1 run purged" in cli.ok("purge", "--days-old", "0").out
+    assert outside.read_text() == "keep me\n" and not Path(own).exists()
+    # a symlink at the run's own log path that leads out of the folder is no way out
     cli.ok("resubmit", "M", "1")
     assert cli.runjob("./M.sh").code == 0
     (logpath,) = rows(tmp_path, "select logpath from run")[0]
@@ -82,6 +84,7 @@ def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path):
     os.symlink(outside, logpath)
     refused = cli.utility("log", "M", "1")
     assert refused.code == 2 and "not in the store's log folder" in refused.err, refused
+    assert "keep me" not in refused.out
     cli.ok("purge", "--days-old", "0")
     assert outside.read_text() == "keep me\n"
 

@@ -10,7 +10,7 @@ from ..errors import UsageError
 from ..ops import drops, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
-from . import output, printable, say, warn
+from . import output, say
 from .commands import command, open_store, positional, show
 
 
@@ -203,9 +203,7 @@ def purge(options: argparse.Namespace) -> int:
     with open_store(options) as store:
         if options.jobid:
             lifecycle.load_job(store, options.jobid)
-        runs, skipped = housekeeping.purge(store, options.jobid, options.days_old, options.dry_run)
-    for path in skipped:
-        warn(f"log {printable(path)} is not in the store's log folder: left alone")
+        runs = housekeeping.purge(store, options.jobid, options.days_old, options.dry_run)
     verb = "would be purged" if options.dry_run else "purged"
     if options.dry_run:
         for run in runs:

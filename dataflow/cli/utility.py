@@ -17,7 +17,6 @@ from . import (  # noqa: F401  (they register commands)
     guarded,
     operations,
     output,
-    printable,
     registration,
     say,
     streaming,
@@ -300,12 +299,9 @@ def log(options: argparse.Namespace) -> int:
     if run is None:
         which = f"attempt {options.attempt} of " if options.attempt else ""
         raise UsageError(f"no run history for {which}job '{options.jobid}' at '{options.dataid}'")
-    path = logs.own(store.files, run["logpath"])
-    if path is None:  # a history row any client may have written
-        raise UsageError(
-            f"the log {printable(str(run['logpath']))} of that run is not in the store's "
-            f"log folder ({store.files / 'logs'}): not read"
-        )
+    path = logs.own(store.files, run)  # never a file a history row names elsewhere
+    if path is None:
+        raise UsageError(f"that run's log is not in the store's log folder ({store.files}/logs)")
     try:
         with open(path, "rb") as handle:
             sys.stdout.buffer.write(handle.read())

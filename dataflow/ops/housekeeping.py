@@ -21,9 +21,9 @@ MAX_DAYS = 36_500  # a century: more is a typo, and past ~2.7 million days dates
 
 def purge(
     store: Store, jobid: str | None = None, days_old: float | None = None, dry_run: bool = False
-) -> tuple[list[Row], list[str]]:
-    """Delete (or with ``dry_run`` list) history rows and logs; returns the runs, and the
-    log paths left alone because they are not in the store's log folder."""
+) -> list[Row]:
+    """Delete (or with ``dry_run`` list) history rows and their logs (in the store's log
+    folder only: see :func:`dataflow.run.logs.own`); returns the runs."""
     before = None
     if days_old is not None:
         if not (math.isfinite(days_old) and 0 <= days_old <= MAX_DAYS):
@@ -38,13 +38,10 @@ def purge(
         runs = [run for run in runs if run["runid"] not in live]
         if not dry_run:
             store.delete_runs([run["runid"] for run in runs])
-    skipped: list[str] = []
     if not dry_run:  # the rows are gone for good: now their files, in the log folder only
         for run in runs:
-            path = logs.own(store.files, run["logpath"])
+            path = logs.own(store.files, run)
             if path is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-            elif run["logpath"]:
-                skipped.append(str(run["logpath"]))
-    return runs, skipped
+    return runs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,18 +28,21 @@ def _job_logs(folder: Path, jobid: str) -> Path:
     return folder / "logs" / safe_name(jobid)
 
 
-def own(folder: Path, logpath: object) -> Path | None:
-    """``logpath`` (a run's, as its history row names it) if it is a file inside the
-    store's log folder ``folder/logs``, symlinks resolved; else None. Any client may write
-    a history row: a path it names elsewhere is never read or deleted."""
-    if not logpath:
-        return None
+def own(folder: Path, run: Mapping[str, object]) -> Path | None:
+    """The log file of ``run`` (a history row): where its row says, if that is inside the
+    store's log folder ``folder/logs`` (symlinks resolved), else where this store puts
+    that attempt's log (a store reached by another path, or moved); None if neither is
+    inside the folder. Any client may write a history row: a file it names elsewhere is
+    never read nor deleted."""
     try:
         root = (folder / "logs").resolve()
-        path = Path(str(logpath)).resolve()
-    except (OSError, RuntimeError, ValueError):
+        named = str(run.get("logpath") or "")
+        found = [Path(named).resolve()] if named else []
+        attempt = int(str(run["attempt"]))
+        found.append(log_path(folder, str(run["jobid"]), str(run["dataid"]), attempt).resolve())
+    except (OSError, RuntimeError, ValueError, KeyError):
         return None
-    return path if path != root and path.is_relative_to(root) else None
+    return next((path for path in found if path != root and path.is_relative_to(root)), None)
 
 
 def prepare(folder: Path, jobid: str) -> Path:
