@@ -1,4 +1,5 @@
-"""``utility set`` / ``unset``: change one setting of a registered job, validated, all or nothing."""
+"""Operator commands of issue 25: ``utility set`` / ``unset`` (one setting, validated, all or
+nothing) and ``status JOB``."""
 
 from __future__ import annotations
 
@@ -42,3 +43,16 @@ def test_set_and_unset_change_only_the_named_settings(cli):
         assert refused.err.startswith("error: ") and message in refused.err, refused
         assert refused.err.count("\n") == 1, refused
     assert cli.ok("export", "-").out == before  # nothing half-written
+
+
+def test_status_of_one_job(cli):
+    cli.ok("createtables")
+    for name in ("src", "mid", "out"):
+        cli.ok("register-dataset", name)
+    cli.ok("register-job", "load", "--in", "src", "--out", "mid")
+    cli.ok("register-job", "shape", "--in", "mid", "--out", "out")
+    assert [r["jobid"] for r in json.loads(cli.ok("--json", "status").out)] == ["load", "shape"]
+    assert [r["jobid"] for r in json.loads(cli.ok("--json", "status", "shape").out)] == ["shape"]
+    refused = cli.utility("status", "nojob")
+    assert refused.code == 2 and refused.out == "", refused
+    assert refused.err.startswith("error: unknown job 'nojob'") and refused.err.count("\n") == 1
