@@ -40,6 +40,7 @@ COMMANDS = [
     ("ready", "src", "7"),
     ("register-dataset", "more"),
     ("register-job", "more", "--in", "src", "--out", "spare"),
+    ("set", "work", "retries=2"),
     ("unregister-job", "work"),
     ("export", "config.json"),
     ("import", "good.json"),
@@ -125,7 +126,8 @@ def test_every_writing_command_gives_up_on_a_store_locked_too_long(chain, tmp_pa
             argv
             for argv in COMMANDS
             if argv[0] in ("dml", "endjob", "forcejob", "deleterun", "recover", "resubmit", "hold")
-            or argv[0] in ("ready", "register-dataset", "register-job", "unregister-job", "import")
+            or argv[0]
+            in ("ready", "register-dataset", "register-job", "set", "unregister-job", "import")
         ]
         began = time.monotonic()
         for argv in (*writers, RUNJOB):
@@ -146,7 +148,7 @@ READERS |= {"lineage", "export", "board"}
 # these have something to change in good_store's store (recover, purge, dml of no row
 # may answer that nothing needed changing)
 CHANGERS = {"endjob", "forcejob", "deleterun", "resubmit", "hold", "ready", "RUNJOB"}
-CHANGERS |= {"register-dataset", "register-job", "unregister-job", "import"}
+CHANGERS |= {"register-dataset", "register-job", "set", "unregister-job", "import"}
 
 
 @pytest.mark.parametrize("fault", ["read-only file", "read-only folder"])

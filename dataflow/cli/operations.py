@@ -35,10 +35,14 @@ def explain(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("status", "per job: chunks by status, waiting, next, live runs, last failure")
+@command(
+    "status",
+    "per job (or the one named): chunks by status, waiting, next, live runs, last failure",
+    positional(optional=("jobid",)),
+)
 def status_view(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
-        return show(options, status.job_status(store))
+        return show(options, status.job_status(store, options.jobid))
 
 
 @command(

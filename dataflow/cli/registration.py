@@ -101,6 +101,33 @@ def register_job(options: argparse.Namespace) -> int:
     return 0
 
 
+def _set_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("jobid")
+    parser.add_argument("pairs", nargs="+", metavar="NAME=VALUE")
+
+
+@command("set", "change settings or environment of a registered job", _set_arguments)
+def set_(options: argparse.Namespace) -> int:
+    assign = registry.parse_pairs(options.pairs, "set")
+    with open_store(options) as store:
+        registry.change_job(store, options.jobid, assign, [])
+    say(f"job {options.jobid}: {', '.join(assign)} set")
+    return 0
+
+
+def _unset_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("jobid")
+    parser.add_argument("names", nargs="+", metavar="NAME")
+
+
+@command("unset", "remove settings or environment names of a registered job", _unset_arguments)
+def unset(options: argparse.Namespace) -> int:
+    with open_store(options) as store:
+        registry.change_job(store, options.jobid, {}, options.names)
+    say(f"job {options.jobid}: {', '.join(options.names)} removed")
+    return 0
+
+
 @command("unregister-dataset", "remove a dataset no job uses", positional("datasetid"))
 def unregister_dataset(options: argparse.Namespace) -> int:
     with open_store(options) as store:

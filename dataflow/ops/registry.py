@@ -127,6 +127,30 @@ def register_job(
         return new
 
 
+def change_job(store: Store, jobid: str, assign: dict[str, str], remove: Iterable[str]) -> None:
+    """Set or remove a registered job's settings and environment names, validated as a whole."""
+    remove = list(remove)
+    for name in [*assign, *remove]:
+        if name in ("IN", "OUT"):
+            raise RegistrationError(f"'{name}' is changed by register-job, not set/unset")
+    with store.transaction():
+        items = store.job_items(jobid)
+        if not items:
+            raise UnknownJob(jobid)
+        named = {i.itemtype for i in items if i.itemtype not in ("IN", "OUT")}
+        if missing := [n for n in remove if n not in named]:
+            raise RegistrationError(f"job '{jobid}' has no setting '{missing[0]}'")
+        kept = [
+            (i.itemtype, i.datasetid, i.itemvalue)
+            for i in items
+            if i.itemtype in ("IN", "OUT")
+            or (i.itemtype not in assign and i.itemtype not in remove)
+        ]
+        kept += [(name, None, value) for name, value in assign.items()]
+        _validate_job(store, jobid, kept)
+        store.put_job(jobid, kept)
+
+
 def unregister_job(store: Store, jobid: str) -> int:
     """Remove a job's rows from table job (its chunks' statuses stay, as history)."""
     with store.transaction():

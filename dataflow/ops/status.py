@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from ..errors import DataflowError
+from ..errors import DataflowError, UnknownJob
 from ..run import claims, lifecycle, liveness
 from ..store import Row, Store
 
 STATUSES = ("READY", "RUNNING", "FAILED", "RESUBMIT", "HOLD")
 
 
-def job_status(store: Store) -> list[Row]:
-    """Counts by status, chunks waiting, the next one, live runs and the last failure."""
+def job_status(store: Store, jobid: str | None = None) -> list[Row]:
+    """Counts by status, chunks waiting, the next one, live runs and the last failure:
+    of every job, or of the one named (an unknown name is an error)."""
+    jobids = store.job_ids()
+    if jobid is not None:
+        if jobid not in jobids:
+            raise UnknownJob(jobid)
+        jobids = [jobid]
     counts: dict[str, dict[str, int]] = {}
     for row in store.status_counts():
         counts.setdefault(row["jobid"], {})[row["status"]] = row["chunks"]
     rows = []
-    for jobid in store.job_ids():
+    for jobid in jobids:
         try:
             nxt = claims.peek(store, lifecycle.load_job(store, jobid)) or ""
         except DataflowError as exc:
