@@ -163,7 +163,7 @@ def test_purge_reads_the_age_of_runs_on_the_servers_clock(cli, tmp_path, address
     for module in (base, housekeeping):  # this host's clock, wherever it is read
         monkeypatch.setattr(module, "datetime", Ahead, raising=False)
     with open_store(str(address)) as store:
-        runs, _ = housekeeping.purge(store, days_old=1, dry_run=True)
+        runs = housekeeping.purge(store, days_old=1, dry_run=True)
     assert runs == []
 
 
