@@ -14,7 +14,7 @@ import pytest
 from pytest_postgresql import factories
 
 from dataflow.store import create_store
-from support import ADDRESSES, Cli
+from support import ADDRESSES, BOUND, Cli, two_hosts
 
 STORES = ("sqlite", "postgres")
 
@@ -103,3 +103,13 @@ def chain(cli, tmp_path):
         "insert into datastatus select 'src','fakejob',value,'OUT','READY',now() from (select '1' value union select '2' union select '3') AS chunks",
     )
     return cli
+
+
+@pytest.fixture
+def hosts(tmp_path, pg_database):
+    """Two hosts sharing a PostgreSQL store: their own folders and names, the same cwd
+    (jobs), the liveness bound BOUND."""
+    a, b = two_hosts(tmp_path, pg_database, BOUND)
+    ADDRESSES[tmp_path] = pg_database
+    yield a, b
+    ADDRESSES.pop(tmp_path, None)

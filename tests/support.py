@@ -82,6 +82,23 @@ class Cli:
         return result
 
 
+BOUND = 6  # DATAFLOW_LIVENESS_TIMEOUT of the multi-host tests, in seconds (default 20)
+
+
+def two_hosts(tmp_path: Path, address, bound: float, own_state: bool = True) -> list[Cli]:
+    """Host A and host B of one store, simulated on this machine: their own names
+    (DATAFLOW_HOST) and liveness bound, and with ``own_state`` their own folders of logs
+    and chunk locks (DATAFLOW_STATE, a shared store's); the same cwd, where the jobs are."""
+    found = []
+    for name in ("hostA", "hostB"):
+        host = Cli(tmp_path, address)
+        host.env.update(DATAFLOW_HOST=name, DATAFLOW_LIVENESS_TIMEOUT=str(bound))
+        if own_state:
+            host.env["DATAFLOW_STATE"] = str(tmp_path / name)
+        found.append(host)
+    return found
+
+
 def script(folder: Path, name: str, body: str) -> Path:
     """Write an executable bash job script."""
     path = folder / name

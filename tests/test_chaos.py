@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from hosts import processes_of
 
-from support import ADDRESSES, Cli, rows, script
+from support import ADDRESSES, rows, script, two_hosts
 
 CHUNKS = 200  # x 2 jobs: at least 300 runs
 BOUND = 4  # DATAFLOW_LIVENESS_TIMEOUT, seconds
@@ -103,15 +103,7 @@ def _restart(server) -> None:
 
 @pytest.mark.slow
 def test_two_hosts_under_chaos_never_run_a_chunk_twice(tmp_path, pg_database, pg_server):
-    hosts = []
-    for name in ("hostA", "hostB"):
-        host = Cli(tmp_path, pg_database)
-        host.env.update(
-            DATAFLOW_HOST=name,
-            DATAFLOW_STATE=str(tmp_path / name),
-            DATAFLOW_LIVENESS_TIMEOUT=str(BOUND),
-        )
-        hosts.append(host)
+    hosts = two_hosts(tmp_path, pg_database, BOUND)
     ADDRESSES[tmp_path] = pg_database
     a = hosts[0]
     a.ok("createtables")

@@ -17,26 +17,7 @@ import pytest
 from hosts import Proxy, alive, processes_of
 from test_stress import CHUNKS, JOBS, LOOP, OUTPUT
 
-from support import ADDRESSES, Cli, rows, script, start_runjob, wait_for, written
-
-BOUND = 6  # DATAFLOW_LIVENESS_TIMEOUT for these tests, in seconds (default 20)
-
-
-@pytest.fixture
-def hosts(tmp_path, pg_database):
-    """Two hosts sharing the store: their own folders and names, the same cwd (jobs)."""
-    found = {}
-    for name in ("hostA", "hostB"):
-        host = Cli(tmp_path, pg_database)
-        host.env.update(
-            DATAFLOW_HOST=name,
-            DATAFLOW_STATE=str(tmp_path / name),
-            DATAFLOW_LIVENESS_TIMEOUT=str(BOUND),
-        )
-        found[name] = host
-    ADDRESSES[tmp_path] = pg_database
-    yield found["hostA"], found["hostB"]
-    ADDRESSES.pop(tmp_path, None)
+from support import BOUND, rows, script, start_runjob, wait_for, written
 
 
 def _one_job(cli, tmp_path, body, chunks=1):

@@ -21,9 +21,9 @@ import time
 
 import pytest
 from hosts import alive
-from test_hosts import BOUND, _children, _one_job
+from test_hosts import _children, _one_job
 
-from support import ADDRESSES, Cli, rows, start_runjob, wait_for, written
+from support import ADDRESSES, BOUND, Cli, rows, start_runjob, two_hosts, wait_for, written
 
 # the job: one flock per chunk, held by every process it starts (descriptor 9)
 JOB = """
@@ -50,13 +50,7 @@ def pair(store_kind, tmp_path, request):
     """Host A and host B on the store (on SQLite: two names on this one host)."""
     address = request.getfixturevalue("pg_database") if store_kind == "postgres" else None
     address = address or tmp_path / "dataflow.db"
-    found = []
-    for name in ("hostA", "hostB"):
-        host = Cli(tmp_path, address)
-        host.env.update(DATAFLOW_HOST=name, DATAFLOW_LIVENESS_TIMEOUT=str(BOUND))
-        if store_kind == "postgres":
-            host.env["DATAFLOW_STATE"] = str(tmp_path / name)
-        found.append(host)
+    found = two_hosts(tmp_path, address, BOUND, own_state=store_kind == "postgres")
     ADDRESSES[tmp_path] = address
     yield found
     ADDRESSES.pop(tmp_path, None)
@@ -133,10 +127,10 @@ def _keeper_backends(address: str) -> list[int]:
     return [pid for (pid,) in found]
 
 
-def test_a_session_ended_by_the_server_is_not_proof_of_death(pair_pg, tmp_path):
+def test_a_session_ended_by_the_server_is_not_proof_of_death(hosts, tmp_path):
     """Fault 2: ``pg_terminate_backend`` of the keeper's session (the store's own role may
     do it) freed the run lock; host B reclaimed while the job ran to its end."""
-    a, b = pair_pg
+    a, b = hosts
     _one_job(a, tmp_path, JOB + WAIT_GO)
     runner = start_runjob(a, "./work.sh")
     job = _pid(tmp_path, "job.pid")
@@ -155,11 +149,11 @@ def test_a_session_ended_by_the_server_is_not_proof_of_death(pair_pg, tmp_path):
     assert _ledger(tmp_path) == [f"1 {job}"]
 
 
-def test_a_stopped_keeper_fences_its_runs_before_another_host_may_take_them(pair_pg, tmp_path):
+def test_a_stopped_keeper_fences_its_runs_before_another_host_may_take_them(hosts, tmp_path):
     """Fault 3: a keeper stopped (SIGSTOP, or starved) let its session lapse while RunJob
     waited; host B reclaimed the chunk while host A's job ran. RunJob now pings its keeper
     and kills every process of its runs when it does not answer."""
-    a, b = pair_pg
+    a, b = hosts
     _one_job(a, tmp_path, JOB + HELPER + "\n" + WAIT_GO)
     runner = start_runjob(a, "./work.sh")
     job, helper = _pid(tmp_path, "job.pid"), _pid(tmp_path, "helper.pid")
@@ -186,10 +180,10 @@ def _status_failed(tmp_path) -> bool:
     ) == [("FAILED",)]
 
 
-def test_a_keeper_killed_takes_every_process_of_its_runs_with_it(pair_pg, tmp_path):
+def test_a_keeper_killed_takes_every_process_of_its_runs_with_it(hosts, tmp_path):
     """Fault 4: when the keeper died, RunJob killed its runs' process groups only: a helper
     detached into its own session with its descriptors closed lived on without a lease."""
-    a, b = pair_pg
+    a, b = hosts
     _one_job(a, tmp_path, JOB + HELPER + "\n" + WAIT_GO)
     runner = start_runjob(a, "./work.sh")
     job, helper = _pid(tmp_path, "job.pid"), _pid(tmp_path, "helper.pid")
@@ -278,27 +272,11 @@ def test_a_caller_reading_runjobs_output_never_waits_for_a_helper(pair, tmp_path
     wait_for(lambda: not alive(helper), what="the helper to end")
 
 
-@pytest.fixture
-def pair_pg(tmp_path, pg_database):
-    hosts = []
-    for name in ("hostA", "hostB"):
-        host = Cli(tmp_path, pg_database)
-        host.env.update(
-            DATAFLOW_HOST=name,
-            DATAFLOW_STATE=str(tmp_path / name),
-            DATAFLOW_LIVENESS_TIMEOUT=str(BOUND),
-        )
-        hosts.append(host)
-    ADDRESSES[tmp_path] = pg_database
-    yield hosts
-    ADDRESSES.pop(tmp_path, None)
-
-
-def test_a_keeper_that_comes_back_after_its_lease_was_taken_fences_its_run(pair_pg, tmp_path):
+def test_a_keeper_that_comes_back_after_its_lease_was_taken_fences_its_run(hosts, tmp_path):
     """RunJob and its keeper both stopped (as a frozen host is) past the bound: host B
     takes the chunk and revokes the lease; when they come back, the keeper's next
     heartbeat finds the lease gone and kills the run, and RunJob's finish is refused."""
-    a, b = pair_pg
+    a, b = hosts
     _one_job(a, tmp_path, JOB + WAIT_GO)
     runner = start_runjob(a, "./work.sh")
     job = _pid(tmp_path, "job.pid")

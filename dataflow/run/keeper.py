@@ -161,8 +161,9 @@ class Keeper:
             self.process.ended.wait(TICK_S)
 
     def _fence(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGKILL)
+        if not self.process.poll():  # unreaped, its pid is still its own: never a stranger's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGKILL)
         runs = list(self.runs.values())
         processes.kill({token for token, _ in runs}, {group for _, group in runs if group})
 
