@@ -3,7 +3,7 @@ environment, the child process, spark-submit's command line (or a Spark Connect
 client's, ``sparkconnect``), drains and run logs; chunks run in threads of one Spark
 driver or Connect client (``inprocess``, ``driven``).
 
-May import: store, errors, dataids, crypto.
+May import: store, errors, dataids, crypto, layout.
 
 RunJob imports only this package, the store and the CLI: keep it free of what a run
 does not need (benchmarks/findings.md measures every millisecond of start-up).

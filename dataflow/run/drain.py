@@ -7,12 +7,14 @@ Nothing here prints: progress is reported through ``notify(Event)``.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
 from collections import namedtuple
 from collections.abc import Callable
 
+from .. import layout
 from ..errors import DataflowError, RunFenced, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
 from . import claims, lifecycle, liveness
@@ -90,6 +92,9 @@ class Drain:
         self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
         self._said_store = False
+        # where runs stage their file outputs, published by their finish (layout.py); a
+        # driver's drain has the job's variables in its own environment
+        self.tables = layout.output_tables(job.outputs, {**os.environ, **env.variables})
 
     def stop(self, number: int) -> None:
         """Stop claiming and pass signal ``number`` to every running job (a signal handler)."""
@@ -249,7 +254,12 @@ class Drain:
         status = READY if outcome.ok else FAILED
         self.notify(Event("ending", claim.dataid, claim, outcome, status))
         try:
-            counts = self._record(claim, outcome, status)
+            try:
+                counts = self._record(claim, outcome, status)
+            except layout.PublishFailed as exc:  # its output is not there: not READY
+                outcome = outcome._replace(returncode=1, error=f"output not published: {exc}")
+                status = FAILED
+                counts = self._record(claim, outcome, status)
         except RunFenced as refused:
             self.summary.fenced += 1
             self.notify(Event("fenced", claim.dataid, claim, outcome, str(refused)))
@@ -281,6 +291,9 @@ class Drain:
                     duration=outcome.duration,
                     reason=outcome.note,
                     validation=outcome.validation,
+                    publish=lambda: layout.publish(
+                        self.tables, claim.dataid, claim.token, claim.attempt
+                    ),
                 )
             except RunFenced:
                 if len(tries) > 1 and self._recorded(claim, status):
@@ -288,10 +301,15 @@ class Drain:
                     return len(self.job.outputs), len(self.job.inputs)
                 raise
 
+        published = False
         try:
             # a finish is worth more waiting than a claim: the run's work is done
-            return self._patiently(finish, patience=FINISH_PATIENCE)  # type: ignore[return-value]
+            counts = self._patiently(finish, patience=FINISH_PATIENCE)
+            published = status == READY
+            return counts  # type: ignore[return-value]
         finally:
+            if not published:  # a failed or fenced attempt's output is never published
+                layout.discard(self.tables, claim.dataid, claim.token)
             # Only now: the status is final before anyone else may take the chunk.
             claim.lock.close()
             liveness.ended(self.store, self.job.jobid, claim.dataid, claim.runid)

@@ -8,6 +8,7 @@ transaction is held while a job runs.
 from __future__ import annotations
 
 from collections import namedtuple
+from collections.abc import Callable
 
 from ..errors import BadStatus, ChunkLive, JobConfigError, RunFenced, UnknownChunk, UnknownJob
 from ..store import ChunkRow, Store
@@ -132,11 +133,19 @@ def claimable(
 
 
 def finish(
-    store: Store, jobid: str, dataid: str, status: str, runid: int | None = None, **outcome: object
+    store: Store,
+    jobid: str,
+    dataid: str,
+    status: str,
+    runid: int | None = None,
+    publish: Callable[[], object] | None = None,
+    **outcome: object,
 ) -> tuple[int, int]:
     """End a run: OUT rows to ``status``, IN rows deleted, its history row closed
     with ``outcome`` (exitcode, signal, duration, reason). A run that a cascade asked
-    to rerun while it ran ends RESUBMIT instead of READY. Returns both counts."""
+    to rerun while it ran ends RESUBMIT instead of READY. A READY run's ``publish()``
+    moves its output into place inside the transaction, once the run is known to own
+    the chunk still (an error there rolls the finish back). Returns both counts."""
     with store.transaction():
         store.chunk_turn(dataid, wait=True)
         # fenced by the attempt: a run recovered as dead (its host cut off) or ended by
@@ -144,6 +153,8 @@ def finish(
         if runid is not None and not store.end_run(runid, status, **outcome):
             raise RunFenced(jobid, dataid, status)
         rerun = store.rerun_request(runid) if runid is not None and status == READY else None
+        if publish is not None and status == READY:
+            publish()
         return store.finish(jobid, dataid, RESUBMIT if rerun else status)
 
 

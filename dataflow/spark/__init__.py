@@ -30,7 +30,7 @@ per chunk in one SparkSession), ``streaming`` (a stream's micro-batches as chunk
 ``landing`` (items dropped into a stream's landing folder), ``jdbc``, ``pipeline`` and
 ``testing``.
 
-May import: errors, crypto, store.
+May import: errors, crypto, store, layout.
 """
 
 from .chunks import READ_DEFAULTS, WRITE_DEFAULTS, read, read_all, write

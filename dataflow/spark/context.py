@@ -136,4 +136,5 @@ def _dataset(env: Mapping[str, str], name: str, itemtype: str) -> Dataset:
         username=value("username"),
         password=value("password"),
         chunk_column=column,
+        attempt=env.get("DATAFLOW_RUN", "") if itemtype == "OUT" else "",
     )

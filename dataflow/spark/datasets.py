@@ -3,13 +3,13 @@ behind a JDBC URL) and how to name it safely in a path or in SQL."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
 from ..errors import DatasetError
+from ..layout import DEFAULT_FORMAT, FORMATS, chunk_folder, is_file, local, staging, table_path
 
-FORMATS = ("parquet", "csv", "json", "orc")
-DEFAULT_FORMAT = "parquet"  # what the seed's ``file:`` means
 CHUNK_COLUMN = "dataid"  # the JDBC chunk column by convention
 CHUNK_COLUMN_ITEM = "dataid_column"  # job item naming another one
 JDBC_DRIVERS = {
@@ -24,13 +24,6 @@ JDBC_DRIVERS = {
 }
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 _QUERY = re.compile(r"\s*(select|with)\s", re.IGNORECASE)
-# Spark's own escaping of partition values in paths (ExternalCatalogUtils.escapePathName)
-_PATH_SPECIAL = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(1, 32)}
-
-
-def chunk_folder(dataid: str) -> str:
-    """``dataid=<d>`` with the characters Spark escapes in partition folders escaped."""
-    return "dataid=" + "".join(f"%{ord(c):02X}" if c in _PATH_SPECIAL else c for c in dataid)
 
 
 @dataclass(frozen=True)
@@ -47,12 +40,12 @@ class Dataset:
     username: str = ""
     password: str = field(default="", repr=False)
     chunk_column: str = CHUNK_COLUMN
+    attempt: str = field(default="", repr=False)  # the run's token (DATAFLOW_RUN), if any
 
     @property
     def kind(self) -> str:
         """``file`` or ``jdbc``."""
-        database = self.database.strip().lower()
-        if database in FORMATS or database in ("file:", "file"):
+        if is_file(self.database):
             return "file"
         if self.hostname:
             return "jdbc"
@@ -74,15 +67,29 @@ class Dataset:
         """``<base>/<table>``: the folder holding every chunk (``s3a://``, ``hdfs://`` kept)."""
         if not self.schemaname:
             raise DatasetError(self.datasetid, "schemaname (the base path or URI) is empty")
-        base = self.schemaname.rstrip("/") or "/"
-        table = self.tablename.strip("/")
-        return f"{base.rstrip('/')}/{table}" if table else base
+        return table_path(self.schemaname, self.tablename)
 
     @property
     def chunk_path(self) -> str:
+        """Where this run reads and writes the chunk: the chunk's folder, or the run's
+        own attempt folder for an output it stages (published by its finish)."""
         if not self.dataid:
             raise DatasetError(self.datasetid, "the dataid is empty")
+        if self.staged:
+            return staging(self.table_path, self.dataid, self.attempt)
         return f"{self.table_path}/{chunk_folder(self.dataid)}"
+
+    @property
+    def staged(self) -> bool:
+        """Does this run write the chunk into its own attempt folder (docs/guarantees.md)?
+        An OUT file dataset of a run on a local path, where RunJob sees what it writes: a
+        Spark Connect client's only when the dataset's folder is on this host too."""
+        if self.itemtype != "OUT" or not self.attempt or self.kind != "file":
+            return False
+        path = local(self.table_path)
+        if path is None:
+            return False
+        return not os.environ.get("SPARK_REMOTE") or os.path.isdir(os.path.dirname(path) or "/")
 
     # -- JDBC datasets -------------------------------------------------------------------
 

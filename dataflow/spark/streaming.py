@@ -115,7 +115,9 @@ def stream(
         raise
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
-        chunk = _chunk(address, jobid, replace(output, dataid=str(batch_id)), batch, run)
+        chunk = _chunk(
+            address, jobid, replace(output, dataid=str(batch_id), attempt=""), batch, run
+        )
         if chunk is not None and on_chunk is not None:
             on_chunk(replace(chunk, batch_id=batch_id))
 

@@ -19,4 +19,4 @@ if orders.columns != COLUMNS:
         f"expected {COLUMNS}: ask the feed to redeliver it"
     )
 write(orders, ctx.output("raw"))
-print(f"extract: {orders.count()} rows of {ctx.dataid} landed in {ctx.output('raw').chunk_path}")
+print(f"extract: {orders.count()} rows of {ctx.dataid} landed in {ctx.output('raw').table_path}")

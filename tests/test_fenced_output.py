@@ -1,0 +1,133 @@
+"""Fenced output: what a run writes with ``dataflow.spark`` becomes its chunk only through
+its finish, and only while the run still owns the chunk (dataflow/layout.py).
+
+The job finds where to write as a Spark job does (``context().output().chunk_path``),
+without starting Spark: the path is the whole protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from hosts import alive
+from test_lease import _keeper_of, _pid
+
+from dataflow import layout
+from support import BOUND, rows, script, start_runjob, wait_for
+
+# the job: writes its host's name into its chunk; host A's then waits for "go" and
+# writes once more, as a writer that goes on after its chunk was taken from it
+JOB = f"""
+out=$({sys.executable} -c 'from dataflow.spark import context; print(context().output().chunk_path)')
+mkdir -p "$out" && echo "${{DATAFLOW_HOST:-here}}" > "$out/part.csv"
+echo $$ > job.pid
+if [ "$DATAFLOW_HOST" = hostA ] || [ -e wait ]; then
+    until [ -e go ]; do sleep 0.1; done
+    echo late > "$out/late.csv"
+fi
+exit "$(cat exit 2>/dev/null || echo 0)"
+"""
+
+
+def _register(cli, tmp_path: Path) -> Path:
+    lake = tmp_path / "lake"
+    cli.ok("createtables")
+    cli.ok(
+        "register-dataset",
+        "src",
+        "--database",
+        "csv",
+        "--schemaname",
+        str(lake),
+        "--tablename",
+        "src",
+    )
+    cli.ok(
+        "register-dataset",
+        "dst",
+        "--database",
+        "csv",
+        "--schemaname",
+        str(lake),
+        "--tablename",
+        "dst",
+    )
+    cli.ok("register-job", "work", "--in", "src", "--out", "dst")
+    cli.ok("ready", "src", "7")
+    script(tmp_path, "work.sh", JOB)
+    return lake / "dst"
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(folder.iterdir())} if folder.is_dir() else {}
+
+
+@pytest.mark.both_stores
+def test_a_runs_output_becomes_its_chunk_at_its_finish_and_a_failed_runs_never(cli, tmp_path):
+    table = _register(cli, tmp_path)
+    chunk = table / "dataid=7"
+    (tmp_path / "wait").touch()
+    runner = start_runjob(cli, "./work.sh")
+    wait_for(lambda: (tmp_path / "job.pid").exists(), what="the job to write")
+    (staged,) = (table / layout.ATTEMPTS / "dataid=7").iterdir()
+    assert staged.name.startswith("run=") and _files(staged) == {"part.csv": "here\n"}
+    assert not chunk.exists()  # nobody sees a running attempt's output
+    (tmp_path / "go").touch()
+    assert runner.wait(timeout=60) == 0, runner.stderr.read()
+    assert _files(chunk) == {"_ATTEMPT": "1\n", "part.csv": "here\n", "late.csv": "late\n"}
+    assert not (table / layout.ATTEMPTS).exists()
+
+    # a rerun that fails leaves the chunk as its last READY run made it
+    cli.ok("resubmit", "work", "7")
+    (tmp_path / "exit").write_text("3")
+    (tmp_path / "wait").unlink()
+    cli.runjob("./work.sh")
+    assert rows(tmp_path, "select status from run where attempt = 2") == [("FAILED",)]
+    assert _files(chunk) == {"_ATTEMPT": "1\n", "part.csv": "here\n", "late.csv": "late\n"}
+    assert not (table / layout.ATTEMPTS).exists()
+
+
+def test_a_late_writer_never_overwrites_the_chunk_of_the_attempt_that_took_it(hosts, tmp_path):
+    """A frozen host wakes up after another host took its chunk and published it: what
+    its job writes then goes into its own attempt folder, which is never published."""
+    a, b = hosts
+    table = _register(a, tmp_path)
+    runner = start_runjob(a, "./work.sh")
+    job = _pid(tmp_path, "job.pid")
+    keeper = _keeper_of(runner, job)
+    for pid in (runner.pid, keeper, job):
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: "1 abandoned" in b.ok("recover").out, timeout=BOUND * 4, what="the take-over"
+        )
+        b.ok("resubmit", "work", "7")
+        done = b.runjob("./work.sh")
+        assert done.code == 0, done.err
+    finally:
+        for pid in (job, keeper, runner.pid):
+            os.kill(pid, signal.SIGCONT)
+    (tmp_path / "go").touch()  # host A's job, if still alive, writes late
+    assert runner.wait(timeout=60) != 0
+    wait_for(lambda: not alive(job), timeout=BOUND, what="host A's job to end")
+    assert _files(table / "dataid=7") == {"_ATTEMPT": "2\n", "part.csv": "hostB\n"}
+    assert not (table / layout.ATTEMPTS).exists()
+
+
+def test_an_older_attempt_never_replaces_a_newer_one(tmp_path):
+    """The last line of defence, for a finish paused between its check and its move: a
+    chunk published by a later attempt is left alone."""
+    table = str(tmp_path / "t")
+    published = []
+    for token, attempt in (("new", 2), ("old", 1)):
+        staged = Path(layout.staging(table, "7", token))
+        staged.mkdir(parents=True)
+        (staged / "part.csv").write_text(token)
+        published.append(layout.publish([table], "7", token, attempt))
+    assert published == [1, 0]
+    assert _files(Path(table) / "dataid=7") == {"_ATTEMPT": "2\n", "part.csv": "new"}
+    assert not (Path(table) / layout.ATTEMPTS).exists()
