@@ -18,7 +18,7 @@ def old_store(path, version: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.create_function("now", 0, now)
     conn.create_function("dataflow_natkey", 1, natural_key)
-    for migration in schema.MIGRATIONS[:version]:
+    for migration in schema.migrations()[:version]:
         for statement in statements(migration):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {version}")
@@ -117,7 +117,7 @@ def test_a_version_1_postgresql_store_upgrades_with_its_data_and_offers(cli, tmp
     from dataflow.store.postgres import schema as pg_schema
 
     with psycopg.connect(address, autocommit=True) as conn:
-        conn.execute(pg_schema.MIGRATIONS[0])
+        conn.execute(pg_schema.migration(1))
         conn.execute("INSERT INTO dataflow_schema VALUES (1)")
         conn.execute("insert into dataset (datasetid) values ('bobin'), ('bobout')")
         conn.execute(

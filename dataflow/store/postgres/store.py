@@ -120,7 +120,7 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
                 if found > schema.VERSION:
                     raise StoreVersion(display(address), found, schema.VERSION)
                 for version in range(found + 1, schema.VERSION + 1):
-                    store.conn.execute_script(schema.MIGRATIONS[version - 1])
+                    store.conn.execute_script(schema.migration(version))
                 store.conn.execute("DELETE FROM dataflow_schema")
                 store.conn.execute("INSERT INTO dataflow_schema VALUES (?)", (schema.VERSION,))
         except psycopg.Error as exc:

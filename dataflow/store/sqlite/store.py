@@ -137,7 +137,7 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
             )
             ours = schema.ours()
             theirs = [sql for name, sql in rows if name not in ours]
-        for statement in statements(schema.MIGRATIONS[version - 1]):
+        for statement in statements(schema.migration(version)):
             self.conn.execute(statement)
         for sql in theirs:
             self.conn.execute(sql)
