@@ -287,7 +287,9 @@ def run(options: argparse.Namespace) -> int:
         claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
         validate = [runner.resolve(options.validate, submitted=False)] if options.validate else None
-        if entry and drain_mode:  # one Spark driver (or Connect client) for every chunk
+        # one Spark driver (or Connect client) for every chunk; none when there is no work:
+        # a chunk that turns up meanwhile is run by a job process of its own
+        if entry and drain_mode and claims.anything_to_do(store, job):
             if remote:
 
                 def launch(driver: list[str]) -> list[str]:

@@ -123,6 +123,14 @@ def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
     return None
 
 
+def anything_to_do(store: Store, job: Job) -> bool:
+    """Would a drain of ``job`` claim a chunk now, or wait for a ``max_parallel`` slot?
+    Asked before starting what a drain costs (a Spark driver), so that an idle cron tick
+    costs what a shell job's does."""
+    found = claim(store, job, dry_run=True)
+    return found.claim is not None or found.cap_full
+
+
 def claim(
     store: Store, job: Job, *, command: str = "", dry_run: bool = False, recover_dead: bool = True
 ) -> ClaimResult:

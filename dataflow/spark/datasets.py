@@ -24,6 +24,7 @@ JDBC_DRIVERS = {
 }
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 _QUERY = re.compile(r"\s*(select|with)\s", re.IGNORECASE)
+_LOCAL_SERVER = re.compile(r"sc://(localhost|127\.[0-9.]+|\[::1\])(:[0-9]+)?(/|;|\Z)")
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,13 @@ class Dataset:
     def staged(self) -> bool:
         """Does this run write the chunk into its own attempt folder (docs/guarantees.md)?
         An OUT file dataset of a run on a local path, where RunJob sees what it writes: a
-        Spark Connect client's only when the dataset's folder is on this host too."""
+        Spark Connect client's only when its server runs on this host too."""
         if self.itemtype != "OUT" or not self.attempt or self.kind != "file":
             return False
-        path = local(self.table_path)
-        if path is None:
+        if local(self.table_path) is None:
             return False
-        return not os.environ.get("SPARK_REMOTE") or os.path.isdir(os.path.dirname(path) or "/")
+        remote = os.environ.get("SPARK_REMOTE", "")
+        return not remote or _LOCAL_SERVER.match(remote) is not None
 
     # -- JDBC datasets -------------------------------------------------------------------
 

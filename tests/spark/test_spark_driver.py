@@ -250,3 +250,27 @@ def test_a_driver_that_cannot_start_claims_nothing(cli):
     assert statuses(cli.cwd, "job") == {}
     (log,) = driver_logs(cli)
     assert "Traceback" in log.read_text() and PASSWORD not in log.read_text()
+
+
+def test_an_idle_cron_tick_starts_no_driver(cli):
+    """Nothing claimable: ``RunJob --all ./job.py`` says what a shell job says and starts
+    no Spark driver (no JVM, no driver log), however often cron asks."""
+    setup_job(cli, 1, {})
+    cli.ok("dml", "update datastatus set status = 'RUNNING' where jobid = 'feed'")
+    (cli.cwd / "job.sh").write_text("#!/bin/sh\nexit 0\n")
+    (cli.cwd / "job.sh").chmod(0o755)
+    said = {}
+    for script in ("./job.py", "./job.sh"):
+        result = cli.runjob("--all", script, env={"PASSKEY": PASSKEY}, timeout=300)
+        assert result.code == 0, result
+        said[script] = re.sub(r"^.*\d{4}: ", "", result.err, flags=re.MULTILINE)
+    assert said["./job.py"] == said["./job.sh"]
+    assert "no suitable data" in said["./job.py"]
+    assert driver_logs(cli) == []
+
+    # once a chunk is there, the drain runs it in its driver
+    cli.ok("dml", "update datastatus set status = 'READY' where jobid = 'feed'")
+    result = cli.runjob("--all", "./job.py", env={"PASSKEY": PASSKEY}, timeout=300)
+    assert result.code == 0, result
+    assert statuses(cli.cwd, "job") == {"1": "READY"}
+    assert len(driver_logs(cli)) == 1
