@@ -88,7 +88,8 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
     if importlib.util.find_spec("apprise") is None:
         return [Delivery(masked(url), "missing", MISSING) for url in urls]
     bound = timeout()
-    request = {"urls": urls, "title": title, "body": body, "wait": bound / (len(urls) + 1)}
+    wait = bound / (len(urls) + 1)
+    request = {"urls": urls, "title": title, "body": body, "wait": wait, "bound": bound}
     heard: dict[int, tuple[str, str]] = {}
     try:
         sender = subprocess.Popen(
@@ -97,7 +98,6 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=child_environment({}),
-            start_new_session=True,  # a signal to RunJob's group is not its
         )
         try:
             out, _ = sender.communicate(json.dumps(request).encode(), timeout=bound)

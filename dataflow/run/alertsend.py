@@ -1,17 +1,19 @@
 """The process that sends one alert with Apprise: ``python -m dataflow.run.alertsend``.
 
-It reads ``{"urls": [...], "title": ..., "body": ..., "wait": seconds}`` as JSON on
+It reads ``{"urls": [...], "title": ..., "body": ..., "wait": s, "bound": s}`` as JSON on
 stdin (a URL may hold a token: never on a command line) and prints, per URL in order,
 one JSON line ``[index, "sent" | "failed" | "unknown", why]`` as soon as it is known;
 ``[-1, "missing", ""]`` when Apprise is not installed. ``why`` never holds the URL.
-Its parent (:mod:`.alerts`) bounds it in time and kills it past the bound.
+Its parent (:mod:`.alerts`) bounds it in time (``bound``) and kills it past the bound.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import re
+import signal
 import sys
 
 WAIT_S = 4.0  # a server's connect and read timeouts, unless told less
@@ -48,6 +50,9 @@ def _say(index: int, result: str, why: str = "") -> None:
 
 def main() -> int:
     request = json.loads(sys.stdin.read())
+    # its own bound too: a sender whose parent died (killed, with no time to kill it)
+    # does not linger on a server that trickles its answer
+    signal.alarm(math.ceil(float(request.get("bound", 60))) + 1)
     try:
         import apprise
     except ImportError:
