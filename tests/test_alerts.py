@@ -10,6 +10,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from support import history, rows, script, start_runjob, statuses, wait_for
 
@@ -270,3 +272,24 @@ def test_without_apprise_a_run_goes_on_and_says_what_to_install(chain, tmp_path,
     assert hook.got == []
     test = chain.utility("notify-test", "work", env=env)
     assert test.code == 2 and test.err == "error: alerts need: pip install opendataflow[alerts]\n"
+
+
+_SECRET = st.text(st.sampled_from("ABCXYZ0189-_%@:/?#&=+"), min_size=1).filter(
+    lambda text: any(c.isalnum() for c in text)
+)
+
+
+@given(user=_SECRET, password=_SECRET, path=_SECRET, scheme=st.sampled_from(["json", "slack"]))
+def test_a_masked_url_shows_nothing_of_its_user_password_path_or_token(
+    user, password, path, scheme
+):
+    from dataflow.run.alerts import masked
+
+    for url in (
+        f"{scheme}://{user}:{password}@hooks.example.com/{path}",
+        f"{scheme}://{user}@hooks.example.com:8080/{path}",
+        f"{scheme}://{password}/{path}",  # a token where a host would be
+        f"{scheme}://hooks.example.com/?token={password}",
+    ):
+        shown = masked(url)
+        assert not any(c.isupper() or c.isdigit() for c in shown.replace("8080", "")), (url, shown)

@@ -12,7 +12,6 @@ token: it is shown only through :func:`masked`, and never put on a command line.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -85,6 +84,8 @@ def urls_for(store: Store, setting: str) -> list[str]:
 
 def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
     """Send one message to each URL, within :func:`timeout` seconds in all; never raises."""
+    import importlib.util  # only when there is something to send
+
     if importlib.util.find_spec("apprise") is None:
         return [Delivery(masked(url), "missing", MISSING) for url in urls]
     bound = timeout()
