@@ -161,7 +161,6 @@ def test_a_failure_alerts_once_with_no_retry_left_and_its_recovery_too(chain, tm
     _no_secret(first, second, third, ok, chain.ok("jobs"), chain.ok("history", "work"))
 
 
-@pytest.mark.both_stores
 def test_a_drain_sends_one_summary_capped(chain, tmp_path, hook):
     _pipeline(chain, tmp_path, chunks=24, failing="\n".join(map(str, range(1, 24))))
     chain.ok("set", "work", f"alerts={hook.url}")

@@ -92,6 +92,7 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
     wait = bound / (len(urls) + 1)
     request = {"urls": urls, "title": title, "body": body, "wait": wait, "bound": bound}
     heard: dict[int, tuple[str, str]] = {}
+    late = ("failed", f"no answer within {bound:g} s ({TIMEOUT_ENV})")
     try:
         sender = subprocess.Popen(
             [sys.executable, SENDER],
@@ -102,18 +103,21 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
         )
         try:
             out, _ = sender.communicate(json.dumps(request).encode(), timeout=bound)
+            late = ("failed", f"the sender ended with exit code {sender.returncode}")
         except subprocess.TimeoutExpired:
             sender.kill()
             out, _ = sender.communicate()
-        for line in out.decode("utf-8", "replace").splitlines():
-            index, result, why = json.loads(line)
-            heard[index] = (result, why)
     except (OSError, ValueError) as exc:
         why = f"the sender failed: {type(exc).__name__}"
         return [Delivery(masked(url), "failed", why) for url in urls]
+    for line in out.decode("utf-8", "replace").splitlines():
+        try:
+            index, result, why = json.loads(line)
+        except ValueError:  # a line cut short by the kill
+            continue
+        heard[index] = (result, why)
     if -1 in heard:
         return [Delivery(masked(url), "missing", MISSING) for url in urls]
-    late = ("failed", f"no answer within {bound:g} s ({TIMEOUT_ENV})")
     return [Delivery(masked(url), *heard.get(i, late)) for i, url in enumerate(urls)]
 
 
