@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..errors import UsageError
-from ..ops import board, lineage
+from ..ops import board, freshness, lineage
 from ..run import lifecycle
 from ..store import locate, now, open_store, shown
 from . import say
@@ -45,7 +45,8 @@ def write(options: argparse.Namespace) -> int:
         else:
             jobs = lineage.pipeline_order(store.job_rows())  # with or without chunks
         rows = store.board(options.job)
-    grid = board.build(rows, options.last, jobs)
+        late = [c for c in freshness.late(store) if not options.job or c.jobid == options.job]
+    grid = board.build(rows, options.last, jobs, late)
     if options.html:
         page = board.render(grid, generated=now()[:19], source=shown(path))
         write_whole(Path(options.html), page)

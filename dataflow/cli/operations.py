@@ -1,16 +1,17 @@
 """``utility`` commands for operations and forensics: explain, status, lineage, resubmit,
-hold, release, purge."""
+hold, release, purge, check (freshness)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime
 
 from ..errors import UsageError
-from ..ops import drops, housekeeping, lineage, reruns, status
+from ..ops import drops, freshness, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
-from . import output, say
+from . import output, say, warn
 from .commands import command, open_store, positional, show
 
 
@@ -214,3 +215,37 @@ def purge(options: argparse.Namespace) -> int:
             say(f"{run['jobid']} {run['dataid']} attempt {run['attempt']}")
     say(f"{output.plural(len(runs), 'run')} {verb}")
     return 0
+
+
+def _check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="judge at TIME ('YYYY-MM-DD HH:MM', the host's zone) instead of the store's now",
+    )
+
+
+@command(
+    "check",
+    "list chunks late on their job's ready_by promise and what blocks them; alert each "
+    "once; exit 1 if any is late (for cron)",
+    _check_arguments,
+)
+def check(options: argparse.Namespace) -> int:
+    at = None
+    if options.at:
+        try:
+            at = datetime.fromisoformat(options.at)
+        except ValueError:
+            raise UsageError(f"--at takes 'YYYY-MM-DD HH:MM', not '{options.at}'") from None
+        at = at if at.tzinfo else at.replace(tzinfo=freshness.system_zone())
+    with open_store(options) as store:
+        late = freshness.late(store, at)
+        problems = freshness.alert(store, late)
+    for problem in problems:
+        warn(problem)
+    if late or options.json:
+        say(output.records([chunk._asdict() for chunk in late], options.json))
+    else:
+        say("nothing is late")
+    return 1 if late else 0

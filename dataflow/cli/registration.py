@@ -11,7 +11,8 @@ from pathlib import Path
 from .. import crypto
 from ..errors import UsageError
 from ..ops import registry
-from ..store import DATASET_COLUMNS
+from ..run import alerts, lifecycle
+from ..store import DATASET_COLUMNS, shown
 from . import say
 from .commands import command, open_store, positional, write_whole
 from .output import plural
@@ -126,6 +127,34 @@ def unset(options: argparse.Namespace) -> int:
         registry.change_job(store, options.jobid, {}, options.names)
     say(f"job {options.jobid}: {', '.join(options.names)} removed")
     return 0
+
+
+@command(
+    "notify-test",
+    "send a test alert where JOB's alerts go (no JOB or '*': the store-wide default)",
+    positional(optional=("jobid",)),
+)
+def notify_test(options: argparse.Namespace) -> int:
+    with open_store(options, readonly=True) as store:
+        jobid = options.jobid if options.jobid != alerts.STORE_WIDE else None
+        setting = lifecycle.load_job(store, jobid).settings.alerts if jobid else ""
+        urls = alerts.urls_for(store, setting)
+        where = f"store {shown(store.path)}" + (f", job {jobid}" if jobid else "")
+    if not urls:
+        raise UsageError(
+            f"no alerts configured{f' for job {jobid}' if jobid else ''}: "
+            "utility set JOB alerts=URL, or utility set '*' alerts=URL for every job"
+        )
+    deliveries = alerts.test(urls, where)
+    if any(d.result == "missing" for d in deliveries):
+        raise UsageError(alerts.MISSING)
+    for d in deliveries:
+        say(
+            f"sent to {d.url}"
+            if d.result == "sent"
+            else f"not sent to {d.url}: {d.why or d.result}"
+        )
+    return 0 if all(d.result == "sent" for d in deliveries) else 1
 
 
 @command("unregister-dataset", "remove a dataset no job uses", positional("datasetid"))

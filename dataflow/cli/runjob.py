@@ -11,7 +11,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import DriverFailed, UsageError
-from ..run import claims, jobenv, keeper, lifecycle, runner, sparkconnect, sparksubmit
+from ..run import alerts, claims, jobenv, keeper, lifecycle, runner, sparkconnect, sparksubmit
 from ..run.drain import Drain, Event, Summary
 from ..run.driven import DriverDrain
 from ..store import Store, locate, open_store
@@ -286,6 +286,7 @@ def run(options: argparse.Namespace) -> int:
             run_with = sparkrun.runner_for(submission, env.variables)
         claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
+        pager = alerts.Pager(store, job)  # told of every event, it sends when the drain ends
         validate = [runner.resolve(options.validate, submitted=False)] if options.validate else None
         # one Spark driver (or Connect client) for every chunk; none when there is no work:
         # a chunk that turns up meanwhile is run by a job process of its own
@@ -311,7 +312,7 @@ def run(options: argparse.Namespace) -> int:
                 launch,
                 parallel=options.parallel or 1,
                 command=shlex.join(launch([])),  # for the history: less the driver's options
-                notify=report,
+                notify=pager.watch(report),
                 validate=validate,
                 role="Spark Connect client" if remote else "Spark driver",
             )
@@ -324,7 +325,7 @@ def run(options: argparse.Namespace) -> int:
                 parallel=options.parallel or 1,
                 limit=None if drain_mode else 1,
                 echo=not drain_mode,
-                notify=report,
+                notify=pager.watch(report),
                 validate=validate,
                 run_with=run_with,
             )
@@ -340,6 +341,8 @@ def run(options: argparse.Namespace) -> int:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             keeper.close_all()
+            if problem := pager.send():  # every status it tells of is committed
+                warn(problem)
         report.finish(summary, drain.left())
     if summary.interrupted:
         return 128 + summary.interrupted

@@ -9,7 +9,7 @@ import sys
 from .. import __version__, crypto
 from ..errors import PasskeyMissing, UsageError
 from ..ops import copystore
-from ..run import claims, lifecycle, liveness, logs, sparkconnect
+from ..run import alerts, claims, lifecycle, liveness, logs, sparkconnect
 from ..store import create_store, files_of, locate, now, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
@@ -149,6 +149,8 @@ def runs(options: argparse.Namespace) -> int:
 def jobs(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         rows = store.jobs()
+    for row in rows:  # a Spark Connect address or an alert URL may hold a token
+        row["itemvalue"] = _shown_value(row["itemtype"], row["itemvalue"])
     say(output.records(rows, options.json))
     return 0
 
@@ -195,9 +197,11 @@ def getjob(options: argparse.Namespace) -> int:
 
 
 def _shown_value(itemtype: str, value: str | None) -> str | None:
-    """A job item as getjob shows it: a Spark Connect address without its token."""
+    """A job item as shown: a Spark Connect address or alert URLs without their tokens."""
     if itemtype == sparkconnect.REMOTE_SETTING and value:
         return sparkconnect.masked(value)
+    if itemtype == alerts.ALERTS and value:
+        return " ".join(map(alerts.masked, alerts.split(value)))
     return value
 
 

@@ -38,24 +38,31 @@ class Board:
     dataids: list[str]
     total_dataids: int
     cells: dict[tuple[str, str], dict] = field(default_factory=dict)
+    late: dict[tuple[str, str], str] = field(default_factory=dict)  # chunk: why, in words
 
     @property
     def truncated(self) -> bool:
         return len(self.dataids) < self.total_dataids
 
 
-def build(rows: Iterable[dict], last: int = DEFAULT_LAST, jobs: Sequence[str] = ()) -> Board:
+def build(
+    rows: Iterable[dict], last: int = DEFAULT_LAST, jobs: Sequence[str] = (), late: Sequence = ()
+) -> Board:
     """Arrange ``Store.board()`` rows; keep the newest ``last`` dataids in natural order.
     ``jobs``: the rows of the grid in their order (registered jobs, in pipeline order),
-    chunks or not; a job of ``rows`` not among them follows, by name."""
+    chunks or not; a job of ``rows`` not among them follows, by name. ``late``: the late
+    chunks (``freshness.Late``), marked, with a column even where no chunk is yet."""
     rows = list(rows)
+    due = {
+        (c.jobid, c.dataid): f"LATE: due {c.due}, {c.status}; blocked by {c.blocked}" for c in late
+    }
     others = {row["jobid"] for row in rows}.difference(jobs)
     jobs = [*dict.fromkeys(jobs), *sorted(others, key=natural_key)]
-    dataids = sorted({row["dataid"] for row in rows}, key=natural_key)
+    dataids = sorted({row["dataid"] for row in rows} | {d for _, d in due}, key=natural_key)
     shown = dataids[-last:] if last > 0 else []
     keep = set(shown)
     cells = {(r["jobid"], r["dataid"]): r for r in rows if r["dataid"] in keep}
-    return Board(jobs, shown, len(dataids), cells)
+    return Board(jobs, shown, len(dataids), cells, {k: v for k, v in due.items() if k[1] in keep})
 
 
 def _count(number: int, noun: str) -> str:
@@ -123,6 +130,7 @@ def as_json(board: Board) -> dict:
         "jobs": board.jobs,
         "dataids": board.dataids,
         "total_dataids": board.total_dataids,
+        "late": [{"jobid": j, "dataid": d, "why": why} for (j, d), why in board.late.items()],
         "cells": [
             board.cells[job, dataid]
             for job in board.jobs
@@ -162,6 +170,8 @@ thead th:first-child { writing-mode: horizontal-tb; transform: none; left: 0; z-
 tbody th { position: sticky; left: 0; text-align: right; padding-right: 6px; white-space: nowrap; }
 td.cell { width: 14px; min-width: 14px; height: 14px; padding: 0; background: %(empty)s; }
 td.cell:hover { outline: 2px solid #222; }
+td.late, .legend i.late { box-shadow: inset 0 0 0 2px #000; }
+td.late::after { content: "!"; display: block; font: bold 11px/14px sans-serif; text-align: center; }
 %(colours)s
 """
 
@@ -196,6 +206,10 @@ def render(board: Board, generated: str = "", source: str = "") -> str:
         for s, c in COLOURS.items()
     )
     legend += f'<span><i style="background:{EMPTY}"></i>no chunk</span>'
+    if board.late:
+        legend += (
+            f'<span><i class="late" style="background:{EMPTY}"></i>late {len(board.late):,}</span>'
+        )
     scope = f"{_count(len(board.jobs), 'job')} \u00d7 {_count(len(board.dataids), 'dataid')}"
     if board.truncated:
         scope += (
@@ -208,15 +222,17 @@ def render(board: Board, generated: str = "", source: str = "") -> str:
         cells = []
         for dataid in board.dataids:
             cell = board.cells.get((job, dataid))
+            why = board.late.get((job, dataid))
+            late = " late" if why else ""
             if cell is None:
-                cells.append(
-                    f'<td class="cell" title="{escape(f"{job} at {dataid}: no chunk")}"></td>'
-                )
+                title = f"{job} at {dataid}: no chunk" + (f"\n{why}" if why else "")
+                cells.append(f'<td class="cell{late}" title="{escape(title)}"></td>')
                 continue
             status = escape(cell["status"])
+            title = hover_text(cell) + (f"\n{why}" if why else "")
             cells.append(
-                f'<td class="cell s-{status}" data-status="{status}" '
-                f'title="{escape(hover_text(cell))}"></td>'
+                f'<td class="cell s-{status}{late}" data-status="{status}" '
+                f'title="{escape(title)}"></td>'
             )
         job_attr = escape(job)
         body.append(

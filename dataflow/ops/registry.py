@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from .. import crypto
 from ..errors import DataflowError, RegistrationError, UnknownDataset, UnknownJob, WrongPasskey
 from ..run import lifecycle
+from ..run.alerts import ALERTS, STORE_WIDE, invalid
 from ..run.envnames import unsafe, why
 from ..run.jobenv import is_variable_name
 from ..run.lifecycle import SETTINGS, TODAY
@@ -70,7 +71,7 @@ def _validate_job(
     store: Store, jobid: str, items: list[tuple[str, str | None, str | None]]
 ) -> None:
     """Names, referenced datasets, one producer per dataset, no cycle, valid settings."""
-    if not jobid or "/" in jobid or jobid.startswith("."):
+    if not jobid or "/" in jobid or jobid.startswith(".") or jobid == STORE_WIDE:
         raise RegistrationError(f"job name '{jobid}' cannot be a script name")
     known = set(store.datasets())
     outputs = [d for t, d, _ in items if t == "OUT"]
@@ -133,6 +134,8 @@ def change_job(store: Store, jobid: str, assign: dict[str, str], remove: Iterabl
     for name in [*assign, *remove]:
         if name in ("IN", "OUT"):
             raise RegistrationError(f"'{name}' is changed by register-job, not set/unset")
+    if jobid == STORE_WIDE:
+        return _change_store_wide(store, assign, remove)
     with store.transaction():
         items = store.job_items(jobid)
         if not items:
@@ -149,6 +152,23 @@ def change_job(store: Store, jobid: str, assign: dict[str, str], remove: Iterabl
         kept += [(name, None, value) for name, value in assign.items()]
         _validate_job(store, jobid, kept)
         store.put_job(jobid, kept)
+
+
+def _change_store_wide(store: Store, assign: dict[str, str], remove: list[str]) -> None:
+    """Set or remove store-wide settings: those of the pseudo-job ``*`` (only ``alerts``)."""
+    for name in [*assign, *remove]:
+        if name != ALERTS:
+            raise RegistrationError(f"'{name}' is not a store-wide setting (only '{ALERTS}' is)")
+    if why := invalid(assign.get(ALERTS, "")):
+        raise RegistrationError(f"setting {ALERTS} must be Apprise URLs: {why}")
+    with store.transaction():
+        items = store.job_items(STORE_WIDE)
+        if missing := [n for n in remove if n not in {i.itemtype for i in items}]:
+            raise RegistrationError(f"no store-wide setting '{missing[0]}'")
+        kept = [
+            (i.itemtype, None, i.itemvalue) for i in items if i.itemtype not in (*assign, *remove)
+        ]
+        store.put_job(STORE_WIDE, kept + [(name, None, value) for name, value in assign.items()])
 
 
 def unregister_job(store: Store, jobid: str) -> int:

@@ -7,6 +7,7 @@ transaction is held while a job runs.
 
 from __future__ import annotations
 
+import re
 from collections import namedtuple
 from collections.abc import Callable
 
@@ -19,7 +20,15 @@ READY, FAILED, RESUBMIT, RUNNING, HOLD = "READY", "FAILED", "RESUBMIT", "RUNNING
 END_STATUSES = (READY, FAILED, RESUBMIT, HOLD)
 RERUNNABLE = (RESUBMIT, FAILED)
 # job rows whose itemtype is one of these are settings, not environment items
-SETTINGS = ("retries", "max_parallel", "timeout", "spark_args", "spark_remote")
+SETTINGS = (
+    "retries",
+    "max_parallel",
+    "timeout",
+    "spark_args",
+    "spark_remote",
+    "alerts",
+    "ready_by",
+)
 ABANDONED = "abandoned"  # the reason recorded for a run that died without ending
 
 
@@ -28,19 +37,35 @@ ABANDONED = "abandoned"  # the reason recorded for a run that died without endin
 # of every RunJob's start-up (benchmarks/findings.md).
 
 
-class Settings(namedtuple("Settings", "retries max_parallel timeout spark_args spark_remote")):
+class Settings(
+    namedtuple("Settings", "retries max_parallel timeout spark_args spark_remote alerts ready_by")
+):
     """Job settings: ``job`` rows with a reserved itemtype, the value in itemvalue.
 
     retries: automatic reruns of a FAILED chunk; max_parallel: live runs of the job
     at once, across processes (None: no cap); timeout: seconds before the job is
     killed (None: never); spark_args: extra spark-submit arguments; spark_remote: the
-    Spark Connect server (``sc://host:15002``) a ``.py`` job is a client of ("": none).
+    Spark Connect server (``sc://host:15002``) a ``.py`` job is a client of ("": none);
+    alerts: Apprise URLs its alerts go to ("": the store-wide default, see :mod:`.alerts`);
+    ready_by: when each day's chunk is due READY, ``HH:MM[+N]`` ("": no promise; see
+    ``dataflow.ops.freshness``).
     """
 
     __slots__ = ()
 
-    def __new__(cls, retries=0, max_parallel=None, timeout=None, spark_args="", spark_remote=""):
-        return super().__new__(cls, retries, max_parallel, timeout, spark_args, spark_remote)
+    def __new__(
+        cls,
+        retries=0,
+        max_parallel=None,
+        timeout=None,
+        spark_args="",
+        spark_remote="",
+        alerts="",
+        ready_by="",
+    ):
+        return super().__new__(
+            cls, retries, max_parallel, timeout, spark_args, spark_remote, alerts, ready_by
+        )
 
 
 class Job(namedtuple("Job", "jobid inputs outputs daily settings extras")):
@@ -77,7 +102,28 @@ def settings_of(jobid: str, values: dict[str, str]) -> Settings:
         timeout=_number(jobid, "timeout", timeout, float, 0.001) if timeout else None,
         spark_args=values.get("spark_args", ""),
         spark_remote=values.get("spark_remote", ""),
+        alerts=_alerts(jobid, values.get("alerts", "")),
+        ready_by=_due(jobid, values.get("ready_by", "")),
     )
+
+
+DUE = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])(?:\+([0-9]{1,2}))?")
+
+
+def _due(jobid: str, value: str) -> str:
+    if value and not DUE.fullmatch(value):
+        raise JobConfigError(
+            jobid, f"setting ready_by must be HH:MM, or HH:MM+N (N days later), not '{value}'"
+        )
+    return value
+
+
+def _alerts(jobid: str, value: str) -> str:
+    from .alerts import invalid
+
+    if why := invalid(value):
+        raise JobConfigError(jobid, f"setting alerts must be Apprise URLs: {why}")
+    return value
 
 
 def load_job(store: Store, jobid: str) -> Job:

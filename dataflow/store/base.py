@@ -22,12 +22,7 @@ Row = dict[str, object]
 JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
 ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
 DATASET_COLUMNS = (
-    "datasetid",
-    "hostname",
-    "database",
-    "schemaname",
-    "tablename",
-    "username",
+    *("datasetid", "hostname", "database", "schemaname", "tablename", "username"),
     "encryptedpass",
 )
 # The tables a store is made of, with their columns, as ``utility copy-store`` copies
@@ -187,7 +182,8 @@ class Store(ABC):
 
     @abstractmethod
     def job_rows(self) -> list[Row]:
-        """Every row of table ``job`` without its timestamp (for export)."""
+        """Every job's rows of table ``job`` without its timestamp (for export); here and
+        in ``job_ids`` not those of the store-wide pseudo-job ``*`` (its settings)."""
 
     @abstractmethod
     def job_ids(self) -> list[str]: ...
@@ -319,6 +315,10 @@ class Store(ABC):
     @abstractmethod
     def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
         """Close the RUNNING history rows of a chunk whose run died."""
+
+    @abstractmethod
+    def note_runs(self, runids: Sequence[int], note: str) -> None:
+        """Add ``note`` to the reason of these history rows, after what it says."""
 
     @abstractmethod
     def request_rerun(self, jobid: str, dataid: str, why: str) -> int:

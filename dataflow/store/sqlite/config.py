@@ -61,7 +61,8 @@ class ConfigQueries:
 
     def job_rows(self) -> list[Row]:
         rows = self.conn.execute(
-            f"SELECT jobid, itemtype, datasetid, itemvalue FROM job ORDER BY jobid, {self.INSERTION}"
+            "SELECT jobid, itemtype, datasetid, itemvalue FROM job WHERE jobid <> '*' "
+            f"ORDER BY jobid, {self.INSERTION}"
         )
         return [dict(row) for row in rows]
 

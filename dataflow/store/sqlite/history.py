@@ -6,6 +6,7 @@ Part of the SQLite backend (mixed into :class:`.store.SqliteStore`): SQL only.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from ..base import Row, zoned_now
 
@@ -48,6 +49,14 @@ class HistoryQueries:
             "UPDATE run SET status = 'FAILED', ended = ?, reason = ? "
             "WHERE jobid = ? AND dataid = ? AND status = 'RUNNING'",
             (zoned_now(), reason, jobid, dataid),
+        )
+
+    def note_runs(self, runids: Sequence[int], note: str) -> None:
+        """Add ``note`` to the reason of these history rows, after what it says."""
+        self.conn.executemany(
+            "UPDATE run SET reason = CASE WHEN reason IS NULL OR reason = '' THEN ? "
+            "ELSE reason || '; ' || ? END WHERE runid = ?",
+            [(note, note, runid) for runid in runids],
         )
 
     def request_rerun(self, jobid: str, dataid: str, why: str) -> int:

@@ -22,7 +22,12 @@ class ViewQueries:
         return [dict(row) for row in self.conn.execute(sql)]
 
     def job_ids(self) -> list[str]:
-        return [row[0] for row in self.conn.execute("SELECT DISTINCT jobid FROM job ORDER BY 1")]
+        return [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT DISTINCT jobid FROM job WHERE jobid <> '*' ORDER BY 1"
+            )
+        ]
 
     def last_failure(self, jobid: str) -> Row | None:
         # newest failures first (index run_failures); one that a later run or an operator
