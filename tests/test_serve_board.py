@@ -13,11 +13,11 @@ import time
 
 import httpx
 import pytest
+from test_board import FLAGS, rgb
 
 from dataflow.ops import board
 from serving import Server, token_file
 from support import Cli, script, start_runjob, statuses, wait_for
-from test_board import FLAGS, rgb
 
 CELLS = """
 return Array.from(document.querySelectorAll('tbody tr')).map(function (tr) {
