@@ -95,6 +95,9 @@ def serve(options: argparse.Namespace) -> int:
     )
     application = app.create(settings, say)
     sock = server.listen(options.host, options.port)
+    if not server.is_loopback(sock):
+        warn("listening beyond this machine over plain HTTP: the token travels in clear "
+             "unless a TLS proxy is in front (docs/serve.md)")  # fmt: skip
     reads = "open to anyone" if options.open_read else "need the token"
     say(
         f"serving {server.url_of(sock)}: POST /stream/<dataset>; GET / is the board (reads {reads})"

@@ -6,6 +6,7 @@ started), then returns."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import signal
 import socket
 from collections.abc import Callable
@@ -35,6 +36,11 @@ def listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise ServeError(f"cannot listen on {host} port {port}: {exc.strerror}") from None
     return sock
+
+
+def is_loopback(sock: socket.socket) -> bool:
+    """Whether only this machine can reach ``sock``."""
+    return ipaddress.ip_address(sock.getsockname()[0]).is_loopback
 
 
 def url_of(sock: socket.socket) -> str:
