@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Collection
@@ -35,6 +36,7 @@ from .access import Bearer, RateLimit
 
 Log = Callable[[str], None]
 MAX_BODY = 1024 * 1024  # bytes of one request, by default
+REMEMBER = 1.0  # seconds a landing's registration is taken as checked
 HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
@@ -79,6 +81,8 @@ class Service:
         self.log = log
         self.bearer = Bearer(settings.token)
         self.limit = RateLimit(settings.rate)
+        self._targets: dict[str, tuple[float, intake.Target]] = {}  # read in worker threads
+        self._lock = threading.Lock()
 
     def refusal(self, request: Request, writes: bool) -> Response | None:
         """401 unless the request may go: no token in its URL, a valid bearer token
@@ -135,8 +139,20 @@ class Service:
         return _answer(202, body, "application/json")
 
     def _land(self, datasetid: str, found: list, key: str | None) -> intake.Landed:
+        return intake.land(self._target(datasetid), found, key)
+
+    def _target(self, datasetid: str) -> intake.Target:
+        """The dataset's landing, looked up in the store at most once every ``REMEMBER``
+        seconds while it takes items (a refusal is never remembered)."""
+        now = time.monotonic()
+        with self._lock:
+            known = self._targets.get(datasetid)
+        if known and known[0] > now:
+            return known[1]
         where = intake.target(self.settings.db, datasetid, self.settings.datasets)
-        return intake.land(where, found, key)
+        with self._lock:
+            self._targets[datasetid] = (now + REMEMBER, where)
+        return where
 
     async def _body(self, request: Request) -> bytes:
         limit = self.settings.max_body
