@@ -388,3 +388,26 @@ def test_the_other_commands_never_import_the_server():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_server_on_a_postgresql_store(cli):
+    """The store is only read (the registration, the views): the same on PostgreSQL."""
+    folder = cli.cwd / "data"
+    cli.ok("createtables")
+    cli.ok("register-dataset", "landing", "--database", "json", "--schemaname", str(folder),
+           "--tablename", "landing")  # fmt: skip
+    path, token = token_file(cli.cwd)
+    server = Server(cli, path).start()
+    try:
+        with client(server, token) as http:
+            answer = post(http, "landing", [{"n": 1}, {"n": 2}], **{"Idempotency-Key": "pg-1"})
+            assert answer.status_code == 202 and answer.json()["items"] == 2
+            assert post(http, "landing", [{"n": 1}, {"n": 2}],
+                        **{"Idempotency-Key": "pg-1"}).json()["duplicate"] is True  # fmt: skip
+            assert "unknown dataset" in one_line_error(post(http, "nope", {"n": 3}), 404)
+            assert http.get("/api/status").json() == _cli_json(cli, "status")
+            assert http.get("/api/board").json() == _cli_json(cli, "board")
+    finally:
+        assert server.stop() == 0
+    assert json_items(folder / "landing") == [{"n": 1}, {"n": 2}]

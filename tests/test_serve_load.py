@@ -42,6 +42,7 @@ class Producer(threading.Thread):
         self.server, self.token, self.requests = server, token, requests
         self.rng = random.Random(seed)
         self.acknowledged: list[int] = []
+        self.keys: list[tuple[str, list[dict]]] = []  # the requests acknowledged, in order
         self.duplicates = 0
         self.failure = ""
 
@@ -66,6 +67,7 @@ class Producer(threading.Thread):
                 for key, items in self.requests:
                     assert self.send(http, key, items)["items"] == len(items)
                     self.acknowledged += [item["id"] for item in items]
+                    self.keys.append((key, items))
                     if self.rng.random() < RETRIED:  # as a client that never saw the 202
                         again = self.send(http, key, items)
                         assert again["duplicate"] is True, (key, again)
@@ -95,6 +97,7 @@ def test_2000_items_from_16_clients_through_a_kill_land_exactly_once(tmp_path):
         time.sleep(0.02)
     server.kill()  # SIGKILL in the middle of the load: requests under way are cut
     before_restart = {n for p in producers for n in p.acknowledged}
+    known = [request for p in producers for request in list(p.keys)]
     on_disk = Counter(item["id"] for item in json_items(folder))
     assert before_restart <= set(on_disk)  # every 202 landed before the kill
     assert max(on_disk.values()) == 1
@@ -103,6 +106,10 @@ def test_2000_items_from_16_clients_through_a_kill_land_exactly_once(tmp_path):
         producer.join(DEADLINE)
     failures = [p.failure for p in producers if p.failure or p.is_alive()]
     assert failures == [], failures
+    with client(server, token) as http:  # keys acknowledged before the kill: still known
+        for key, items in random.Random(3).sample(known, min(50, len(known))):
+            again = http.post("/stream/landing", json=items, headers={"Idempotency-Key": key})
+            assert again.status_code == 202 and again.json()["duplicate"] is True, again.text
     assert server.stop() == 0
     landed_ids = Counter(item["id"] for item in json_items(folder))
     assert sorted(landed_ids) == list(range(ITEMS))  # every item...
