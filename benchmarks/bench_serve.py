@@ -140,7 +140,7 @@ def bench(config: Config, work: Path) -> Section:
     if why:
         section.skip("items a second one server lands", why)
         return section
-    count = 200 if config.quick else 1000
+    count = 100 if config.quick else 400
     store = work / "dataflow.db"
     env = base_env(store)
     utility = str(BIN / "utility")

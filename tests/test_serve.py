@@ -352,6 +352,8 @@ def test_start_up_mistakes_are_one_line(tmp_path):
             (["--token-file", str(short)], "at least 16 printable"),
             (["--token-file", str(path), "--port", port], f"cannot listen on 127.0.0.1 port {port}"),
             (["--token-file", str(path), "--max-body", "lots"], "is not a size"),
+            (["--token-file", str(path), "--rate", "-1"], "is not a rate"),
+            (["--token-file", str(path), "--refresh", "0"], "is not a number of seconds"),
         ):  # fmt: skip
             result = cli.utility("serve", *args, timeout=60)
             assert result.code != 0 and result.out == "", (args, result)

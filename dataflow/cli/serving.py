@@ -35,6 +35,16 @@ def rate(text: str) -> float:
     return value
 
 
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds (e.g. 5, 0.5)")
+    return value
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
@@ -59,7 +69,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="POSTs a second the server takes, in bursts of up to N; more get 429 (default: no limit)",
     )  # fmt: skip
     parser.add_argument(
-        "--refresh", type=rate, default=5.0, metavar="S",
+        "--refresh", type=seconds, default=5.0, metavar="S",
         help="seconds between two refreshes of the live board (default 5)",
     )  # fmt: skip
 
@@ -91,7 +101,7 @@ def serve(options: argparse.Namespace) -> int:
         max_body=options.max_body,
         rate=options.rate,
         datasets=frozenset(options.dataset),
-        live=options.refresh or 5.0,
+        live=options.refresh,
     )
     application = app.create(settings, say)
     sock = server.listen(options.host, options.port)
