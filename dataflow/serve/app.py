@@ -122,13 +122,13 @@ class Service:
         return await self.guarded(request, True, lambda: self._stream(request))
 
     async def _stream(self, request: Request) -> Response:
-        wait = self.limit.take()
+        key = intake.check_key(request.headers.get("idempotency-key"))
+        intake.check_name(request.path_params["dataset"], self.settings.datasets)
+        wait = self.limit.take()  # counts the requests that may land
         if wait:
             seconds = max(1, math.ceil(wait))
             return error(429, f"too many requests: try again in {seconds} s",
                          {"Retry-After": str(seconds)})  # fmt: skip
-        key = intake.check_key(request.headers.get("idempotency-key"))
-        intake.check_name(request.path_params["dataset"])
         body = await self._body(request)
         found = items.parse(body, request.headers.get("content-type", ""))
         landed = await run_in_threadpool(self._land, request.path_params["dataset"], found, key)

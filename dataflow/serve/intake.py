@@ -60,8 +60,11 @@ class Landed:
         }
 
 
-def check_name(datasetid: str) -> None:
-    """A dataset's name from a URL: never a path (the folder comes from its registration)."""
+def check_name(datasetid: str, allowed: Collection[str] = ()) -> None:
+    """A dataset's name from a URL: never a path (the folder comes from its
+    registration), and one of ``allowed`` if any."""
+    if allowed and datasetid not in allowed:
+        raise Refused(404, f"dataset '{datasetid}' takes no items on this server")
     if (
         not datasetid
         or datasetid.startswith(".")
@@ -74,9 +77,7 @@ def check_name(datasetid: str) -> None:
 def target(db: str | None, datasetid: str, allowed: Collection[str] = ()) -> Target:
     """The landing of ``datasetid``, checked; Refused (404, 409) if it takes no items.
     ``allowed``: the datasets this server takes items for (empty: every landing dataset)."""
-    check_name(datasetid)
-    if allowed and datasetid not in allowed:
-        raise Refused(404, f"dataset '{datasetid}' takes no items on this server")
+    check_name(datasetid, allowed)
     try:
         dataset = registered(datasetid, db=db)
     except DatasetError:
