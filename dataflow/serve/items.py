@@ -91,7 +91,9 @@ def _kind(value: object) -> str:
 
 def _json_lines(text: str) -> list[Item]:
     items = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # lines end at \n (or \r\n) only, as Spark reads them: U+2028 or U+0085 inside a
+    # string is text, where str.splitlines() would cut the line
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         value = _json_value(line, f"line {number} ")
