@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+import bench_serve
 from measure import (
     BIN,
     VENV_BIN,
@@ -127,6 +128,7 @@ def bench(config: Config, work: Path) -> Section:
     outbox.mkdir()
     pick = random.Random(13)  # the phases of the drops
     latencies: list[float] = []
+    posted: list[float] = []
     with open(log, "wb") as out:
         stream = subprocess.Popen(
             [utility, "stream", f"./{JOB}.py"],
@@ -149,6 +151,16 @@ def bench(config: Config, work: Path) -> Section:
             _wait(lambda n=n: _ready(store, str(n)), 300, f"chunk {n}", stream, log)
             latencies.append(time.perf_counter() - dropped)
             time.sleep(pick.uniform(0, TRIGGER_S))
+        if not bench_serve.available():  # the same stream, the items POSTed instead
+
+            def ready(n: int) -> None:
+                _wait(lambda: _ready(store, str(n)), 300, f"chunk {n}", stream, log)
+
+            posted = bench_serve.posted_to_ready(
+                work, env, range(items, 2 * items),
+                lambda n: f"item,sku,qty\n{n},sku{n},{n % 7 + 1}\n{n},,1\n", ready,
+                lambda: time.sleep(pick.uniform(0, TRIGGER_S)),
+            )  # fmt: skip
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(stream.pid, signal.SIGTERM)
@@ -172,6 +184,23 @@ def bench(config: Config, work: Path) -> Section:
             f"fastest {ms(min(latencies))}, slowest {ms(max(latencies))}",
         )
     )
+    if posted:
+        over_http = Dist.of(posted)
+        print(f"  {items} items POSTed: p50 {ms(over_http.median)}, p95 {ms(over_http.p95)}")
+        section.add(
+            Row(
+                section.title,
+                f"item POSTed (`utility serve`) → its chunk READY, {TRIGGER_S:g} s trigger",
+                ms(over_http.median),
+                ms(over_http.p95),
+                "",
+                "",
+                f"{items} items, from the POST's sending; ÷ the `utility drop` row: "
+                f"p50 {over_http.median / dist.median:.2f}×, p95 {over_http.p95 / dist.p95:.2f}×",
+            )
+        )
+    else:
+        section.skip("item POSTed → its chunk READY", bench_serve.available())
     section.text(
         f"One `utility stream ./{JOB}.py` (spark-submit, Structured Streaming `foreachBatch`, "
         f"processing-time trigger {TRIGGER_S:g} s, `{SPARK_ARGS}`) runs throughout. "
@@ -180,6 +209,8 @@ def bench(config: Config, work: Path) -> Section:
         "to the store's READY for the item's chunk (polled every 10 ms). The next drop waits "
         "for that and then a random 0-1 s, so drops fall at every phase of the trigger. A "
         "micro-batch reads the item, applies the transformation, writes the chunk (Parquet), "
-        "reads its row count back and records READY.",
+        "reads its row count back and records READY. Then as many items are POSTed one at "
+        "a time to a `utility serve` beside the stream (same body, as `text/csv`), each "
+        "latency from the POST's sending (its 202 included) to READY.",
     )
     return section

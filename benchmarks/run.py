@@ -4,7 +4,8 @@ Environment:
   BENCH_QUICK=1        reduced sizes and repeats, for a smoke run (~1-2 min);
                        RESULTS.md and README are then left alone unless BENCH_WRITE=1
   BENCH_ONLY=a,b       only these benchmarks (runjob, claim, contention, spark, sparkdrain,
-                       streaming, views, drain, postgres); also leaves the files alone unless BENCH_WRITE=1
+                       streaming, serve, views, drain, postgres); also leaves the files
+                       alone unless BENCH_WRITE=1
   BENCH_SIZES=...      claim benchmark store sizes in rows, e.g. 10000,100000
   BENCH_TMP=DIR        where scratch stores go (default: the system temp folder; must
                        be a local disk, as for a real store)
@@ -25,6 +26,7 @@ import bench_contention
 import bench_drain
 import bench_postgres
 import bench_runjob
+import bench_serve
 import bench_spark
 import bench_sparkdrain
 import bench_streaming
@@ -38,6 +40,7 @@ BENCHMARKS = (
     ("spark", bench_spark.bench),
     ("sparkdrain", bench_sparkdrain.bench),
     ("streaming", bench_streaming.bench),
+    ("serve", bench_serve.bench),
     ("views", bench_drain.bench_views),
     ("drain", bench_drain.bench_drain),
     ("postgres", bench_postgres.bench),

@@ -251,3 +251,16 @@ class DropError(DataflowError):
 
     def __init__(self, datasetid: str, reason: str):
         super().__init__(f"cannot drop into '{datasetid}': {reason}")
+
+
+class ServeError(DataflowError):
+    """``utility serve`` cannot start: its extra is missing, a bad token file or address."""
+
+
+class Refused(DataflowError):
+    """A request ``utility serve`` refuses (items that cannot land: nothing of the
+    request landed). ``status`` is the HTTP status the server answers with."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status = status

@@ -255,3 +255,51 @@ def test_the_seam_check_can_fail():
         "dataflow.ops.sneaky imports the driver sqlite3",
         "dataflow.run imports the backend dataflow.store.sqlite",
     ]
+
+
+SERVER_LIBRARIES = {"starlette", "uvicorn", "httpx", "anyio", "h11"}  # opendataflow[serve]
+
+
+def _server_violations(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """The server stays optional: only ``dataflow.serve`` imports its libraries, and only
+    ``utility serve`` (``dataflow.cli.serving``) imports ``dataflow.serve``, inside its
+    function, so that no other command needs the extra or pays for importing it."""
+    wrong = []
+    for name, (source, is_package) in sorted(sources.items()):
+        package = name if is_package else name.rpartition(".")[0]
+        tree = ast.parse(source)
+        top_level = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            inside = name == "dataflow.serve" or name.startswith("dataflow.serve.")
+            for target in targets:
+                if target.split(".")[0] in SERVER_LIBRARIES and not inside:
+                    wrong.append(f"{name} imports {target.split('.')[0]}")
+                if f"{target}.".startswith("dataflow.serve.") and not inside:
+                    if name != "dataflow.cli.serving":
+                        wrong.append(f"{name} imports dataflow.serve")
+                    elif id(node) in top_level:
+                        wrong.append(f"{name} imports dataflow.serve at its top level")
+    return sorted(set(wrong))
+
+
+def test_only_utility_serve_imports_the_server_and_only_when_it_runs():
+    assert _server_violations(_sources()) == []
+    sources = _sources()
+    sources["dataflow.ops.sneaky"] = ("import starlette\nfrom ..serve import app\n", False)
+    serving = sources["dataflow.cli.serving"][0]
+    sources["dataflow.cli.serving"] = ("from ..serve import views\n" + serving, False)
+    assert _server_violations(sources) == [
+        "dataflow.cli.serving imports dataflow.serve at its top level",
+        "dataflow.ops.sneaky imports dataflow.serve",
+        "dataflow.ops.sneaky imports starlette",
+    ]

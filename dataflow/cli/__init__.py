@@ -1,6 +1,9 @@
 """Command-line entry points: ``RunJob`` and ``utility``. Thin: parse, call, print.
 
-May import: ops, run, spark, store, errors, crypto.
+May import: ops, run, spark, store, serve, errors, crypto.
+
+``serve`` (Starlette, uvicorn) only inside ``utility serve``'s function: no other
+command imports it.
 """
 
 from __future__ import annotations

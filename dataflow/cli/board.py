@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 from ..errors import UsageError
-from ..ops import board, freshness, lineage
-from ..run import lifecycle
+from ..ops import board
 from ..store import locate, now, open_store, shown
 from . import say
 from .commands import command, write_whole
@@ -39,14 +38,7 @@ def write(options: argparse.Namespace) -> int:
         raise UsageError("board needs --html FILE (the page to write) or --json")
     path = locate(options.db)
     with open_store(path, readonly=True) as store:
-        if options.job:
-            lifecycle.load_job(store, options.job)  # an unknown job is an error, not an empty page
-            jobs = [options.job]
-        else:
-            jobs = lineage.pipeline_order(store.job_rows())  # with or without chunks
-        rows = store.board(options.job)
-        late = [c for c in freshness.late(store) if not options.job or c.jobid == options.job]
-    grid = board.build(rows, options.last, jobs, late)
+        grid = board.collect(store, options.job, options.last)
     if options.html:
         page = board.render(grid, generated=now()[:19], source=shown(path))
         write_whole(Path(options.html), page)

@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (they register commands)
     output,
     registration,
     say,
+    serving,
     streaming,
     text_arguments,
     validate,
@@ -299,18 +300,12 @@ def history(options: argparse.Namespace) -> int:
 @command("log", "print the log of a chunk's last run (or of --attempt K)", _log_arguments)
 def log(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
-        run = store.run_log(options.jobid, options.dataid, options.attempt)
-    if run is None:
-        which = f"attempt {options.attempt} of " if options.attempt else ""
-        raise UsageError(f"no run history for {which}job '{options.jobid}' at '{options.dataid}'")
-    path = logs.own(store.files, run)  # never a file a history row names elsewhere
-    if path is None:
-        raise UsageError(f"that run's log is not in the store's log folder ({store.files}/logs)")
+        path = logs.find(store, options.jobid, options.dataid, options.attempt)
     try:
         with open(path, "rb") as handle:
             sys.stdout.buffer.write(handle.read())
     except OSError as exc:
-        raise UsageError(f"cannot read log {run['logpath']}: {exc.strerror}") from None
+        raise UsageError(f"cannot read log {path}: {exc.strerror}") from None
     return 0
 
 

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from html import escape
 
 from ..dataids import natural_key
+from ..errors import UsageError
+from ..run import lifecycle
+from ..store import Store
+from . import freshness, lineage
 
 # Okabe-Ito colours: told apart by people with the common colour-vision deficiencies.
 # FAILED (vermilion) and RESUBMIT (yellow, not Okabe-Ito's orange) differ in lightness
@@ -63,6 +67,19 @@ def build(
     keep = set(shown)
     cells = {(r["jobid"], r["dataid"]): r for r in rows if r["dataid"] in keep}
     return Board(jobs, shown, len(dataids), cells, {k: v for k, v in due.items() if k[1] in keep})
+
+
+def collect(store: Store, job: str | None = None, last: int = DEFAULT_LAST) -> Board:
+    """The board of a store: every registered job (pipeline order) or only ``job``."""
+    if last < 1:
+        raise UsageError(f"--last must be at least 1, not {last}")
+    if job:
+        lifecycle.load_job(store, job)  # an unknown job is an error, not an empty page
+        jobs = [job]
+    else:
+        jobs = lineage.pipeline_order(store.job_rows())  # with or without chunks
+    late = [c for c in freshness.late(store) if not job or c.jobid == job]
+    return build(store.board(job), last, jobs, late)
 
 
 def _count(number: int, noun: str) -> str:
@@ -191,14 +208,48 @@ _SCRIPT = """
     apply();
   });
   apply();
+  document.addEventListener('board-updated', apply);
   var grid = document.querySelector('.grid');
   grid.scrollLeft = grid.scrollWidth;  // the newest dataids are on the right
 })();
 """
 
+# A live page (served by ``utility serve``) fetches itself again every few seconds and
+# swaps in the parts that change: no reload, so the filter, the scroll and the place a
+# person is reading stay where they are. The fetched page is parsed, never run.
+_LIVE = """
+(function () {
+  var every = Number(document.body.dataset.live) * 1000;
+  var state = document.getElementById('live');
+  function refresh() {
+    fetch(location.pathname + location.search, {cache: 'no-store', credentials: 'same-origin'})
+      .then(function (r) { if (!r.ok) { throw new Error('HTTP ' + r.status); } return r.text(); })
+      .then(function (text) {
+        var fresh = new DOMParser().parseFromString(text, 'text/html');
+        var grid = document.querySelector('.grid');
+        var atEnd = grid && grid.scrollLeft + grid.clientWidth >= grid.scrollWidth - 2;
+        var left = grid ? grid.scrollLeft : 0, top = grid ? grid.scrollTop : 0;
+        ['scope', 'made', 'legend', 'content'].forEach(function (id) {
+          var now = document.getElementById(id), then = fresh.getElementById(id);
+          if (now && then) { now.innerHTML = then.innerHTML; }
+        });
+        grid = document.querySelector('.grid');
+        if (grid) { grid.scrollLeft = atEnd ? grid.scrollWidth : left; grid.scrollTop = top; }
+        state.textContent = 'live: updated ' + new Date().toLocaleTimeString();
+        document.dispatchEvent(new Event('board-updated'));
+      })
+      .catch(function (e) { state.textContent = 'live: not updated (' + e.message + ')'; })
+      .then(function () { setTimeout(refresh, every); });
+  }
+  setTimeout(refresh, every);
+})();
+"""
 
-def render(board: Board, generated: str = "", source: str = "") -> str:
-    """The whole page as one HTML string: inline CSS and JS, nothing fetched."""
+
+def render(board: Board, generated: str = "", source: str = "", live: float = 0) -> str:
+    """The whole page as one HTML string: inline CSS and JS, nothing fetched. ``live``:
+    the page refreshes itself from where it was served every ``live`` seconds (the one
+    fetch its Content-Security-Policy then allows: its own origin)."""
     counts = Counter(cell["status"] for cell in board.cells.values())
     colours = "\n".join(f"td.s-{s} {{ background: {c}; }}" for s, c in COLOURS.items())
     legend = "".join(
@@ -240,23 +291,29 @@ def render(board: Board, generated: str = "", source: str = "") -> str:
         )
     made = " ".join(p for p in (f"store {source}" if source else "", generated) if p)
     empty = "" if board.dataids else '<p class="note">No chunks in the store yet.</p>'
+    connect, live_attr, live_note, live_script = "", "", "", ""
+    if live > 0:
+        connect = "; connect-src 'self'"
+        live_attr = f' data-live="{live:g}"'
+        live_note = f'<p class="note" id="live">live: refreshed every {live:g} s</p>\n'
+        live_script = f"<script>{_LIVE}</script>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'{connect}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>OpenDataFlow status board</title>
 <style>{_STYLE % {"empty": EMPTY, "colours": colours}}</style></head>
-<body>
+<body{live_attr}>
 <h1>OpenDataFlow status board</h1>
 <p class="note" id="scope">{escape(scope)}</p>
-<p class="note">{escape(made)}</p>
-<div class="bar"><label>Filter jobs <input id="filter" type="search" placeholder="job name"></label>
-<div class="legend">{legend}</div></div>
-{empty}<div class="grid"><table>
+<p class="note" id="made">{escape(made)}</p>
+{live_note}<div class="bar"><label>Filter jobs <input id="filter" type="search" placeholder="job name"></label>
+<div class="legend" id="legend">{legend}</div></div>
+<div id="content">{empty}<div class="grid"><table>
 <thead><tr><th scope="col">job</th>{header}</tr></thead>
 <tbody>
 {chr(10).join(body)}
 </tbody></table></div>
-{_failure_list(board)}<script>{_SCRIPT}</script>
+{_failure_list(board)}</div><script>{_SCRIPT}</script>{live_script}
 </body></html>
 """

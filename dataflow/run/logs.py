@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
+from ..errors import UsageError
+from ..store import Store
 from .locks import safe_name
 
 MASK = b"***"
@@ -43,6 +45,19 @@ def own(folder: Path, run: Mapping[str, object]) -> Path | None:
     except (OSError, RuntimeError, ValueError, KeyError):
         return None
     return next((path for path in found if path != root and path.is_relative_to(root)), None)
+
+
+def find(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> Path:
+    """The log of a chunk's last run (or of ``attempt``), never a file outside the
+    store's log folder; UsageError if there is none."""
+    run = store.run_log(jobid, dataid, attempt)
+    if run is None:
+        which = f"attempt {attempt} of " if attempt else ""
+        raise UsageError(f"no run history for {which}job '{jobid}' at '{dataid}'")
+    path = own(store.files, run)  # never a file a history row names elsewhere
+    if path is None:
+        raise UsageError(f"that run's log is not in the store's log folder ({store.files}/logs)")
+    return path
 
 
 def prepare(folder: Path, jobid: str) -> Path:

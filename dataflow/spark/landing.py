@@ -3,8 +3,10 @@
 Spark's file source reads every new file of the folder of a file dataset
 (``<base>/<table>``) and ignores names starting with ``.`` or ``_``. A drop copies
 each file under such a hidden name, flushes it to disk, then links it under its own
-name in one step: the stream never sees half an item, and an item already there is
-never replaced (the file source would not read it again). Everything is checked
+name in one step and flushes the folder: the stream never sees half an item, an item
+that landed survives a power cut, and an item already there is never replaced (the
+file source would not read it again). ``utility serve`` lands the items POSTed to it
+the same way (:func:`place`). Everything is checked
 before the first copy, so a mistake drops nothing.
 """
 
@@ -13,15 +15,23 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import DropError
 from .context import registered
+from .datasets import Dataset
 
 
 def landing_folder(datasetid: str, db: str | None = None) -> Path:
     """The local folder of a file dataset, where its items land."""
-    dataset = registered(datasetid, db=db)
+    return folder_of(registered(datasetid, db=db))
+
+
+def folder_of(dataset: Dataset) -> Path:
+    """The local folder of a file dataset (``registered``), where its items land."""
+    datasetid = dataset.datasetid
     if dataset.kind != "file":
         raise DropError(datasetid, "it is not a file dataset (database: a file format)")
     where = dataset.table_path
@@ -72,20 +82,47 @@ def drop(datasetid: str, files: list[str], db: str | None = None) -> tuple[Path,
 def _place(datasetid: str, source: Path, folder: Path) -> Path:
     target = folder / source.name
     try:
-        handle, hidden = tempfile.mkstemp(dir=folder, prefix=f".{source.name}.")
+        with open(source, "rb") as into:
+            placed = _write_whole(folder, source.name, lambda out: shutil.copyfileobj(into, out))
     except OSError as exc:
-        raise DropError(datasetid, f"cannot write in {folder}: {exc.strerror}") from None
+        raise DropError(datasetid, f"cannot write {target}: {exc.strerror}") from None
+    if not placed:
+        raise DropError(datasetid, f"{target} is there already: give it a new name")
+    return target
+
+
+def place(folder: Path, name: str, data: bytes) -> bool:
+    """Land ``data`` as item ``folder/name`` as a drop lands a file: written whole under a
+    hidden name, flushed to disk, linked under ``name``, the folder flushed too, so that
+    once this returns the item survives a crash or a power cut. False if an item of that
+    name was there already (nothing is written then; the folder is flushed all the same,
+    so that the item there is durable too). Raises OSError."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return _write_whole(folder, name, lambda out: out.write(data))
+
+
+def _write_whole(folder: Path, name: str, fill: Callable[[BinaryIO], object]) -> bool:
+    handle, hidden = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
     try:
-        with os.fdopen(handle, "wb") as out, open(source, "rb") as into:
-            shutil.copyfileobj(into, out)
+        with os.fdopen(handle, "wb") as out:
+            fill(out)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(hidden, 0o644)
-        os.link(hidden, target)  # fails rather than replace an item that landed meanwhile
-    except FileExistsError:
-        raise DropError(datasetid, f"{target} is there already: give it a new name") from None
-    except OSError as exc:
-        raise DropError(datasetid, f"cannot write {target}: {exc.strerror}") from None
+        try:
+            os.link(hidden, folder / name)  # fails rather than replace an item that landed
+            placed = True
+        except FileExistsError:
+            placed = False
     finally:
         Path(hidden).unlink(missing_ok=True)
-    return target
+    _sync_folder(folder)  # the new name itself survives a power cut
+    return placed
+
+
+def _sync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

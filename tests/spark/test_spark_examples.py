@@ -152,3 +152,34 @@ def test_streaming_items_become_chunks_a_batch_job_consumes(cli, tmp_path):
     final = re.findall(r"^(\w+)\s+(\d+)\s+(\w+)$", section(out, "Final state"), re.MULTILINE)
     chunks = [str(n) for n in range(int(last) + 1)]
     assert final == [(job, d, "READY") for job in ("clean_stream", "store_totals") for d in chunks]
+
+
+def test_streaming_over_http_orders_posted_with_curl_become_chunks(cli, tmp_path):
+    result = cli(
+        str(EXAMPLES / "streaming" / "serve.sh"),
+        env={"DEMO_DIR": str(tmp_path / "serve")},
+        timeout=900,
+    )
+    assert result.code == 0, result.out[-3000:] + result.err[-3000:]
+    out = result.out
+    assert re.search(r"^serving http://127\.0\.0\.1:\d+: ", section(out, "Start the server"), re.M)
+    one = section(out, "One order POSTed")
+    assert '"items": 1,' in one and '"duplicate": false' in one
+    assert "clean_stream: batch 0 -> chunk 0 of clean, 1 clean order, READY" in one
+    three = section(out, "Three orders in one CSV body")
+    answers = re.findall(r'"items": 3, "file": "(key-\w+\.csv)", "duplicate": (\w+)', three)
+    assert [d for _, d in answers] == ["false", "true"] and answers[0][0] == answers[1][0]
+    written = re.findall(r"-> chunk (\d+) of clean, (\d+) clean orders?, READY", three)
+    assert sum(int(n) for _, n in written) == 2  # one order without a sku, cleaned away
+    consumed = section(out, "The downstream batch job")
+    assert re.search(rf": store_totals: {len(written) + 1} READY, 0 FAILED in ", consumed)
+    refused = section(out, "A mistake is refused")
+    assert '{"error": "the body is not JSON: ' in refused and '{"error": "a valid token' in refused
+    assert len(re.findall(r"^(item|key)-\S+\.csv$", refused, re.M)) == 2  # nothing more landed
+    status = section(out, "The same status")
+    assert f"clean_stream {len(written) + 1} READY" in status
+    log = section(out, "The server's log")
+    assert re.search(
+        r"^127\.0\.0\.1 POST /stream/landing 202 3 items \(duplicate\) \d+ ms$", log, re.M
+    )
+    assert "1002" not in log and "Bearer" not in log  # no body, no token

@@ -1,0 +1,118 @@
+"""``utility serve``: the HTTP server (items POSTed become a stream's items; the live
+board and read-only views). It needs the extra ``opendataflow[serve]``, imported here
+and only when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import ServeError, UsageError
+from . import say, warn
+from .commands import command, open_store
+
+MISSING = "utility serve needs: pip install opendataflow[serve]"
+EXTRA = ("starlette", "uvicorn", "anyio", "h11")  # what the extra brings
+UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def size(text: str) -> int:
+    """``1048576``, ``512K``, ``1M``: a number of bytes."""
+    number, unit = text.strip().lower().rstrip("ib").rstrip("b"), ""
+    if number and number[-1] in UNITS:
+        number, unit = number[:-1], number[-1]
+    if not number.isdigit() or int(number) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size (e.g. 1048576, 512K, 1M)")
+    return int(number) * UNITS[unit]
+
+
+def rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a rate (requests a second; 0: no limit)")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds (e.g. 5, 0.5)")
+    return value
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    parser.add_argument(
+        "--token-file", metavar="FILE", help="file holding the bearer token clients send (required)"
+    )
+    parser.add_argument(
+        "--open-read", action="store_true", help="let anyone read the board and the read-only API"
+    )
+    parser.add_argument(
+        "--dataset", action="append", default=[], metavar="D",
+        help="take items only for this landing dataset (repeatable; default: every one)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-body", type=size, default="1M", metavar="SIZE",
+        help="refuse a request body over SIZE with 413 (default 1M)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rate", type=rate, default=0.0, metavar="N",
+        help="POSTs a second the server takes, in bursts of up to N; more get 429 (default: no limit)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--refresh", type=seconds, default=5.0, metavar="S",
+        help="seconds between two refreshes of the live board (default 5)",
+    )  # fmt: skip
+
+
+@command(
+    "serve",
+    "serve HTTP: POST /stream/<dataset> lands items for a stream; the live board and a"
+    " read-only API (needs opendataflow[serve])",
+    _arguments,
+)
+def serve(options: argparse.Namespace) -> int:
+    try:
+        from ..serve import access, app, server
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] in EXTRA:
+            raise ServeError(MISSING) from None
+        raise
+    if not 0 <= options.port <= 65535:
+        raise UsageError(f"--port {options.port}: give 0 to 65535")
+    token, warning = access.read_token(access.check_token_path(options.token_file))
+    with open_store(options, readonly=True):  # no store: one clear error, not 503s
+        pass
+    if warning:
+        warn(warning)
+    settings = app.Settings(
+        db=options.db,
+        token=token,
+        open_read=options.open_read,
+        max_body=options.max_body,
+        rate=options.rate,
+        datasets=frozenset(options.dataset),
+        live=options.refresh,
+    )
+    application = app.create(settings, say)
+    sock = server.listen(options.host, options.port)
+    if not server.is_loopback(sock):
+        warn("listening beyond this machine over plain HTTP: the token travels in clear "
+             "unless a TLS proxy is in front (docs/serve.md)")  # fmt: skip
+    reads = "open to anyone" if options.open_read else "need the token"
+    say(
+        f"serving {server.url_of(sock)}: POST /stream/<dataset>; GET / is the board (reads {reads})"
+    )
+    say("stop with Ctrl-C or SIGTERM: requests under way finish first")
+    server.run(application, sock)
+    say("stopped")
+    return 0

@@ -1,0 +1,13 @@
+"""The HTTP server of ``utility serve`` (the optional extra ``opendataflow[serve]``:
+Starlette on uvicorn): items POSTed to ``/stream/<dataset>`` land in the dataset's
+landing folder as ``utility drop`` lands a file, and read-only views of the store (the
+live status board, status, runs, history, logs) answer in the CLI's own JSON.
+
+``items`` (a request body as items, and items as a file of the landing's format),
+``intake`` (where and under which name a request's items land), ``access`` (the bearer
+token, the rate limit), ``views`` (the read-only answers), ``app`` (the routes),
+``server`` (the socket, uvicorn, SIGTERM). Only ``utility serve`` imports this package,
+inside its function: no other command pays for, or needs, Starlette.
+
+May import: ops, run, spark, store, errors, dataids, crypto.
+"""
