@@ -17,7 +17,8 @@ from ..run.driven import DriverDrain
 from ..store import Store, locate, open_store
 from . import guarded, printable, say, stamp, text_arguments, warn
 
-USAGE = "RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]"
+USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]
+       RunJob [--db PATH] --all [--parallel N] FOLDER"""
 DESCRIPTION = """\
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
 chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
@@ -26,6 +27,8 @@ A .py SCRIPT runs through spark-submit, or as a Spark Connect client of $SPARK_R
 (else the job's spark_remote setting); one that defines run(spark, job) is drained
 by one Spark driver or client (--all), which calls it per chunk. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
+With --all, a FOLDER runs every job script in it (named after a registered job),
+producers before consumers, round after round until nothing is left to claim.
 """
 EXIT_CODES = """exit codes:
   0        the chunk is READY, or there was nothing to do (cron calls again later)
@@ -249,6 +252,10 @@ def _hold_standard_descriptors() -> None:
 
 def run(options: argparse.Namespace) -> int:
     _hold_standard_descriptors()
+    if (options.all or options.parallel is not None) and os.path.isdir(options.script):
+        from . import folder
+
+        return folder.drain(options)
     passkey = _seed_passkey(options) or crypto.read_passkey()
     script = options.script
     jobid = runner.job_name(script)

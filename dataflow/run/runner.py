@@ -47,7 +47,9 @@ def resolve(script: str, submitted: bool = True) -> str:
     if not os.path.exists(path):
         raise ScriptError(script, "no such file")
     if os.path.isdir(path):
-        raise ScriptError(script, "it is a folder")
+        raise ScriptError(
+            script, "it is a folder (RunJob --all FOLDER runs every job script in it)"
+        )
     if submitted and path.endswith(".py"):  # spark-submit reads it: need not be executable
         _check_python(script, path)
         return path
