@@ -263,7 +263,7 @@ def test_an_idle_cron_tick_starts_no_driver(cli):
     for script in ("./job.py", "./job.sh"):
         result = cli.runjob("--all", script, env={"PASSKEY": PASSKEY}, timeout=300)
         assert result.code == 0, result
-        said[script] = re.sub(r"^.*\d{4}: ", "", result.err, flags=re.MULTILINE)
+        said[script] = re.sub(r"^.*\d{4}: ", "", result.out + result.err, flags=re.MULTILINE)
     assert said["./job.py"] == said["./job.sh"]
     assert "no suitable data" in said["./job.py"]
     assert driver_logs(cli) == []
