@@ -15,6 +15,7 @@ written in place.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -77,53 +78,69 @@ def output_tables(outputs: Iterable[str], variables: Mapping[str, str]) -> list[
     return found
 
 
-def publish(tables: Iterable[str], dataid: str, token: str, attempt: int) -> int:
+def publish(tables: Iterable[str], dataid: str, token: str, attempt: int) -> list[str]:
     """Move attempt ``token``'s output of chunk ``dataid`` into place in each of
-    ``tables`` (those it wrote); how many it moved. A chunk that a later attempt has
-    published already is left alone. Called inside the finish's transaction: a failure
-    raises PublishFailed and the run is not recorded READY."""
-    moved = 0
+    ``tables`` (those it wrote), with renames only: it runs inside the finish's
+    transaction. What the chunk held before, and the folders of older attempts (a late
+    writer's), are moved aside: the list returned, to :func:`remove` once the finish is
+    committed. A chunk that a later attempt has published is left alone. A failure
+    raises PublishFailed: the run is not recorded READY."""
+    aside: list[str] = []
     for table in tables:
         staged = staging(table, dataid, token)
         if not os.path.isdir(staged):
-            continue  # this run wrote no output there through dataflow.spark
-        final = f"{table}/{chunk_folder(dataid)}"
-        aside = f"{staged}.replaced"
+            continue  # this run wrote nothing there through dataflow.spark
+        if _attempt_of(final := chunk_path(table, dataid)) > attempt:
+            aside.append(staged)  # a later attempt's output is there: never replaced
+            continue
+        trash = f"{table}/{ATTEMPTS}/{chunk_folder(dataid)}/old-{token}"
         try:
-            if _attempt_of(final) > attempt:
-                discard([table], dataid, token)
-                continue
             with open(os.path.join(staged, MARKER), "w") as marker:
                 marker.write(f"{attempt}\n")
             if os.path.lexists(final):
-                os.rename(final, aside)
+                os.rename(final, trash)
             try:
                 os.rename(staged, final)
             except OSError:
-                if os.path.lexists(aside):
-                    os.rename(aside, final)
+                if os.path.lexists(trash):
+                    os.rename(trash, final)
                 raise
         except OSError as exc:
             raise PublishFailed(f"cannot publish {staged} as {final}: {exc.strerror}") from None
-        moved += 1
-        discard([table], dataid)
-    return moved
+        aside.append(trash)
+        for number, older in enumerate(_listing(os.path.dirname(staged))):
+            if os.path.basename(older).startswith("run="):
+                with contextlib.suppress(OSError):
+                    os.rename(older, aside_name := f"{trash}.{number}")
+                    aside.append(aside_name)
+    return aside
 
 
-def discard(tables: Iterable[str], dataid: str, token: str | None = None) -> None:
-    """Delete attempt ``token``'s folders of chunk ``dataid`` (None: every attempt's,
-    once the chunk is published: a late writer of an older one may not come back)."""
+def remove(paths: Iterable[str]) -> None:
+    """Delete what a publish moved aside, then the attempt folders it leaves empty."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+        _prune(os.path.dirname(path))
+
+
+def discard(tables: Iterable[str], dataid: str, token: str) -> None:
+    """Delete attempt ``token``'s folder of chunk ``dataid``: it failed, or was fenced."""
     for table in tables:
-        attempts = f"{table}/{ATTEMPTS}/{chunk_folder(dataid)}"
-        doomed = [staging(table, dataid, token)] if token else _listing(attempts)
-        for path in doomed:
-            shutil.rmtree(path, ignore_errors=True)
-            shutil.rmtree(f"{path}.replaced", ignore_errors=True)
-        for empty in (attempts, f"{table}/{ATTEMPTS}"):
-            try:
-                os.rmdir(empty)
-            except OSError:
-                break  # not empty (another chunk's attempts), or gone
+        remove([staging(table, dataid, token)])
+
+
+def chunk_path(table: str, dataid: str) -> str:
+    """The folder of chunk ``dataid`` of ``table``."""
+    return f"{table}/{chunk_folder(dataid)}"
+
+
+def _prune(attempts: str) -> None:
+    """Remove ``<table>/_attempts/dataid=<d>`` and ``<table>/_attempts`` if empty."""
+    for empty in (attempts, os.path.dirname(attempts)):
+        try:
+            os.rmdir(empty)
+        except OSError:
+            return  # not empty (another attempt, another chunk), or gone
 
 
 def _listing(folder: str) -> list[str]:

@@ -320,7 +320,11 @@ def test_a_store_in_a_read_only_folder_can_be_read(made, tmp_path):
     "name, make, says",
     [
         ("missing.sh", None, "cannot run ./missing.sh: no such file"),
-        ("folder.sh", "folder", "cannot run ./folder.sh: it is a folder (RunJob --all FOLDER runs every job script in it)"),
+        (
+            "folder.sh",
+            "folder",
+            "cannot run ./folder.sh: it is a folder (RunJob --all FOLDER runs every job script in it)",
+        ),
         ("plain.sh", "plain", "cannot run ./plain.sh: it is not executable (chmod +x ./plain.sh)"),
     ],
 )

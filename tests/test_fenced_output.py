@@ -122,12 +122,31 @@ def test_an_older_attempt_never_replaces_a_newer_one(tmp_path):
     """The last line of defence, for a finish paused between its check and its move: a
     chunk published by a later attempt is left alone."""
     table = str(tmp_path / "t")
-    published = []
+    chunk = Path(table) / "dataid=7"
     for token, attempt in (("new", 2), ("old", 1)):
         staged = Path(layout.staging(table, "7", token))
         staged.mkdir(parents=True)
         (staged / "part.csv").write_text(token)
-        published.append(layout.publish([table], "7", token, attempt))
-    assert published == [1, 0]
-    assert _files(Path(table) / "dataid=7") == {"_ATTEMPT": "2\n", "part.csv": "new"}
+        layout.remove(layout.publish([table], "7", token, attempt))
+        assert _files(chunk) == {"_ATTEMPT": "2\n", "part.csv": "new"}
+        assert not (Path(table) / layout.ATTEMPTS).exists()
+
+
+def test_a_publish_moves_the_chunks_old_files_and_older_attempts_aside(tmp_path):
+    """Inside the finish's transaction only renames; what is deleted is deleted after."""
+    table = str(tmp_path / "t")
+    chunk = Path(table) / "dataid=7"
+    chunk.mkdir(parents=True)
+    (chunk / "old.csv").write_text("attempt 1's")
+    for token in ("late", "mine"):
+        staged = Path(layout.staging(table, "7", token))
+        staged.mkdir(parents=True)
+        (staged / "part.csv").write_text(token)
+    aside = layout.publish([table], "7", "mine", 3)
+    assert _files(chunk) == {"_ATTEMPT": "3\n", "part.csv": "mine"}
+    assert sorted(_files(Path(path)).get("part.csv", "") for path in aside) == ["", "late"]
+    assert {p.name for p in (Path(table) / layout.ATTEMPTS / "dataid=7").iterdir()} == {
+        Path(path).name for path in aside
+    }  # the late writer's folder is no longer where it writes
+    layout.remove(aside)
     assert not (Path(table) / layout.ATTEMPTS).exists()

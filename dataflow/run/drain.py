@@ -275,7 +275,8 @@ class Drain:
         self.notify(Event("ended", claim.dataid, claim, outcome, status, counts))
 
     def _record(self, claim: Claim, outcome: Outcome, status: str) -> tuple[int, int]:
-        tries = []
+        tries: list[int] = []
+        aside: list[str] = []  # moved aside by the publish, deleted once it is committed
 
         def finish() -> tuple[int, int]:
             tries.append(1)
@@ -291,8 +292,8 @@ class Drain:
                     duration=outcome.duration,
                     reason=outcome.note,
                     validation=outcome.validation,
-                    publish=lambda: layout.publish(
-                        self.tables, claim.dataid, claim.token, claim.attempt
+                    publish=lambda: aside.extend(
+                        layout.publish(self.tables, claim.dataid, claim.token, claim.attempt)
                     ),
                 )
             except RunFenced:
@@ -308,7 +309,9 @@ class Drain:
             published = status == READY
             return counts  # type: ignore[return-value]
         finally:
-            if not published:  # a failed or fenced attempt's output is never published
+            if published:  # what the chunk held before, and older attempts' folders
+                layout.remove(aside)
+            else:  # a failed or fenced attempt's output is never published
                 layout.discard(self.tables, claim.dataid, claim.token)
             # Only now: the status is final before anyone else may take the chunk.
             claim.lock.close()
