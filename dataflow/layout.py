@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping
 FORMATS = ("parquet", "csv", "json", "orc")
 DEFAULT_FORMAT = "parquet"  # what the seed's ``file:`` means
 ATTEMPTS = "_attempts"
-MARKER = "_ATTEMPT"  # in a published chunk: the attempt that wrote it (Spark skips "_" files)
 # Spark's own escaping of partition values in paths (ExternalCatalogUtils.escapePathName)
 _PATH_SPECIAL = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(1, 32)}
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -78,41 +77,41 @@ def output_tables(outputs: Iterable[str], variables: Mapping[str, str]) -> list[
     return found
 
 
-def publish(tables: Iterable[str], dataid: str, token: str, attempt: int) -> list[str]:
+def publish(tables: Iterable[str], dataid: str, token: str) -> list[str]:
     """Move attempt ``token``'s output of chunk ``dataid`` into place in each of
     ``tables`` (those it wrote), with renames only: it runs inside the finish's
-    transaction. What the chunk held before, and the folders of older attempts (a late
-    writer's), are moved aside: the list returned, to :func:`remove` once the finish is
-    committed. A chunk that a later attempt has published is left alone. A failure
-    raises PublishFailed: the run is not recorded READY."""
+    transaction, which has checked that the run still owns the chunk. What the chunks
+    held before, and the folders of older attempts (a late writer's), are moved aside:
+    the list returned, to :func:`remove` once the finish is committed. A failure puts
+    back what was moved and raises PublishFailed: the run is not recorded READY."""
     aside: list[str] = []
-    for table in tables:
-        staged = staging(table, dataid, token)
-        if not os.path.isdir(staged):
-            continue  # this run wrote nothing there through dataflow.spark
-        if _attempt_of(final := chunk_path(table, dataid)) > attempt:
-            aside.append(staged)  # a later attempt's output is there: never replaced
-            continue
-        trash = f"{table}/{ATTEMPTS}/{chunk_folder(dataid)}/old-{token}"
-        try:
-            with open(os.path.join(staged, MARKER), "w") as marker:
-                marker.write(f"{attempt}\n")
+    done: list[tuple[str, str, str]] = []  # (staged, final, trash) moved, for an undo
+    try:
+        for table in tables:
+            staged = staging(table, dataid, token)
+            if not os.path.isdir(staged):
+                continue  # this run wrote nothing there through dataflow.spark
+            final = chunk_path(table, dataid)
+            trash = f"{os.path.dirname(staged)}/old-{token}"
             if os.path.lexists(final):
                 os.rename(final, trash)
-            try:
-                os.rename(staged, final)
-            except OSError:
+            done.append((staged, final, trash))
+            os.rename(staged, final)
+            aside.append(trash)
+            for number, older in enumerate(_listing(os.path.dirname(staged))):
+                if os.path.basename(older).startswith("run="):  # a late writer's
+                    with contextlib.suppress(OSError):
+                        os.rename(older, f"{trash}.{number}")
+                        aside.append(f"{trash}.{number}")
+    except OSError as exc:
+        for staged, final, trash in reversed(done):
+            with contextlib.suppress(OSError):
+                if not os.path.lexists(staged):
+                    os.rename(final, staged)
                 if os.path.lexists(trash):
                     os.rename(trash, final)
-                raise
-        except OSError as exc:
-            raise PublishFailed(f"cannot publish {staged} as {final}: {exc.strerror}") from None
-        aside.append(trash)
-        for number, older in enumerate(_listing(os.path.dirname(staged))):
-            if os.path.basename(older).startswith("run="):
-                with contextlib.suppress(OSError):
-                    os.rename(older, aside_name := f"{trash}.{number}")
-                    aside.append(aside_name)
+        where = exc.filename or dataid
+        raise PublishFailed(f"cannot publish chunk {dataid} ({where}: {exc.strerror})") from None
     return aside
 
 
@@ -148,11 +147,3 @@ def _listing(folder: str) -> list[str]:
         return [os.path.join(folder, name) for name in os.listdir(folder)]
     except OSError:
         return []
-
-
-def _attempt_of(chunk: str) -> int:
-    try:
-        with open(os.path.join(chunk, MARKER)) as marker:
-            return int(marker.read().strip() or 0)
-    except (OSError, ValueError):
-        return 0

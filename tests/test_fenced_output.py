@@ -78,7 +78,7 @@ def test_a_runs_output_becomes_its_chunk_at_its_finish_and_a_failed_runs_never(c
     assert not chunk.exists()  # nobody sees a running attempt's output
     (tmp_path / "go").touch()
     assert runner.wait(timeout=60) == 0, runner.stderr.read()
-    assert _files(chunk) == {"_ATTEMPT": "1\n", "part.csv": "here\n", "late.csv": "late\n"}
+    assert _files(chunk) == {"part.csv": "here\n", "late.csv": "late\n"}
     assert not (table / layout.ATTEMPTS).exists()
 
     # a rerun that fails leaves the chunk as its last READY run made it
@@ -87,7 +87,7 @@ def test_a_runs_output_becomes_its_chunk_at_its_finish_and_a_failed_runs_never(c
     (tmp_path / "wait").unlink()
     cli.runjob("./work.sh")
     assert rows(tmp_path, "select status from run where attempt = 2") == [("FAILED",)]
-    assert _files(chunk) == {"_ATTEMPT": "1\n", "part.csv": "here\n", "late.csv": "late\n"}
+    assert _files(chunk) == {"part.csv": "here\n", "late.csv": "late\n"}
     assert not (table / layout.ATTEMPTS).exists()
 
 
@@ -114,22 +114,8 @@ def test_a_late_writer_never_overwrites_the_chunk_of_the_attempt_that_took_it(ho
     (tmp_path / "go").touch()  # host A's job, if still alive, writes late
     assert runner.wait(timeout=60) != 0
     wait_for(lambda: not alive(job), timeout=BOUND, what="host A's job to end")
-    assert _files(table / "dataid=7") == {"_ATTEMPT": "2\n", "part.csv": "hostB\n"}
+    assert _files(table / "dataid=7") == {"part.csv": "hostB\n"}
     assert not (table / layout.ATTEMPTS).exists()
-
-
-def test_an_older_attempt_never_replaces_a_newer_one(tmp_path):
-    """The last line of defence, for a finish paused between its check and its move: a
-    chunk published by a later attempt is left alone."""
-    table = str(tmp_path / "t")
-    chunk = Path(table) / "dataid=7"
-    for token, attempt in (("new", 2), ("old", 1)):
-        staged = Path(layout.staging(table, "7", token))
-        staged.mkdir(parents=True)
-        (staged / "part.csv").write_text(token)
-        layout.remove(layout.publish([table], "7", token, attempt))
-        assert _files(chunk) == {"_ATTEMPT": "2\n", "part.csv": "new"}
-        assert not (Path(table) / layout.ATTEMPTS).exists()
 
 
 def test_a_publish_moves_the_chunks_old_files_and_older_attempts_aside(tmp_path):
@@ -142,11 +128,29 @@ def test_a_publish_moves_the_chunks_old_files_and_older_attempts_aside(tmp_path)
         staged = Path(layout.staging(table, "7", token))
         staged.mkdir(parents=True)
         (staged / "part.csv").write_text(token)
-    aside = layout.publish([table], "7", "mine", 3)
-    assert _files(chunk) == {"_ATTEMPT": "3\n", "part.csv": "mine"}
+    aside = layout.publish([table], "7", "mine")
+    assert _files(chunk) == {"part.csv": "mine"}
     assert sorted(_files(Path(path)).get("part.csv", "") for path in aside) == ["", "late"]
     assert {p.name for p in (Path(table) / layout.ATTEMPTS / "dataid=7").iterdir()} == {
         Path(path).name for path in aside
     }  # the late writer's folder is no longer where it writes
     layout.remove(aside)
     assert not (Path(table) / layout.ATTEMPTS).exists()
+
+
+def test_a_publish_that_fails_puts_every_chunk_back(tmp_path):
+    """Two outputs: the second cannot be moved, so the first is put back as it was."""
+    tables = [str(tmp_path / "a"), str(tmp_path / "b")]
+    for table in tables:
+        (Path(table) / "dataid=7").mkdir(parents=True)
+        (Path(table) / "dataid=7" / "part.csv").write_text("before")
+        staged = Path(layout.staging(table, "7", "mine"))
+        staged.mkdir(parents=True)
+        (staged / "part.csv").write_text("after")
+    (Path(tables[1]) / layout.ATTEMPTS / "dataid=7" / "old-mine").mkdir()  # in the way
+    (Path(tables[1]) / layout.ATTEMPTS / "dataid=7" / "old-mine" / "x").write_text("")
+    with pytest.raises(layout.PublishFailed, match="cannot publish chunk 7"):
+        layout.publish(tables, "7", "mine")
+    for table in tables:
+        assert _files(Path(table) / "dataid=7") == {"part.csv": "before"}
+        assert _files(Path(layout.staging(table, "7", "mine"))) == {"part.csv": "after"}

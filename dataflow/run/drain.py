@@ -293,7 +293,7 @@ class Drain:
                     reason=outcome.note,
                     validation=outcome.validation,
                     publish=lambda: aside.extend(
-                        layout.publish(self.tables, claim.dataid, claim.token, claim.attempt)
+                        layout.publish(self.tables, claim.dataid, claim.token)
                     ),
                 )
             except RunFenced:
