@@ -186,7 +186,7 @@ def _claim_first(
                 # Stale: any later change that could make it claimable offers it again.
                 store.drop_candidate(job.jobid, key, dataid)
                 continue
-            if rows and _busy(store, job, dataid, last):
+            if (rows or last) and _busy(store, job, dataid):  # rows deleted by hand too
                 continue  # keep the candidate: it is claimable once they are done
             if repaired:
                 break  # a chunk just put in its place may come before this one: look again
@@ -205,16 +205,16 @@ def _claim_first(
             unusable.clear()  # seen again in the next scan
 
 
-def _busy(store: Store, job: Job, dataid: str, last: Row | None) -> bool:
+def _busy(store: Store, job: Job, dataid: str) -> bool:
     """May a chunk the job produced before not be rewritten yet? A consumer is reading
     one of its outputs, or a process of its last run (a helper that left the job's
     process group and closed its descriptors) still lives."""
     readers = store.readers(job.outputs, dataid)
     if any(liveness.is_live(store, reader, dataid) for reader in readers):
         return True
-    if not last or store.shared:  # a shared store's lease covers them (see liveness.take)
+    if store.shared:  # a shared store's lease covers them (see liveness.take)
         return False
-    return bool(processes.carrying({liveness.run_token(store, last)}))
+    return liveness.is_live(store, job.jobid, dataid)
 
 
 def _mark(

@@ -97,7 +97,7 @@ def live_runs(
         last = store.last_run(*chunk)
         if last:
             tokens[run_token(store, last)] = chunk
-    return live | {tokens[t] for t in processes.carrying(set(tokens))}
+    return live | processes.chunks_alive(tokens)
 
 
 def living(store: Store, runs: list[Row]) -> set[int]:

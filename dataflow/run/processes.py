@@ -66,6 +66,40 @@ def carrying(tokens: set[str]) -> set[str]:
     return found
 
 
+def chunks_alive(tokens: dict[str, tuple[str, str]]) -> set[tuple[str, str]]:
+    """Those chunks (jobid, dataid) of ``tokens`` (a run's token: its chunk) of which a
+    process lives on this host: one carrying the run's token, or one whose environment
+    holds the chunk's ``jobid`` and ``dataid`` whatever token it carries (a store writer
+    may rewrite or delete a run's history row; a process keeps its own). One look."""
+    wanted = {f"{VARIABLE}={t}".encode(): chunk for t, chunk in tokens.items()}
+    identities = {
+        (f"jobid={j}".encode(), f"dataid={d}".encode()): (j, d) for j, d in wanted.values()
+    }
+    found: set[tuple[str, str]] = set()
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                variables = file.read().split(b"\0")
+        except OSError:  # gone, or another user's
+            continue
+        job = data = b""
+        for variable in variables:
+            if variable in wanted:
+                found.add(wanted[variable])
+            elif variable.startswith(b"jobid="):
+                job = variable
+            elif variable.startswith(b"dataid="):
+                data = variable
+        if (job, data) in identities:
+            found.add(identities[job, data])
+        if len(found) == len(identities):
+            break
+    return found
+
+
 def pids_carrying(token: str) -> set[int]:
     """The live processes on this host that carry ``token``."""
     return {pid for pid, _ in _scan({token})}

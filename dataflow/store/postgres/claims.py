@@ -15,6 +15,13 @@ from .connection import Connection
 from .schema import offer_lock
 
 
+def fresh(run: str = "") -> str:
+    """SQL: is the run's heartbeat younger than its lease (one ``?``: this host's bound)?
+    Never younger than this host's own bound: a store writer who shortens a lease
+    (``lease = 0``) cannot hasten a take-over."""
+    return f"{run}seen + greatest({run}lease, ?) * interval '1 second' > now()"
+
+
 def run_key(jobid: str, dataid: str) -> int:
     """The chunk's run lock: its hash as PostgreSQL's signed 64-bit advisory lock key."""
     value = chunk_hash(jobid, dataid)
@@ -122,9 +129,9 @@ class ClaimQueries:
     def last_run(self, jobid: str, dataid: str) -> dict | None:
         """The chunk's last run; ``leased``: its lease is fresh now (on the server's clock)."""
         row = self.conn.execute(
-            "SELECT *, coalesce(seen + lease * interval '1 second' > now(), false) AS leased "
+            f"SELECT *, coalesce({fresh()}, false) AS leased "
             "FROM run WHERE jobid = ? AND dataid = ? ORDER BY attempt DESC LIMIT 1",
-            (jobid, dataid),
+            (liveness_timeout(), jobid, dataid),
         ).fetchone()
         return dict(row) if row else None
 
@@ -157,10 +164,10 @@ class ClaimQueries:
             return set()
         lock = " FOR UPDATE OF r" if revoke else ""
         rows = self.conn.execute(
-            "SELECT r.runid, r.jobid, r.dataid, r.seen + r.lease * interval '1 second' > now() "
+            f"SELECT r.runid, r.jobid, r.dataid, {fresh('r.')} "
             "FROM run r JOIN unnest(?::text[], ?::text[]) AS c(jobid, dataid) "
             f"ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL{lock}",
-            ([j for j, _ in chunks], [d for _, d in chunks]),
+            (liveness_timeout(), [j for j, _ in chunks], [d for _, d in chunks]),
         ).fetchall()
         live = {(jobid, dataid) for _, jobid, dataid, fresh in rows if fresh}
         stale = [runid for runid, jobid, dataid, fresh in rows if not fresh]

@@ -270,15 +270,18 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
         return [dict(row) for row in self.conn.execute(sql, (jobid, dataid, limit))]
 
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
+        from ..address import liveness_timeout
+
         sql = """
             SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
             WHERE r.status <> 'RUNNING' AND (?1::text IS NULL OR r.jobid = ?1)
-              AND NOT coalesce(r.seen + r.lease * interval '1 second' > now(), false)
+              AND NOT coalesce(r.seen + greatest(r.lease, ?3) * interval '1 second' > now(), false)
               AND (?2::text IS NULL OR r.started < ?2)
               AND NOT (r.status = 'FAILED' AND r.runid = (
                   SELECT MAX(runid) FROM run WHERE jobid = r.jobid AND dataid = r.dataid))
             ORDER BY r.runid"""
-        return [dict(row) for row in self.conn.execute(sql, (jobid, before))]
+        bound = liveness_timeout()  # a shortened lease does not free a live run's history
+        return [dict(row) for row in self.conn.execute(sql, (jobid, before, bound))]
 
     def board(self, jobid: str | None = None) -> list[Row]:
         sql = """
