@@ -5,6 +5,7 @@ Ready? Right data? Expected place? Validated? Safe? Then one verdict line.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .. import dataids
@@ -197,7 +198,14 @@ def _safe(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]
             lines.append(f"FAILED after attempt {run['attempt'] if run else '?'}{why}")
             blockers.append("it FAILED and has no automatic retry left; resubmit it to rerun")
         else:
-            lines.append(f"FAILED; automatic retry {retry + 1} of {job.settings.retries} is due")
+            due = f"automatic retry {retry + 1} of {job.settings.retries}"
+            wait = lifecycle.retry_wait(job, rows, run, store.clock()) if run else 0.0
+            if wait > 0:
+                when = f"retry in {math.ceil(wait)} s"
+                lines.append(f"FAILED; {due}: {when} (retry_delay)")
+                blockers.append(f"it FAILED; {due}: {when} (retry_delay)")
+            else:
+                lines.append(f"FAILED; {due} is due")
     cap = job.settings.max_parallel
     live_runs = store.count_running(job.jobid)
     if cap:

@@ -16,7 +16,7 @@ from .. import dataids
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
 from . import liveness, locks, logs, processes
-from .lifecycle import ABANDONED, FAILED, RESUBMIT, Job, claimable, load_job
+from .lifecycle import ABANDONED, FAILED, RESUBMIT, Job, claimable, load_job, retry_wait
 
 _BATCH = 64
 
@@ -118,7 +118,10 @@ def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
             continue
         last = store.last_run(job.jobid, dataid)
         rows = store.chunk_rows(job.jobid, dataid)
-        if claimable(job, rows, store.ready_inputs(job.inputs, dataid), last and last["retry"]):
+        ready = store.ready_inputs(job.inputs, dataid)
+        if claimable(job, rows, ready, last and last["retry"]) and not _delayed(
+            store, job, rows, last
+        ):
             return dataid
     return None
 
@@ -186,6 +189,8 @@ def _claim_first(
                 # Stale: any later change that could make it claimable offers it again.
                 store.drop_candidate(job.jobid, key, dataid)
                 continue
+            if _delayed(store, job, rows, last):
+                continue  # keep the candidate: it is claimable once its retry_delay has passed
             if rows and _busy(store, job, dataid, last):
                 continue  # keep the candidate: it is claimable once they are done
             if repaired:
@@ -203,6 +208,14 @@ def _claim_first(
                 return None
         if unusable:
             unusable.clear()  # seen again in the next scan
+
+
+def _delayed(store: Store, job: Job, rows: list[ChunkRow], last: Row | None) -> bool:
+    """Is the chunk a FAILED one whose automatic retry waits for ``retry_delay``? The
+    candidate stays: time passing changes no row, so no trigger would offer it again."""
+    if not rows or not last or not job.settings.retry_delay[0]:
+        return False
+    return retry_wait(job, rows, last, store.clock()) > 0
 
 
 def _busy(store: Store, job: Job, dataid: str, last: Row | None) -> bool:
