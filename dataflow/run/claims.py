@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections import namedtuple
 from collections.abc import Iterator
+from datetime import datetime
 
 from .. import dataids
 from ..errors import RunSetupError
@@ -84,13 +85,15 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
     return dead
 
 
-def _choose(store: Store, job: Job) -> Iterator[tuple[str, str]]:
-    """Candidates of the job as (sortkey, dataid), in natural order."""
-    if job.daily:  # today, after any earlier day resubmitted (a backfill), oldest first
-        today = dataids.today()
-        days = {d for d in store.dataids_of_job(job.jobid, (RESUBMIT,)) if d < today} | {today}
-        for day in sorted(days, key=dataids.natural_key):
-            yield dataids.natural_key(day), day
+def _choose(store: Store, job: Job, at: datetime | None = None) -> Iterator[tuple[str, str]]:
+    """Candidates of the job as (sortkey, dataid), in natural order. A job run by a clock:
+    the current period at ``at`` (default now), after any earlier one resubmitted (a
+    backfill), oldest first."""
+    if job.clock:
+        now = dataids.period(job.clock, at)
+        periods = {d for d in store.dataids_of_job(job.jobid, (RESUBMIT,)) if d < now} | {now}
+        for period in sorted(periods, key=dataids.natural_key):
+            yield dataids.natural_key(period), period
         return
     seen, size = None, 4  # the first candidate is nearly always the one: fetch few first
     while batch := store.candidates(job.jobid, size, after=seen):
@@ -109,9 +112,10 @@ def usable(dataid: str) -> bool:
     return "\0" not in dataid
 
 
-def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
-    """The chunk the job would claim next, read-only (locks are not probed)."""
-    for seen, (_, dataid) in enumerate(_choose(store, job)):
+def peek(store: Store, job: Job, limit: int = 10_000, at: datetime | None = None) -> str | None:
+    """The chunk the job would claim next (its clock read at ``at``, default now),
+    read-only (locks are not probed)."""
+    for seen, (_, dataid) in enumerate(_choose(store, job, at)):
         if seen >= limit:
             break
         if not usable(dataid):
@@ -135,12 +139,19 @@ def anything_to_do(store: Store, job: Job) -> bool:
 
 
 def claim(
-    store: Store, job: Job, *, command: str = "", dry_run: bool = False, recover_dead: bool = True
+    store: Store,
+    job: Job,
+    *,
+    command: str = "",
+    dry_run: bool = False,
+    recover_dead: bool = True,
+    at: datetime | None = None,
 ) -> ClaimResult:
     """Atomically claim the job's smallest claimable chunk, in one short transaction:
     recover dead runs (``recover_dead``: RunJob does at its start, a drain now and then),
     respect ``max_parallel``, lock the chunk, mark it RUNNING and open its history row.
-    With ``dry_run`` the transaction is always rolled back and no lock is taken."""
+    With ``dry_run`` the transaction is always rolled back and no lock is taken. ``at``:
+    the time a job run by a clock reads (default now)."""
     result = ClaimResult()
     try:
         with store.transaction():
@@ -154,7 +165,7 @@ def claim(
                 result.cap_full = result.live >= settings.max_parallel
             if not result.cap_full:
                 job = job._replace(settings=settings)
-                result.claim = _claim_first(store, job, command, dry_run, result.unusable)
+                result.claim = _claim_first(store, job, command, dry_run, result.unusable, at)
             if dry_run:
                 raise _DryRun
     except _DryRun:
@@ -163,7 +174,7 @@ def claim(
 
 
 def _claim_first(
-    store: Store, job: Job, command: str, dry_run: bool, unusable: list[str]
+    store: Store, job: Job, command: str, dry_run: bool, unusable: list[str], at: datetime | None
 ) -> Claim | None:
     """The first claimable candidate, claimed. A candidate whose sort key is not its
     dataid's (any SQLite client may write rows; only exact keys come from plain SQL) is
@@ -171,7 +182,7 @@ def _claim_first(
     that a chunk it moved ahead is not passed over. Each row is repaired once: it ends."""
     while True:
         repaired = False
-        for key, dataid in _choose(store, job):
+        for key, dataid in _choose(store, job, at):
             if not usable(dataid):
                 unusable.append(dataid)
                 continue

@@ -12,6 +12,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from datetime import datetime
 
+from ..dataids import CLOCKS
 from ..errors import BadStatus, ChunkLive, JobConfigError, RunFenced, UnknownChunk, UnknownJob
 from ..store import ChunkRow, Row, Store
 from . import liveness
@@ -83,17 +84,19 @@ class Settings(
         )
 
 
-class Job(namedtuple("Job", "jobid inputs outputs daily settings extras")):
+class Job(namedtuple("Job", "jobid inputs outputs clock settings extras")):
     """A job as registered in table ``job``.
 
-    inputs: IN datasets, without the special ``today``; daily: it has the IN
-    dataset ``today``; extras: other rows, (itemtype, itemvalue) environment items.
+    inputs: IN datasets, without the clock datasets (``today``, ``this_hour``,
+    ``this_week``, ``this_month``: :data:`dataflow.dataids.CLOCKS`); clock: the one of
+    them it has as IN dataset ("" for none); extras: other rows, (itemtype, itemvalue)
+    environment items.
     """
 
     __slots__ = ()
 
-    def __new__(cls, jobid, inputs, outputs, daily=False, settings=None, extras=()):
-        return super().__new__(cls, jobid, inputs, outputs, daily, settings or Settings(), extras)
+    def __new__(cls, jobid, inputs, outputs, clock="", settings=None, extras=()):
+        return super().__new__(cls, jobid, inputs, outputs, clock, settings or Settings(), extras)
 
 
 def _number(jobid: str, name: str, value: str, kind: type, least: float) -> float:
@@ -164,15 +167,15 @@ def load_job(store: Store, jobid: str) -> Job:
     items = store.job_items(jobid)
     if not items:
         raise UnknownJob(jobid)
-    inputs, outputs, settings, extras, daily = [], [], {}, [], False
+    inputs, outputs, settings, extras, clocks = [], [], {}, [], []
     for item in items:
         if item.itemtype in ("IN", "OUT"):
             if not item.datasetid:
                 raise JobConfigError(jobid, f"an {item.itemtype} row has no datasetid")
             if item.itemtype == "OUT":
                 outputs.append(item.datasetid)
-            elif item.datasetid == TODAY:
-                daily = True
+            elif item.datasetid in CLOCKS:
+                clocks.append(item.datasetid)
             else:
                 inputs.append(item.datasetid)
         elif item.itemtype in SETTINGS:
@@ -181,12 +184,15 @@ def load_job(store: Store, jobid: str) -> Job:
             extras.append((item.itemtype, item.itemvalue or ""))
     if not outputs:
         raise JobConfigError(jobid, "it has no OUT dataset; add a job row with itemtype 'OUT'")
-    if not inputs and not daily:
+    if not inputs and not clocks:
         raise JobConfigError(
             jobid, "it has no IN dataset; add one, or IN dataset 'today' for a daily job"
         )
+    if len(set(clocks)) > 1:
+        raise JobConfigError(jobid, f"it has two clocks as IN datasets: {' and '.join(clocks)}")
+    clock = clocks[0] if clocks else ""
     return Job(
-        jobid, tuple(inputs), tuple(outputs), daily, settings_of(jobid, settings), tuple(extras)
+        jobid, tuple(inputs), tuple(outputs), clock, settings_of(jobid, settings), tuple(extras)
     )
 
 
