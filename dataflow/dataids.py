@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC
+from datetime import UTC, date, datetime, timedelta, tzinfo
 
 _RUNS = re.compile(r"([0-9]+)")  # ASCII digits only: int() would take any script's digits
 
@@ -41,18 +41,108 @@ def chunk_hash(jobid: str, dataid: str) -> int:
 
 SYSTEM_ZONE = "/etc/localtime"
 
+# The clock datasets: special IN datasets that are always ready, whose dataid is the
+# current period of the host's clock. Each name: (what its jobs are called, its period).
+CLOCKS = {
+    "this_hour": ("hourly", "hour"),
+    "today": ("daily", "day"),
+    "this_week": ("weekly", "week"),
+    "this_month": ("monthly", "month"),
+}
+# the dataids each clock names, all sorting naturally and as plain text
+PERIODS = {
+    "this_hour": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}"),  # 2026-11-25T07
+    "today": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"),  # 2026-11-25
+    "this_week": re.compile(r"[0-9]{4}-W[0-9]{2}"),  # 2026-W48, ISO 8601 weeks
+    "this_month": re.compile(r"[0-9]{4}-[0-9]{2}"),  # 2026-11
+}
+FORMATS = "days YYYY-MM-DD, hours YYYY-MM-DDTHH, ISO weeks YYYY-Www or months YYYY-MM"
+
+
+def described(clock: str) -> str:
+    """What a job whose IN dataset is ``clock`` is called: "an hourly job", "a daily job"..."""
+    kind = CLOCKS[clock][0]
+    return f"{'an' if kind == 'hourly' else 'a'} {kind} job"
+
+
+def system_zone() -> tzinfo:
+    """The host's system time zone (``/etc/localtime``; UTC without one). Not ``$TZ``: cron
+    and a login shell may set it differently, and one period must have one dataid, whoever
+    asks."""
+    try:
+        from zoneinfo import ZoneInfo  # only a job run by a clock pays for this import
+
+        with open(SYSTEM_ZONE, "rb") as file:
+            return ZoneInfo.from_file(file)
+    except (OSError, ValueError):
+        return UTC
+
+
+def period(clock: str, at: datetime | None = None) -> str:
+    """The dataid of clock dataset ``clock`` at ``at`` (default: now; without a zone: a
+    wall-clock time of the host's), in the host's system time zone: ``2026-11-25T07``, ``2026-11-25``, ``2026-W48`` (the ISO week, whose year
+    is the ISO year: 2027-01-01 is in ``2026-W53``) or ``2026-11``."""
+    zone = system_zone()
+    at = at or datetime.now(UTC)
+    local = (at if at.tzinfo else at.replace(tzinfo=zone)).astimezone(zone)
+    if clock == "this_hour":
+        return local.strftime("%Y-%m-%dT%H")
+    if clock == "this_week":
+        year, week, _ = local.isocalendar()
+        return f"{year:04d}-W{week:02d}"
+    if clock == "this_month":
+        return local.strftime("%Y-%m")
+    return local.date().isoformat()
+
 
 def today() -> str:
     """The dataid of the special IN dataset ``today``: the date in the host's system time
-    zone (``/etc/localtime``; UTC without one). Not ``$TZ``: cron and a login shell
-    may set it differently, and one day must have one dataid, whoever asks."""
-    from datetime import datetime
+    zone (see :func:`system_zone`)."""
+    return period("today")
 
-    try:
-        from zoneinfo import ZoneInfo  # only a daily job pays for this import
 
-        with open(SYSTEM_ZONE, "rb") as file:
-            zone = ZoneInfo.from_file(file)
-    except (OSError, ValueError):
-        zone = UTC
-    return datetime.now(zone).date().isoformat()
+def clock_of(dataid: str) -> str | None:
+    """The clock dataset whose dataids look like ``dataid``, if any."""
+    return next((clock for clock, shape in PERIODS.items() if shape.fullmatch(dataid)), None)
+
+
+def periods(first: str, last: str, limit: int) -> list[str] | None:
+    """Every period from ``first`` to ``last``, two dataids of one clock, in natural order
+    (each hour of a day is listed, whatever the time zone's daylight saving time does).
+    None when more than ``limit``; ValueError when they are not two periods of one kind."""
+    clock = clock_of(first)
+    if clock is None or clock_of(last) != clock:
+        raise ValueError(f"not two periods of one kind: {first}, {last}")
+    if clock == "this_hour":
+        low, high = (datetime.strptime(d, "%Y-%m-%dT%H") for d in (first, last))
+        count = int((high - low).total_seconds() // 3600)
+        names = (
+            (low + timedelta(hours=n)).strftime("%Y-%m-%dT%H") for n in range(min(count, limit) + 1)
+        )
+        step = list(names)
+    elif clock == "this_week":
+        monday, sunday = (_week_start(d) for d in (first, last))
+        count = (sunday - monday).days // 7
+        step = [_week(monday + timedelta(weeks=n)) for n in range(min(count, limit) + 1)]
+    elif clock == "this_month":
+        if not all(1 <= int(d[5:]) <= 12 for d in (first, last)):
+            raise ValueError(f"not two months: {first}, {last}")
+        low_month, high_month = (int(d[:4]) * 12 + int(d[5:]) - 1 for d in (first, last))
+        count = high_month - low_month
+        months = range(low_month, low_month + min(count, limit) + 1)
+        step = [f"{m // 12:04d}-{m % 12 + 1:02d}" for m in months]
+    else:
+        low_day, high_day = date.fromisoformat(first), date.fromisoformat(last)
+        count = (high_day - low_day).days
+        step = [(low_day + timedelta(n)).isoformat() for n in range(min(count, limit) + 1)]
+    return step if count < limit else None
+
+
+def _week_start(dataid: str) -> date:
+    """The Monday of an ISO week; ValueError for W00, or W53 of a 52-week year."""
+    return date.fromisocalendar(int(dataid[:4]), int(dataid[6:]), 1)
+
+
+def _week(day: date) -> str:
+    year, week, _ = day.isocalendar()
+    return f"{year:04d}-W{week:02d}"

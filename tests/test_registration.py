@@ -49,7 +49,8 @@ def test_register_dataset_takes_the_password_from_stdin_only(store, tmp_path):
     ]
     error(
         store.utility("register-dataset", "bad-name"),
-        "dataset name 'bad-name' must be usable in environment variable names (letters, digits and _, not starting with a digit) and not 'today'",
+        "dataset name 'bad-name' must be usable in environment variable names (letters, digits and _, not starting with a digit) and not a clock "
+        "('this_hour', 'today', 'this_week', 'this_month')",
     )
     error(
         store.utility("register-dataset", "x", "--password-stdin", input="pw\n"),

@@ -108,7 +108,7 @@ def _resubmit_arguments(parser: argparse.ArgumentParser) -> None:
         "--from", dest="first", metavar="DATAID", help="dataids from this one (natural order)"
     )
     parser.add_argument("--to", dest="last", metavar="DATAID", help="dataids up to this one")
-    # a daily job's --from/--to is a backfill: days it never ran are created RESUBMIT
+    # a clock's job's --from/--to is a backfill: periods it never ran are created RESUBMIT
 
 
 def _print_changes(changes: list[reruns.Change], dry_run: bool = False) -> None:
@@ -127,8 +127,8 @@ def resubmit(options: argparse.Namespace) -> int:
     with open_store(options) as store:
         job = lifecycle.load_job(store, options.jobid)
         missing = []
-        if job.daily and options.first and options.last and options.dataid is None:
-            missing = drops.missing_days(store, job, options.first, options.last)
+        if job.clock and options.first and options.last and options.dataid is None:
+            missing = drops.missing_periods(store, job, options.first, options.last)
         dataids = reruns.select_dataids(
             store,
             options.jobid,

@@ -37,8 +37,10 @@ def stream(options: argparse.Namespace) -> int:
     address = locate(options.db)
     with open_store(options, readonly=True) as store:
         job = lifecycle.load_job(store, jobid)
-        if job.daily:
-            raise StreamError(jobid, "its IN dataset is 'today': a stream reads a landing dataset")
+        if job.clock:
+            raise StreamError(
+                jobid, f"its IN dataset is '{job.clock}': a stream reads a landing dataset"
+            )
         if len(job.outputs) != 1:
             raise StreamError(jobid, f"it has {len(job.outputs)} OUT datasets; a stream has one")
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), crypto.read_passkey())

@@ -1,12 +1,12 @@
 """Chunks that appear from outside our jobs: a producer's drop (``utility ready``), and the
-missing days of a daily job (``utility resubmit JOB --from D1 --to D2``).
+missing periods of a job run by a clock (``utility resubmit JOB --from P1 --to P2``).
 
 Each is one transaction, checked first, and idempotent: repeating it changes nothing.
 """
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import datetime
 
 from .. import dataids
 from ..errors import ChunkLive, UsageError
@@ -19,7 +19,8 @@ MAX_RANGE = 100_000  # dataids one range may name
 
 
 def dataid_range(first: str, last: str) -> list[str]:
-    """Every dataid from ``first`` to ``last``: whole numbers, or ISO dates (one per day)."""
+    """Every dataid from ``first`` to ``last``: whole numbers, or periods of one clock (days
+    ``YYYY-MM-DD``, hours ``YYYY-MM-DDTHH``, ISO weeks ``YYYY-Www``, months ``YYYY-MM``)."""
     if first.isdigit() and last.isdigit():
         width = len(first) if first.startswith("0") else 0  # 007..012 keeps its width
         low, high = int(first), int(last)
@@ -28,17 +29,12 @@ def dataid_range(first: str, last: str) -> list[str]:
         )
     else:
         try:
-            low_day, high_day = date.fromisoformat(first), date.fromisoformat(last)
+            names = dataids.periods(first, last, MAX_RANGE)
         except ValueError:
             raise UsageError(
-                f"--from {first} --to {last}: give two whole numbers or two dates YYYY-MM-DD"
+                f"--from {first} --to {last}: give two whole numbers or two dates YYYY-MM-DD "
+                f"(or two periods of one kind: {dataids.FORMATS})"
             ) from None
-        days = (high_day - low_day).days
-        names = (
-            [(low_day + timedelta(n)).isoformat() for n in range(days + 1)]
-            if days < MAX_RANGE
-            else None
-        )
     if names is None:
         raise UsageError(f"--from {first} --to {last} names more than {MAX_RANGE} chunks")
     if not names:
@@ -83,11 +79,22 @@ def mark_ready(
     return marked, len(chunks) - marked
 
 
-def missing_days(store: Store, job: Job, first: str, last: str) -> list[str]:
-    """The days from ``first`` to ``last`` (up to today) that a daily job never ran: a
-    backfill gives them RESUBMIT rows, and the job's next RunJobs run them, oldest first."""
-    if not job.daily:
-        raise UsageError(f"job '{job.jobid}' is not a daily job: only its own chunks can rerun")
-    today = dataids.today()
-    days = [d for d in dataid_range(first, last) if d <= today]
-    return [d for d in days if not store.out_status(job.jobid, d)]
+def missing_periods(
+    store: Store, job: Job, first: str, last: str, at: datetime | None = None
+) -> list[str]:
+    """The periods from ``first`` to ``last`` (up to the current one, at ``at``: default now)
+    that a job run by a clock (``today``, ``this_hour``...) never ran: a backfill gives them
+    RESUBMIT rows, and the job's next RunJobs run them, oldest first."""
+    if not job.clock:
+        raise UsageError(f"job '{job.jobid}' is not run by a clock: only its own chunks can rerun")
+    unit = dataids.CLOCKS[job.clock][1]
+    shape = dataids.PERIODS[job.clock]
+    if not (shape.fullmatch(first) and shape.fullmatch(last)):
+        example = dataids.period(job.clock, at)
+        raise UsageError(
+            f"job '{job.jobid}' is {dataids.described(job.clock)} (IN {job.clock}): "
+            f"--from and --to name {unit}s, like {example}"
+        )
+    now = dataids.period(job.clock, at)
+    chosen = [d for d in dataid_range(first, last) if d <= now]
+    return [d for d in chosen if not store.out_status(job.jobid, d)]

@@ -5,13 +5,14 @@ Ready? Right data? Expected place? Validated? Safe? Then one verdict line.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .. import dataids
 from ..dataids import natural_key
 from ..run import claims, lifecycle, liveness
 from ..run.jobenv import FIELDS
-from ..run.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY, Job
+from ..run.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, Job
 from ..store import Store
 
 QUESTIONS = ("ready", "right data", "location", "validated", "safe")
@@ -94,13 +95,14 @@ def _waiting(store: Store, job: Job) -> list[str]:
 
 def _ready(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]:
     lines = []
-    if job.daily:
-        today = dataids.today()
-        backfill = dataid < today and RESUBMIT in dict(store.out_status(job.jobid, dataid)).values()
-        ok = dataid == today or backfill
-        lines.append(f"{TODAY}: {'ready' if ok else f'not ready (today is {today})'}")
+    if job.clock:
+        now = dataids.period(job.clock)
+        backfill = dataid < now and RESUBMIT in dict(store.out_status(job.jobid, dataid)).values()
+        ok = dataid == now or backfill
+        lines.append(f"{job.clock}: {'ready' if ok else f'not ready ({job.clock} is {now})'}")
         if not ok:
-            blockers.append(f"it is a daily job and {dataid} is not today ({today})")
+            what = dataids.described(job.clock)
+            blockers.append(f"it is {what} and {dataid} is not {job.clock} ({now})")
     for dataset in job.inputs:
         outs = [r for r in store.chunk_of_dataset(dataset, dataid) if r["locktype"] == "OUT"]
         ready = [r for r in outs if r["status"] == READY]
@@ -197,7 +199,14 @@ def _safe(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]
             lines.append(f"FAILED after attempt {run['attempt'] if run else '?'}{why}")
             blockers.append("it FAILED and has no automatic retry left; resubmit it to rerun")
         else:
-            lines.append(f"FAILED; automatic retry {retry + 1} of {job.settings.retries} is due")
+            due = f"automatic retry {retry + 1} of {job.settings.retries}"
+            wait = lifecycle.retry_wait(job, rows, run, store.clock()) if run else 0.0
+            if wait > 0:
+                when = f"retry in {math.ceil(wait)} s"
+                lines.append(f"FAILED; {due}: {when} (retry_delay)")
+                blockers.append(f"it FAILED; {due}: {when} (retry_delay)")
+            else:
+                lines.append(f"FAILED; {due} is due")
     cap = job.settings.max_parallel
     live_runs = store.count_running(job.jobid)
     if cap:

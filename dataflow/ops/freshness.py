@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 import re
 from collections import namedtuple
-from datetime import UTC, datetime, time, timedelta, tzinfo
+from datetime import datetime, time, timedelta, tzinfo
 from pathlib import Path
 
-from ..dataids import SYSTEM_ZONE, natural_key
+from ..dataids import natural_key, system_zone
 from ..errors import DataflowError
 from ..run import alerts, lifecycle
-from ..run.lifecycle import DUE, FAILED, HOLD, READY, RESUBMIT, RUNNING
+from ..run.lifecycle import DUE, FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY
 from ..store import Store, shown
 from .explain import explain
 
@@ -29,17 +29,6 @@ ALERTED = "late-alerted"  # in the store's folder: the late chunks already alert
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 Late = namedtuple("Late", "jobid dataid due status blocked")
-
-
-def system_zone() -> tzinfo:
-    """The host's system time zone (``/etc/localtime``; UTC without one), as ``today``."""
-    try:
-        from zoneinfo import ZoneInfo
-
-        with open(SYSTEM_ZONE, "rb") as file:
-            return ZoneInfo.from_file(file)
-    except (OSError, ValueError):
-        return UTC
 
 
 def due(day: str, promise: str, zone: tzinfo) -> datetime:
@@ -64,8 +53,8 @@ def late(store: Store, at: datetime | None = None) -> list[Late]:
         except DataflowError:  # a job that cannot run is told by status and explain
             continue
         promise = job.settings.ready_by
-        if not promise:
-            continue
+        if not promise or job.clock not in ("", TODAY):
+            continue  # a promise on days: the chunks of an hourly, weekly or monthly job are none
         # the newest day whose chunk is due by now
         last = now.date()
         while due(last.isoformat(), promise, zone) > now:

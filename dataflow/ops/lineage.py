@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..dataids import natural_key
-from ..run.lifecycle import TODAY
+from ..dataids import CLOCKS, natural_key
 from ..store import Store
 
 
@@ -74,7 +73,7 @@ def job_graph(rows: list[dict]) -> dict[str, set[str]]:
             producers.setdefault(row["datasetid"], set()).add(row["jobid"])
     edges: dict[str, set[str]] = {}
     for row in rows:
-        if row["itemtype"] == "IN" and row["datasetid"] != TODAY:
+        if row["itemtype"] == "IN" and row["datasetid"] not in CLOCKS:
             for producer in producers.get(row["datasetid"], ()):
                 edges.setdefault(producer, set()).add(row["jobid"])
     return edges

@@ -9,12 +9,13 @@ import json
 from collections.abc import Iterable
 
 from .. import crypto
+from ..dataids import CLOCKS
 from ..errors import DataflowError, RegistrationError, UnknownDataset, UnknownJob, WrongPasskey
 from ..run import lifecycle
 from ..run.alerts import ALERTS, STORE_WIDE, invalid
 from ..run.envnames import unsafe, why
 from ..run.jobenv import is_variable_name
-from ..run.lifecycle import SETTINGS, TODAY
+from ..run.lifecycle import SETTINGS
 from ..store import DATASET_COLUMNS, Row, Store
 from .lineage import find_cycle, job_graph
 
@@ -22,10 +23,12 @@ EXPORT_VERSION = 1
 
 
 def _check_dataset_name(datasetid: str) -> None:
-    if not is_variable_name(datasetid) or datasetid == TODAY:
+    if not is_variable_name(datasetid) or datasetid in CLOCKS:
         raise RegistrationError(
             f"dataset name '{datasetid}' must be usable in environment variable names "
-            "(letters, digits and _, not starting with a digit) and not 'today'"
+            "(letters, digits and _, not starting with a digit) and not a clock ("
+            + ", ".join(f"'{clock}'" for clock in CLOCKS)
+            + ")"
         )
     if unsafe(f"{datasetid}_hostname"):
         raise RegistrationError(f"dataset name '{datasetid}': {why(datasetid + '_...')}")
@@ -87,10 +90,14 @@ def _validate_job(
     if twice := sorted({d for d in inputs + outputs if (inputs + outputs).count(d) > 1}):
         raise RegistrationError(f"job '{jobid}' lists dataset '{twice[0]}' more than once")
     for dataset in inputs + outputs:
-        if dataset != TODAY and dataset not in known:
+        if dataset not in CLOCKS and dataset not in known:
             raise UnknownDataset(dataset)
-        if dataset == TODAY and dataset in outputs:
-            raise RegistrationError("'today' can only be an IN dataset")
+        if dataset in CLOCKS and dataset in outputs:
+            raise RegistrationError(f"'{dataset}' can only be an IN dataset")
+    if len(clocks := [d for d in inputs if d in CLOCKS]) > 1:
+        raise RegistrationError(
+            f"job '{jobid}' has two clocks as IN datasets: {' and '.join(clocks)}"
+        )
     for dataset in outputs:
         others = [j for j in store.jobs_using(dataset, "OUT") if j != jobid]
         if others:

@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..dataids import natural_key
+from ..dataids import CLOCKS, clock_of, natural_key
 from ..errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
 from ..run import lifecycle, liveness
 from ..run.lifecycle import ABANDONED, FAILED, HOLD, RESUBMIT, RUNNING
@@ -68,14 +68,15 @@ def resubmit(
     backfill: Sequence[str] = (),
 ) -> list[Change]:
     """Set chunks to RESUBMIT and, with ``cascade``, every downstream chunk built from them;
-    ``backfill``: days a daily job never ran, created as RESUBMIT."""
+    ``backfill``: periods a job run by a clock never ran, created as RESUBMIT."""
     job = lifecycle.load_job(store, jobid)
     changes: list[Change] = []
     try:
         with store.transaction():
             for day in backfill:
                 store.put_out_status(jobid, day, job.outputs, RESUBMIT)
-                changes.append(Change(jobid, day, "none", RESUBMIT, "backfill of a missed day"))
+                unit = CLOCKS[clock_of(day) or "today"][1]
+                changes.append(Change(jobid, day, "none", RESUBMIT, f"backfill of a missed {unit}"))
             for dataid in dataids:
                 before = _joined(store.out_status(jobid, dataid))
                 if not before:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 from collections import namedtuple
 from collections.abc import Iterator
+from datetime import datetime
 
 from .. import dataids
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
 from . import liveness, locks, logs, processes
-from .lifecycle import ABANDONED, FAILED, RESUBMIT, Job, claimable, load_job
+from .lifecycle import ABANDONED, FAILED, RESUBMIT, Job, claimable, load_job, retry_wait
 
 _BATCH = 64
 
@@ -84,13 +85,15 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
     return dead
 
 
-def _choose(store: Store, job: Job) -> Iterator[tuple[str, str]]:
-    """Candidates of the job as (sortkey, dataid), in natural order."""
-    if job.daily:  # today, after any earlier day resubmitted (a backfill), oldest first
-        today = dataids.today()
-        days = {d for d in store.dataids_of_job(job.jobid, (RESUBMIT,)) if d < today} | {today}
-        for day in sorted(days, key=dataids.natural_key):
-            yield dataids.natural_key(day), day
+def _choose(store: Store, job: Job, at: datetime | None = None) -> Iterator[tuple[str, str]]:
+    """Candidates of the job as (sortkey, dataid), in natural order. A job run by a clock:
+    the current period at ``at`` (default now), after any earlier one resubmitted (a
+    backfill), oldest first."""
+    if job.clock:
+        now = dataids.period(job.clock, at)
+        periods = {d for d in store.dataids_of_job(job.jobid, (RESUBMIT,)) if d < now} | {now}
+        for period in sorted(periods, key=dataids.natural_key):
+            yield dataids.natural_key(period), period
         return
     seen, size = None, 4  # the first candidate is nearly always the one: fetch few first
     while batch := store.candidates(job.jobid, size, after=seen):
@@ -109,16 +112,20 @@ def usable(dataid: str) -> bool:
     return "\0" not in dataid
 
 
-def peek(store: Store, job: Job, limit: int = 10_000) -> str | None:
-    """The chunk the job would claim next, read-only (locks are not probed)."""
-    for seen, (_, dataid) in enumerate(_choose(store, job)):
+def peek(store: Store, job: Job, limit: int = 10_000, at: datetime | None = None) -> str | None:
+    """The chunk the job would claim next (its clock read at ``at``, default now),
+    read-only (locks are not probed)."""
+    for seen, (_, dataid) in enumerate(_choose(store, job, at)):
         if seen >= limit:
             break
         if not usable(dataid):
             continue
         last = store.last_run(job.jobid, dataid)
         rows = store.chunk_rows(job.jobid, dataid)
-        if claimable(job, rows, store.ready_inputs(job.inputs, dataid), last and last["retry"]):
+        ready = store.ready_inputs(job.inputs, dataid)
+        if claimable(job, rows, ready, last and last["retry"]) and not _delayed(
+            store, job, rows, last
+        ):
             return dataid
     return None
 
@@ -132,12 +139,19 @@ def anything_to_do(store: Store, job: Job) -> bool:
 
 
 def claim(
-    store: Store, job: Job, *, command: str = "", dry_run: bool = False, recover_dead: bool = True
+    store: Store,
+    job: Job,
+    *,
+    command: str = "",
+    dry_run: bool = False,
+    recover_dead: bool = True,
+    at: datetime | None = None,
 ) -> ClaimResult:
     """Atomically claim the job's smallest claimable chunk, in one short transaction:
     recover dead runs (``recover_dead``: RunJob does at its start, a drain now and then),
     respect ``max_parallel``, lock the chunk, mark it RUNNING and open its history row.
-    With ``dry_run`` the transaction is always rolled back and no lock is taken."""
+    With ``dry_run`` the transaction is always rolled back and no lock is taken. ``at``:
+    the time a job run by a clock reads (default now)."""
     result = ClaimResult()
     try:
         with store.transaction():
@@ -151,7 +165,7 @@ def claim(
                 result.cap_full = result.live >= settings.max_parallel
             if not result.cap_full:
                 job = job._replace(settings=settings)
-                result.claim = _claim_first(store, job, command, dry_run, result.unusable)
+                result.claim = _claim_first(store, job, command, dry_run, result.unusable, at)
             if dry_run:
                 raise _DryRun
     except _DryRun:
@@ -160,7 +174,7 @@ def claim(
 
 
 def _claim_first(
-    store: Store, job: Job, command: str, dry_run: bool, unusable: list[str]
+    store: Store, job: Job, command: str, dry_run: bool, unusable: list[str], at: datetime | None
 ) -> Claim | None:
     """The first claimable candidate, claimed. A candidate whose sort key is not its
     dataid's (any SQLite client may write rows; only exact keys come from plain SQL) is
@@ -168,7 +182,7 @@ def _claim_first(
     that a chunk it moved ahead is not passed over. Each row is repaired once: it ends."""
     while True:
         repaired = False
-        for key, dataid in _choose(store, job):
+        for key, dataid in _choose(store, job, at):
             if not usable(dataid):
                 unusable.append(dataid)
                 continue
@@ -186,6 +200,8 @@ def _claim_first(
                 # Stale: any later change that could make it claimable offers it again.
                 store.drop_candidate(job.jobid, key, dataid)
                 continue
+            if _delayed(store, job, rows, last):
+                continue  # keep the candidate: it is claimable once its retry_delay has passed
             if (rows or last) and _busy(store, job, dataid):  # rows deleted by hand too
                 continue  # keep the candidate: it is claimable once they are done
             if repaired:
@@ -203,6 +219,14 @@ def _claim_first(
                 return None
         if unusable:
             unusable.clear()  # seen again in the next scan
+
+
+def _delayed(store: Store, job: Job, rows: list[ChunkRow], last: Row | None) -> bool:
+    """Is the chunk a FAILED one whose automatic retry waits for ``retry_delay``? The
+    candidate stays: time passing changes no row, so no trigger would offer it again."""
+    if not rows or not last or not job.settings.retry_delay[0]:
+        return False
+    return retry_wait(job, rows, last, store.clock()) > 0
 
 
 def _busy(store: Store, job: Job, dataid: str) -> bool:

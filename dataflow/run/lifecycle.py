@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 from collections.abc import Callable
+from datetime import datetime
 
+from ..dataids import CLOCKS
 from ..errors import BadStatus, ChunkLive, JobConfigError, RunFenced, UnknownChunk, UnknownJob
-from ..store import ChunkRow, Store
+from ..store import ChunkRow, Row, Store
 from . import liveness
 
 TODAY = "today"
@@ -28,6 +30,7 @@ SETTINGS = (
     "spark_remote",
     "alerts",
     "ready_by",
+    "retry_delay",
 )
 ABANDONED = "abandoned"  # the reason recorded for a run that died without ending
 
@@ -38,7 +41,10 @@ ABANDONED = "abandoned"  # the reason recorded for a run that died without endin
 
 
 class Settings(
-    namedtuple("Settings", "retries max_parallel timeout spark_args spark_remote alerts ready_by")
+    namedtuple(
+        "Settings",
+        "retries max_parallel timeout spark_args spark_remote alerts ready_by retry_delay",
+    )
 ):
     """Job settings: ``job`` rows with a reserved itemtype, the value in itemvalue.
 
@@ -48,7 +54,8 @@ class Settings(
     Spark Connect server (``sc://host:15002``) a ``.py`` job is a client of ("": none);
     alerts: Apprise URLs its alerts go to ("": the store-wide default, see :mod:`.alerts`);
     ready_by: when each day's chunk is due READY, ``HH:MM[+N]`` ("": no promise; see
-    ``dataflow.ops.freshness``).
+    ``dataflow.ops.freshness``); retry_delay: (seconds, factor), the wait before the
+    first automatic retry and what each later one multiplies it by ((0, 1): none).
     """
 
     __slots__ = ()
@@ -62,23 +69,34 @@ class Settings(
         spark_remote="",
         alerts="",
         ready_by="",
+        retry_delay=(0.0, 1.0),
     ):
         return super().__new__(
-            cls, retries, max_parallel, timeout, spark_args, spark_remote, alerts, ready_by
+            cls,
+            retries,
+            max_parallel,
+            timeout,
+            spark_args,
+            spark_remote,
+            alerts,
+            ready_by,
+            retry_delay,
         )
 
 
-class Job(namedtuple("Job", "jobid inputs outputs daily settings extras")):
+class Job(namedtuple("Job", "jobid inputs outputs clock settings extras")):
     """A job as registered in table ``job``.
 
-    inputs: IN datasets, without the special ``today``; daily: it has the IN
-    dataset ``today``; extras: other rows, (itemtype, itemvalue) environment items.
+    inputs: IN datasets, without the clock datasets (``today``, ``this_hour``,
+    ``this_week``, ``this_month``: :data:`dataflow.dataids.CLOCKS`); clock: the one of
+    them it has as IN dataset ("" for none); extras: other rows, (itemtype, itemvalue)
+    environment items.
     """
 
     __slots__ = ()
 
-    def __new__(cls, jobid, inputs, outputs, daily=False, settings=None, extras=()):
-        return super().__new__(cls, jobid, inputs, outputs, daily, settings or Settings(), extras)
+    def __new__(cls, jobid, inputs, outputs, clock="", settings=None, extras=()):
+        return super().__new__(cls, jobid, inputs, outputs, clock, settings or Settings(), extras)
 
 
 def _number(jobid: str, name: str, value: str, kind: type, least: float) -> float:
@@ -104,6 +122,7 @@ def settings_of(jobid: str, values: dict[str, str]) -> Settings:
         spark_remote=values.get("spark_remote", ""),
         alerts=_alerts(jobid, values.get("alerts", "")),
         ready_by=_due(jobid, values.get("ready_by", "")),
+        retry_delay=_retry_delay(jobid, values.get("retry_delay", "")),
     )
 
 
@@ -116,6 +135,23 @@ def _due(jobid: str, value: str) -> str:
             jobid, f"setting ready_by must be HH:MM, or HH:MM+N (N days later), not '{value}'"
         )
     return value
+
+
+LONGEST_DELAY = 1e9  # seconds (about 32 years): a growing delay stops growing there
+RETRY_DELAY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(?:x([0-9]+(?:\.[0-9]+)?))?")
+
+
+def _retry_delay(jobid: str, value: str) -> tuple[float, float]:
+    """``SECONDS`` or ``SECONDS`` ``x`` ``FACTOR``: ``60`` waits 60 s before every retry,
+    ``60x2`` waits 60 s, then 120 s, 240 s..."""
+    found = RETRY_DELAY.fullmatch(value.replace(" ", "")) if value else None
+    if value and (found is None or float(found[2] or 1) < 1):
+        raise JobConfigError(
+            jobid,
+            "setting retry_delay must be SECONDS, or SECONDS x FACTOR (FACTOR >= 1, e.g. "
+            f"60x2: 60 s, 120 s, 240 s...), not '{value}'",
+        )
+    return (float(found[1]), float(found[2] or 1)) if found else (0.0, 1.0)
 
 
 def _alerts(jobid: str, value: str) -> str:
@@ -131,15 +167,15 @@ def load_job(store: Store, jobid: str) -> Job:
     items = store.job_items(jobid)
     if not items:
         raise UnknownJob(jobid)
-    inputs, outputs, settings, extras, daily = [], [], {}, [], False
+    inputs, outputs, settings, extras, clocks = [], [], {}, [], []
     for item in items:
         if item.itemtype in ("IN", "OUT"):
             if not item.datasetid:
                 raise JobConfigError(jobid, f"an {item.itemtype} row has no datasetid")
             if item.itemtype == "OUT":
                 outputs.append(item.datasetid)
-            elif item.datasetid == TODAY:
-                daily = True
+            elif item.datasetid in CLOCKS:
+                clocks.append(item.datasetid)
             else:
                 inputs.append(item.datasetid)
         elif item.itemtype in SETTINGS:
@@ -148,12 +184,15 @@ def load_job(store: Store, jobid: str) -> Job:
             extras.append((item.itemtype, item.itemvalue or ""))
     if not outputs:
         raise JobConfigError(jobid, "it has no OUT dataset; add a job row with itemtype 'OUT'")
-    if not inputs and not daily:
+    if not inputs and not clocks:
         raise JobConfigError(
             jobid, "it has no IN dataset; add one, or IN dataset 'today' for a daily job"
         )
+    if len(set(clocks)) > 1:
+        raise JobConfigError(jobid, f"it has two clocks as IN datasets: {' and '.join(clocks)}")
+    clock = clocks[0] if clocks else ""
     return Job(
-        jobid, tuple(inputs), tuple(outputs), daily, settings_of(jobid, settings), tuple(extras)
+        jobid, tuple(inputs), tuple(outputs), clock, settings_of(jobid, settings), tuple(extras)
     )
 
 
@@ -176,6 +215,30 @@ def claimable(
     if not outs or RESUBMIT in outs:
         return True
     return (last_retry or 0) < job.settings.retries
+
+
+def retry_wait(job: Job, rows: list[ChunkRow], last: Row | None, now: datetime) -> float:
+    """Seconds before an automatic retry of a FAILED chunk (``rows``: the job's rows at it)
+    may be claimed: ``retry_delay`` after its last run (``last``) ended, by the store's
+    clock ``now``; 0 when it may be claimed now, or when the chunk is not waiting for an
+    automatic retry (a RESUBMIT runs at once)."""
+    seconds, factor = job.settings.retry_delay
+    outs = [row.status for row in rows if row.locktype == "OUT"]
+    if not seconds or not last or not last.get("ended") or not outs or RESUBMIT in outs:
+        return 0.0
+    if any(status != FAILED for status in outs):
+        return 0.0
+    try:
+        ended = datetime.fromisoformat(str(last["ended"]))
+    except ValueError:
+        return 0.0  # a time no run of ours wrote: no wait rather than a chunk stuck
+    if ended.tzinfo is None:  # written without its offset: this host's local time
+        ended = ended.astimezone()
+    try:  # the retry about to start is the last run's retry number + 1
+        delay = min(seconds * factor ** int(last.get("retry") or 0), LONGEST_DELAY)
+    except OverflowError:
+        delay = LONGEST_DELAY
+    return max(0.0, delay - (now - ended).total_seconds())
 
 
 def finish(
