@@ -21,7 +21,7 @@ from . import claims, lifecycle, liveness
 from .claims import Claim
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Job
-from .processes import VARIABLE
+from .processes import STORE_VARIABLE, VARIABLE
 from .runner import Outcome, Run, child_environment
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
@@ -191,7 +191,7 @@ class Drain:
         if self.in_process is None:
             run = self._run(self.argv, claim)
         else:
-            variables = {**self.env.for_chunk(claim.dataid), VARIABLE: claim.token}
+            variables = self._variables(claim)
             run = self.in_process(claim, variables)
         self.notify(Event("launch", claim.dataid, claim))
         self._active[claim.runid] = (claim, run)
@@ -210,11 +210,17 @@ class Drain:
         threading.Thread(target=self._wait, args=(claim, run), daemon=True).start()
         self.summary.running = len(self._active)
 
+    def _variables(self, claim: Claim) -> dict[str, str]:
+        """The chunk's environment, and what tells its processes apart from any other's:
+        the run's token, and the store (with ``jobid`` and ``dataid``: the chunk)."""
+        marks = {VARIABLE: claim.token, STORE_VARIABLE: self.store.identity}
+        return {**self.env.for_chunk(claim.dataid), **marks}
+
     def _run(self, argv: list[str], claim: Claim, append: bool = False) -> Run:
         start = self.run_with if argv is self.argv else Run  # a check runs as itself
         return start(
             argv,
-            child_environment({**self.env.for_chunk(claim.dataid), VARIABLE: claim.token}),
+            child_environment(self._variables(claim)),
             lock_fd=claim.lock.fd,
             log_path=claim.logpath,
             secrets=self.env.secrets,

@@ -97,7 +97,7 @@ def live_runs(
         last = store.last_run(*chunk)
         if last:
             tokens[run_token(store, last)] = chunk
-    return live | processes.chunks_alive(tokens)
+    return live | processes.chunks_alive(tokens, store.identity)
 
 
 def living(store: Store, runs: list[Row]) -> set[int]:

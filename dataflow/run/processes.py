@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 
 VARIABLE = "DATAFLOW_RUN"
+STORE_VARIABLE = "DATAFLOW_STORE"  # the store a job's chunk is of (Store.identity)
 
 
 def new_token() -> str:
@@ -66,15 +67,17 @@ def carrying(tokens: set[str]) -> set[str]:
     return found
 
 
-def chunks_alive(tokens: dict[str, tuple[str, str]]) -> set[tuple[str, str]]:
+def chunks_alive(tokens: dict[str, tuple[str, str]], store: str) -> set[tuple[str, str]]:
     """Those chunks (jobid, dataid) of ``tokens`` (a run's token: its chunk) of which a
     process lives on this host: one carrying the run's token, or one whose environment
-    holds the chunk's ``jobid`` and ``dataid`` whatever token it carries (a store writer
-    may rewrite or delete a run's history row; a process keeps its own). One look."""
+    holds the chunk's ``jobid`` and ``dataid`` and the identity of ``store``, whatever
+    token it carries (a store writer may rewrite or delete a run's history row; a process
+    keeps its own environment). One look at the processes."""
     wanted = {f"{VARIABLE}={t}".encode(): chunk for t, chunk in tokens.items()}
     identities = {
         (f"jobid={j}".encode(), f"dataid={d}".encode()): (j, d) for j, d in wanted.values()
     }
+    ours = f"{STORE_VARIABLE}={store}".encode()
     found: set[tuple[str, str]] = set()
     me = os.getpid()
     for name in os.listdir("/proc"):
@@ -86,6 +89,7 @@ def chunks_alive(tokens: dict[str, tuple[str, str]]) -> set[tuple[str, str]]:
         except OSError:  # gone, or another user's
             continue
         job = data = b""
+        mine = False
         for variable in variables:
             if variable in wanted:
                 found.add(wanted[variable])
@@ -93,7 +97,9 @@ def chunks_alive(tokens: dict[str, tuple[str, str]]) -> set[tuple[str, str]]:
                 job = variable
             elif variable.startswith(b"dataid="):
                 data = variable
-        if (job, data) in identities:
+            elif variable == ours:
+                mine = True
+        if mine and (job, data) in identities:
             found.add(identities[job, data])
         if len(found) == len(identities):
             break
