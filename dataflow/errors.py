@@ -264,3 +264,13 @@ class Refused(DataflowError):
     def __init__(self, status: int, reason: str):
         super().__init__(reason)
         self.status = status
+
+
+class StoreMoved(DataflowError):
+    """A store that ``copy-store --retire`` retired: it refuses the work of the one it
+    moved to, so that a cron line left on it cannot run a chunk a second time."""
+
+    def __init__(self, target: str, on: str):
+        super().__init__(
+            f"this store moved to {target} (copy-store --retire on {on}); use --db {target}"
+        )
