@@ -5,6 +5,9 @@ Messages never contain a passkey or a password.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class DataflowError(Exception):
     """Base class: a problem the user can fix, reported as one line."""
@@ -59,8 +62,13 @@ class ReadOnlySQL(DataflowError):
 
 
 class UnknownJob(DataflowError):
-    def __init__(self, jobid: str):
-        super().__init__(f"unknown job '{jobid}': it has no rows in table job (see 'utility jobs')")
+    """A job name that is not registered; ``known``: the registered names, for a guess."""
+
+    def __init__(self, jobid: str, known: Iterable[str] = ()):
+        close = difflib.get_close_matches(jobid, list(known), n=3)
+        guess = " or ".join(f"'{name}'" for name in close)
+        hint = f"did you mean {guess}? " if close else "it has no rows in table job "
+        super().__init__(f"unknown job '{jobid}': {hint}(see 'utility jobs')")
 
 
 class JobConfigError(DataflowError):

@@ -14,6 +14,7 @@ from ..store import create_store, files_of, locate, now, refuse_if_moved, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
     board,
+    brief,
     guarded,
     operations,
     output,
@@ -271,6 +272,8 @@ def deleterun(options: argparse.Namespace) -> int:
 )
 def recover(options: argparse.Namespace) -> int:
     with open_store(options) as store:
+        if options.jobid:
+            lifecycle.known(store, options.jobid)
         with store.transaction():
             dead = claims.recover(store, options.jobid)
         runs = [store.last_run(*chunk) for chunk in dead]
@@ -298,11 +301,12 @@ def _log_arguments(parser: argparse.ArgumentParser) -> None:
 def history(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True, retired_ok=True) as store:
         if options.jobid:
-            lifecycle.load_job(store, options.jobid)  # an unknown job is an error, not "no rows"
+            lifecycle.known(store, options.jobid)  # an unknown job is an error, not "no rows"
         rows = store.history(options.jobid, options.dataid, options.limit)
     if not options.json:
         for row in rows:
             del row["command"], row["logpath"]
+        brief.cut(rows, "reason")
     say(output.records(rows, options.json))
     return 0
 
@@ -310,6 +314,7 @@ def history(options: argparse.Namespace) -> int:
 @command("log", "print the log of a chunk's last run (or of --attempt K)", _log_arguments)
 def log(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True, retired_ok=True) as store:
+        lifecycle.known(store, options.jobid)
         path = logs.find(store, options.jobid, options.dataid, options.attempt)
     try:
         with open(path, "rb") as handle:

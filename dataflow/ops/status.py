@@ -7,6 +7,10 @@ from ..run import claims, lifecycle, liveness
 from ..store import Row, Store
 
 STATUSES = ("READY", "RUNNING", "FAILED", "RESUBMIT", "HOLD")
+WAITING_MEANS = (  # what the WAITING column counts (and explain's "N waiting")
+    "the chunks a job could claim now: every input READY, and its own output not there yet, "
+    "RESUBMIT, or FAILED with a retry left (held, running and done chunks are not counted)"
+)
 
 
 def job_status(store: Store, jobid: str | None = None) -> list[Row]:
@@ -15,7 +19,7 @@ def job_status(store: Store, jobid: str | None = None) -> list[Row]:
     jobids = store.job_ids()
     if jobid is not None:
         if jobid not in jobids:
-            raise UnknownJob(jobid)
+            raise UnknownJob(jobid, store.job_ids())
         jobids = [jobid]
     counts: dict[str, dict[str, int]] = {}
     for row in store.status_counts():
