@@ -4,7 +4,9 @@ gets it."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import sqlite3
 
 from support import Cli, script
@@ -127,3 +129,38 @@ def test_the_job_gets_a_postgresql_store_without_its_password(tmp_path, pg_datab
     assert ran.code == 0, ran
     assert (tmp_path / "seen.txt").read_text() == f"{pg_database}\n"
     assert "s3cret" not in (tmp_path / "env.txt").read_text()
+
+
+def test_the_board_says_what_to_do_about_a_failure_and_shows_what_it_blocks(tmp_path):
+    cli = Cli(tmp_path)
+    _pipeline(cli)  # extract FAILED at 2; shape has no chunk there, blocked by it
+    cli.ok("register-dataset", "end")
+    cli.ok("register-job", "load", "--in", "dst", "--out", "end")  # blocked in turn
+    script(tmp_path, "shape.sh", "true")
+    cli.runjob("./shape.sh")  # shape 1 READY: load at 1 waits, nothing failed upstream
+    grid = json.loads(cli.ok("board", "--json").out)
+    assert grid["blocked"] == [
+        {"jobid": "shape", "dataid": "2", "why": "blocked: extract FAILED at 2"},
+        {"jobid": "load", "dataid": "2", "why": "blocked: extract FAILED at 2"},
+    ]
+    ((advice,),) = [[a for a in grid["advice"] if (a["jobid"], a["dataid"]) == ("extract", "2")]]
+    log = tmp_path / "dataflow.db.d" / "logs" / "extract" / "2.1.log"
+    assert log.is_file()
+    assert advice["advice"].startswith(
+        f"no retry left: fix the cause, then 'utility resubmit extract 2'; log {log} on "
+    )
+    page = tmp_path / "board.html"
+    cli.ok("board", "--html", str(page))
+    text = html.unescape(page.read_text())
+    assert '<td class="cell blocked" title="shape at 2: blocked: extract FAILED at 2">' in text
+    assert '<td class="cell" title="load at 1: no chunk">' in text  # not reached yet: grey
+    assert "blocked by a failure upstream 2" in text
+    (item,) = re.findall(r"<li>(extract at 2: .*?)</li>", text)
+    assert (
+        "exit code 1 \u2014 no retry left: fix the cause, then 'utility resubmit extract 2'" in item
+    )
+    assert f"log {log} on " in item and "'utility explain extract 2'" in item
+
+    cli.ok("set", "extract", "retries=2")
+    grid = json.loads(cli.ok("board", "--json").out)
+    assert grid["advice"][0]["advice"].startswith("automatic retry 1 of 2 at the next RunJob; ")

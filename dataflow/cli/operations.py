@@ -27,14 +27,14 @@ def explain(options: argparse.Namespace) -> int:
         say(json.dumps(result.__dict__, indent=2))
         return 0
     say(result.summary)
+    if " waiting)" in result.summary:
+        say(f"(waiting: {status.WAITING_MEANS})")
     for question in (*explaining.QUESTIONS, explaining.WAITING):
         if question in result.answers:
             say(f"\n{question.upper()}{':' if question == explaining.WAITING else '?'}")
             for line in result.answers[question]:
                 say(f"  {line}")
     say(f"\n{result.verdict}")
-    if " waiting)" in result.summary:
-        say(f"\n(waiting: {status.WAITING_MEANS})")
     return 0
 
 
