@@ -36,6 +36,7 @@ REFUSED = {
     "rekey": ["--old-file", "old.key", "--new-file", "new.key"],
     "serve": ["--port", "0", "--token-file", "token"],
     "stream": ["work.py"],
+    "drop": ["src", "export.json"],
     "createtables": [],
     "copy-store": ["--to", "again.db"],
     "dml": ["delete from job"],
@@ -51,7 +52,7 @@ REFUSED = {
 }
 # what a retired store still does: read its history (for audit), take the mark back; and
 # the commands that never open a store
-ALLOWED = {"history", "log", "sql", "unretire", "where", "crypt", "validate", "drop"}
+ALLOWED = {"history", "log", "sql", "unretire", "where", "crypt", "validate"}
 
 
 def _laptop(cli: Cli) -> None:
