@@ -164,3 +164,17 @@ def test_the_board_says_what_to_do_about_a_failure_and_shows_what_it_blocks(tmp_
     cli.ok("set", "extract", "retries=2")
     grid = json.loads(cli.ok("board", "--json").out)
     assert grid["advice"][0]["advice"].startswith("automatic retry 1 of 2 at the next RunJob; ")
+
+
+def test_the_board_cuts_a_long_failure_as_the_tables_do(tmp_path):
+    cli = Cli(tmp_path)
+    _pipeline(cli)
+    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+        conn.execute("update run set reason = ? where status = 'FAILED'", (SPARK + STACK,))
+    page = tmp_path / "board.html"
+    cli.ok("board", "--html", str(page))
+    (item,) = re.findall(r"<li>(extract at 2: .*?)</li>", html.unescape(page.read_text()))
+    told = item.split(" \u2014 ")[0]
+    assert told.endswith("reason: " + SPARK[:97].rstrip() + "..."), told
+    assert "DAGScheduler" not in item
+    assert "DAGScheduler" in html.unescape(page.read_text())  # on hover: the whole reason

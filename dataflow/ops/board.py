@@ -18,6 +18,7 @@ from ..errors import UsageError
 from ..run import lifecycle
 from ..store import Store
 from . import boardnotes, freshness, lineage
+from .status import first_line
 
 # Okabe-Ito colours: told apart by people with the common colour-vision deficiencies.
 # FAILED (vermilion) and RESUBMIT (yellow, not Okabe-Ito's orange) differ in lightness
@@ -149,8 +150,7 @@ def failures(board: Board) -> list[dict]:
 def failure_line(cell: dict, advice: str = "") -> str:
     """A failed cell in one line: where, which attempt, how it ended and why (its first
     line), then ``advice``: what to do, where the log is."""
-    reason = (cell.get("reason") or "").strip().splitlines()
-    short = dict(cell, reason=reason[0] + (" ..." if len(reason) > 1 else "") if reason else None)
+    short = dict(cell, reason=first_line(cell.get("reason")) or None)
     lines = hover_text(short).splitlines()[1:]
     told = "; ".join(line for line in lines if not line.startswith(("started ", "on host ")))
     return f"{cell['jobid']} at {cell['dataid']}: {told or 'FAILED'}" + (

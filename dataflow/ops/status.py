@@ -6,6 +6,21 @@ from ..errors import DataflowError, UnknownJob
 from ..run import claims, lifecycle, liveness
 from ..store import Row, Store
 
+WIDTH = 100  # characters of a cut cell, "..." included
+
+
+def first_line(text: object, width: int = WIDTH) -> object:
+    """The first non-blank line of ``text``, at most ``width`` characters; ``...`` ends it
+    when more was there (another line, or the rest of a long one). Not text: as it is."""
+    if not isinstance(text, str):
+        return text
+    lines = [line.strip() for line in text.strip().splitlines()]
+    line = lines[0] if lines else ""
+    if len(line) > width:
+        return line[: width - 3].rstrip() + "..."
+    return f"{line} ..." if len(lines) > 1 else line
+
+
 STATUSES = ("READY", "RUNNING", "FAILED", "RESUBMIT", "HOLD")
 WAITING_MEANS = (  # what the WAITING column counts (and explain's "N waiting")
     "the chunks a job could claim now: every input READY, and its own output not there yet, "
