@@ -5,6 +5,9 @@ Messages never contain a passkey or a password.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class DataflowError(Exception):
     """Base class: a problem the user can fix, reported as one line."""
@@ -59,8 +62,13 @@ class ReadOnlySQL(DataflowError):
 
 
 class UnknownJob(DataflowError):
-    def __init__(self, jobid: str):
-        super().__init__(f"unknown job '{jobid}': it has no rows in table job (see 'utility jobs')")
+    """A job name that is not registered; ``known``: the registered names, for a guess."""
+
+    def __init__(self, jobid: str, known: Iterable[str] = ()):
+        close = difflib.get_close_matches(jobid, list(known), n=3)
+        guess = " or ".join(f"'{name}'" for name in close)
+        hint = f"did you mean {guess}? " if close else "it has no rows in table job "
+        super().__init__(f"unknown job '{jobid}': {hint}(see 'utility jobs')")
 
 
 class JobConfigError(DataflowError):
@@ -264,3 +272,13 @@ class Refused(DataflowError):
     def __init__(self, status: int, reason: str):
         super().__init__(reason)
         self.status = status
+
+
+class StoreMoved(DataflowError):
+    """A store that ``copy-store --retire`` retired: it refuses the work of the one it
+    moved to, so that a cron line left on it cannot run a chunk a second time."""
+
+    def __init__(self, target: str, on: str):
+        super().__init__(
+            f"this store moved to {target} (copy-store --retire on {on}); use --db {target}"
+        )

@@ -238,7 +238,9 @@ def test_grid_cells_and_hover_texts_in_the_browser(chromium, made):
     assert titles["aardvark", "1"] == "aardvark at 1: no chunk"
     # a failure's reason is on the page in words, not only on hover
     ((failure,),) = [[f for f in seen["failures"] if f["shown"]]]
-    assert re.fullmatch(r"beta at 1: attempt 1, \d+\.\d s, exit code 3", failure["text"])
+    said, todo = failure["text"].split(" \u2014 ")  # then what to do, where the log is
+    assert re.fullmatch(r"beta at 1: attempt 1, \d+\.\d s, exit code 3", said)
+    assert todo.startswith("no retry left: fix the cause, then 'utility resubmit beta 1'; log ")
     for cell in seen["cells"]:
         expected = board.COLOURS.get(cell["status"], board.EMPTY)
         assert cell["colour"] == "rgb({}, {}, {})".format(*rgb(expected)), cell

@@ -111,7 +111,7 @@ def test_check_on_the_store_clock_alerts_each_late_chunk_once_and_the_board_mark
     cli.ok("board", "--html", "board.html")
     page = (tmp_path / "board.html").read_text()
     assert page.count('class="cell s-FAILED late"') == 1  # load: FAILED, late
-    assert page.count('class="cell late"') == 1  # shape: no chunk yet, late
+    assert page.count('class="cell blocked late"') == 1  # shape: no chunk, blocked by load, late
 
 
 def test_a_bad_promise_or_time_is_refused(promised):

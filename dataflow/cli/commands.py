@@ -51,9 +51,12 @@ def positional(*names: str, optional: tuple[str, ...] = ()) -> Arguments:
     return add
 
 
-def open_store(options: argparse.Namespace, readonly: bool = False) -> Store:
-    """The store of ``--db``; ``readonly`` for commands that only read."""
-    return _open(locate(options.db), readonly)
+def open_store(
+    options: argparse.Namespace, readonly: bool = False, retired_ok: bool = False
+) -> Store:
+    """The store of ``--db``; ``readonly`` for commands that only read; ``retired_ok``
+    for the few that a retired store still answers (its history, for audit)."""
+    return _open(locate(options.db), readonly, retired_ok)
 
 
 def show(options: argparse.Namespace, rows: list[dict]) -> int:

@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..ops import drops, freshness, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
-from . import output, say, warn
+from . import brief, output, say, warn
 from .commands import command, open_store, positional, show
 
 
@@ -27,6 +27,8 @@ def explain(options: argparse.Namespace) -> int:
         say(json.dumps(result.__dict__, indent=2))
         return 0
     say(result.summary)
+    if " waiting)" in result.summary:
+        say(f"(waiting: {status.WAITING_MEANS})")
     for question in (*explaining.QUESTIONS, explaining.WAITING):
         if question in result.answers:
             say(f"\n{question.upper()}{':' if question == explaining.WAITING else '?'}")
@@ -43,7 +45,12 @@ def explain(options: argparse.Namespace) -> int:
 )
 def status_view(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
-        return show(options, status.job_status(store, options.jobid))
+        rows = status.job_status(store, options.jobid)
+    if options.json:
+        return show(options, rows)
+    show(options, brief.cut(rows, "last_failure"))
+    say(f"\nwaiting: {status.WAITING_MEANS}")
+    return 0
 
 
 @command(

@@ -15,6 +15,7 @@ from ..run import alerts, claims, jobenv, keeper, lifecycle, runner, sparkconnec
 from ..run.drain import Drain, Event, Summary
 from ..run.driven import DriverDrain
 from ..store import Store, locate, open_store
+from ..store.address import for_job
 from . import guarded, printable, say, stamp, text_arguments, warn
 
 USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]
@@ -41,6 +42,9 @@ EXIT_CODES = """exit codes:
 """
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # what spark-submit runs for a job with an entry point (a path: not imported here)
+STORE_ENV = (
+    "DATAFLOW_DB"  # the store, as the job gets it (a file's absolute path, a URL without password)
+)
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sparkmain.py")
 
 
@@ -266,6 +270,7 @@ def run(options: argparse.Namespace) -> int:
     with open_store(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
+        env.variables[STORE_ENV] = for_job(locate(options.db))  # the store it runs for
         spark_args = {"spark_args": job.settings.spark_args}
         remote = _remote(path, job, env)
         if remote:  # a Spark Connect client: this Python runs it, the server does the work

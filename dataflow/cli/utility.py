@@ -7,17 +7,20 @@ import os
 import sys
 
 from .. import __version__, crypto
-from ..errors import PasskeyMissing, UsageError
+from ..errors import UsageError
 from ..ops import copystore
 from ..run import alerts, claims, lifecycle, liveness, logs, sparkconnect
-from ..store import create_store, files_of, locate, now, shown
+from ..store import create_store, files_of, locate, now, refuse_if_moved, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
     board,
+    brief,
     guarded,
     operations,
     output,
+    passwords,
     registration,
+    retirement,
     say,
     serving,
     streaming,
@@ -63,7 +66,8 @@ def _print_listing(options: argparse.Namespace, columns, rows) -> int:
 def createtables(options: argparse.Namespace) -> int:
     path = locate(options.db)
     store, applied = create_store(path)
-    store.close()
+    with store:
+        refuse_if_moved(store)
     if applied == store.version:
         say(f"tables created in {shown(path)}")
     elif applied:
@@ -78,6 +82,9 @@ def _copy_arguments(parser: argparse.ArgumentParser) -> None:
         "--to", required=True, metavar="STORE", help="a file path or a postgresql:// URL"
     )
     parser.add_argument("--force", action="store_true", help="replace what the target holds")
+    parser.add_argument(
+        "--retire", action="store_true", help="then refuse all work on this store (a move)"
+    )
 
 
 @command(
@@ -89,12 +96,16 @@ def copy_store(options: argparse.Namespace) -> int:
     target_address = locate(options.to)
     if str(target_address) == str(locate(options.db)):
         raise UsageError("--to names the store being copied")
-    with open_store(options, readonly=True) as source:
+    retire = now()[:16] if options.retire else None
+    with open_store(options, readonly=not retire) as source:
         target, _ = create_store(target_address)
         with target:
-            copied = copystore.copy_store(source, target, shown(target_address), options.force)
+            where = shown(target_address)
+            copied = copystore.copy_store(source, target, where, options.force, retire)
     counts = ", ".join(f"{n} {table}" for table, n in copied.items())
     say(f"copied to {shown(target_address)}: {counts}")
+    if retire:
+        say(f"this store is retired: its commands now refuse work and name {where}")
     return 0
 
 
@@ -108,7 +119,7 @@ def where(options: argparse.Namespace) -> int:
 
 @command("sql", "run one read-only SQL statement and print its rows", positional("statement"))
 def sql(options: argparse.Namespace) -> int:
-    with open_store(options, readonly=True) as store:
+    with open_store(options, readonly=True, retired_ok=True) as store:
         columns, rows = store.query(options.statement)
     return _print_listing(options, columns, rows)
 
@@ -261,6 +272,8 @@ def deleterun(options: argparse.Namespace) -> int:
 )
 def recover(options: argparse.Namespace) -> int:
     with open_store(options) as store:
+        if options.jobid:
+            lifecycle.known(store, options.jobid)
         with store.transaction():
             dead = claims.recover(store, options.jobid)
         runs = [store.last_run(*chunk) for chunk in dead]
@@ -286,56 +299,28 @@ def _log_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("history", "list runs (one row per attempt), newest first", _history_arguments)
 def history(options: argparse.Namespace) -> int:
-    with open_store(options, readonly=True) as store:
+    with open_store(options, readonly=True, retired_ok=True) as store:
         if options.jobid:
-            lifecycle.load_job(store, options.jobid)  # an unknown job is an error, not "no rows"
+            lifecycle.known(store, options.jobid)  # an unknown job is an error, not "no rows"
         rows = store.history(options.jobid, options.dataid, options.limit)
     if not options.json:
         for row in rows:
             del row["command"], row["logpath"]
+        brief.cut(rows, "reason")
     say(output.records(rows, options.json))
     return 0
 
 
 @command("log", "print the log of a chunk's last run (or of --attempt K)", _log_arguments)
 def log(options: argparse.Namespace) -> int:
-    with open_store(options, readonly=True) as store:
+    with open_store(options, readonly=True, retired_ok=True) as store:
+        lifecycle.known(store, options.jobid)
         path = logs.find(store, options.jobid, options.dataid, options.attempt)
     try:
         with open(path, "rb") as handle:
             sys.stdout.buffer.write(handle.read())
     except OSError as exc:
         raise UsageError(f"cannot read log {path}: {exc.strerror}") from None
-    return 0
-
-
-# -- passwords --------------------------------------------------------------------------
-
-
-def _crypt_arguments(parser: argparse.ArgumentParser) -> None:
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("-e", dest="encrypt", action="store_true", help="encrypt TEXT")
-    mode.add_argument("-d", dest="decrypt", action="store_true", help="decrypt TEXT")
-    parser.add_argument(
-        "--seed-format", action="store_true", help="encrypt in the seed's (Java) format"
-    )
-    parser.add_argument("words", nargs="+", metavar="TEXT")
-
-
-@command("crypt", "encrypt (-e) or decrypt (-d) a text with the passkey", _crypt_arguments)
-def crypt(options: argparse.Namespace) -> int:
-    words = options.words
-    passkey = crypto.read_passkey()
-    if len(words) == 2:  # the seed's form: crypt -e PASSKEY TEXT
-        passkey, words = words[0], words[1:]
-    if len(words) != 1:
-        raise UsageError("usage: utility crypt -e|-d TEXT")
-    if passkey is None:
-        raise PasskeyMissing("crypt")
-    if options.encrypt:
-        say(crypto.encrypt(words[0], passkey, seed_format=options.seed_format))
-    else:
-        say(crypto.decrypt(words[0], passkey))
     return 0
 
 

@@ -17,7 +17,8 @@ from ..dataids import natural_key
 from ..errors import UsageError
 from ..run import lifecycle
 from ..store import Store
-from . import freshness, lineage
+from . import boardnotes, freshness, lineage
+from .status import first_line
 
 # Okabe-Ito colours: told apart by people with the common colour-vision deficiencies.
 # FAILED (vermilion) and RESUBMIT (yellow, not Okabe-Ito's orange) differ in lightness
@@ -43,6 +44,8 @@ class Board:
     total_dataids: int
     cells: dict[tuple[str, str], dict] = field(default_factory=dict)
     late: dict[tuple[str, str], str] = field(default_factory=dict)  # chunk: why, in words
+    blocked: dict[tuple[str, str], str] = field(default_factory=dict)  # no chunk: why
+    advice: dict[tuple[str, str], str] = field(default_factory=dict)  # a failure: what to do
 
     @property
     def truncated(self) -> bool:
@@ -73,13 +76,23 @@ def collect(store: Store, job: str | None = None, last: int = DEFAULT_LAST) -> B
     """The board of a store: every registered job (pipeline order) or only ``job``."""
     if last < 1:
         raise UsageError(f"--last must be at least 1, not {last}")
+    job_rows = store.job_rows()
     if job:
         lifecycle.load_job(store, job)  # an unknown job is an error, not an empty page
         jobs = [job]
     else:
-        jobs = lineage.pipeline_order(store.job_rows())  # with or without chunks
+        jobs = lineage.pipeline_order(job_rows)  # with or without chunks
     late = [c for c in freshness.late(store) if not job or c.jobid == job]
-    return build(store.board(job), last, jobs, late)
+    rows = store.board()  # every job's: a failure upstream of --job blocks it
+    board = build([r for r in rows if not job or r["jobid"] == job], last, jobs, late)
+    order = lineage.pipeline_order(job_rows)
+    every = boardnotes.blocked(rows, job_rows, order, board.dataids)
+    board.blocked = {k: why for k, why in every.items() if k[0] in board.jobs}
+    board.advice = {
+        (c["jobid"], c["dataid"]): boardnotes.advice(store, c)
+        for c in failures(board)[:MAX_FAILURES]
+    }
+    return board
 
 
 def _count(number: int, noun: str) -> str:
@@ -134,11 +147,15 @@ def failures(board: Board) -> list[dict]:
     ]
 
 
-def failure_line(cell: dict) -> str:
-    """A failed cell in one line: where, which attempt, how it ended and why."""
-    lines = hover_text(cell).splitlines()[1:]
+def failure_line(cell: dict, advice: str = "") -> str:
+    """A failed cell in one line: where, which attempt, how it ended and why (its first
+    line), then ``advice``: what to do, where the log is."""
+    short = dict(cell, reason=first_line(cell.get("reason")) or None)
+    lines = hover_text(short).splitlines()[1:]
     told = "; ".join(line for line in lines if not line.startswith(("started ", "on host ")))
-    return f"{cell['jobid']} at {cell['dataid']}: {told or 'FAILED'}"
+    return f"{cell['jobid']} at {cell['dataid']}: {told or 'FAILED'}" + (
+        f" \u2014 {advice}" if advice else ""
+    )
 
 
 def as_json(board: Board) -> dict:
@@ -148,6 +165,8 @@ def as_json(board: Board) -> dict:
         "dataids": board.dataids,
         "total_dataids": board.total_dataids,
         "late": [{"jobid": j, "dataid": d, "why": why} for (j, d), why in board.late.items()],
+        "blocked": [{"jobid": j, "dataid": d, "why": w} for (j, d), w in board.blocked.items()],
+        "advice": [{"jobid": j, "dataid": d, "advice": a} for (j, d), a in board.advice.items()],
         "cells": [
             board.cells[job, dataid]
             for job in board.jobs
@@ -161,7 +180,10 @@ def _failure_list(board: Board) -> str:
     failed = failures(board)
     if not failed:
         return ""
-    items = "".join(f"<li>{escape(failure_line(cell))}</li>" for cell in failed[:MAX_FAILURES])
+    items = "".join(
+        f"<li>{escape(failure_line(cell, board.advice.get((cell['jobid'], cell['dataid']), '')))}</li>"
+        for cell in failed[:MAX_FAILURES]
+    )
     more = len(failed) - MAX_FAILURES
     if more > 0:
         items += f"<li>and {more:,} more (utility status, utility history)</li>"
@@ -188,6 +210,8 @@ tbody th { position: sticky; left: 0; text-align: right; padding-right: 6px; whi
 td.cell { width: 14px; min-width: 14px; height: 14px; padding: 0; background: %(empty)s; }
 td.cell:hover { outline: 2px solid #222; }
 td.late, .legend i.late { box-shadow: inset 0 0 0 2px #000; }
+td.blocked, .legend i.blocked { background-color: %(empty)s;
+  background-image: repeating-linear-gradient(45deg, transparent 0 3px, #d55e00 3px 5px); }
 td.late::after { content: "!"; display: block; font: bold 11px/14px sans-serif; text-align: center; }
 %(colours)s
 """
@@ -257,6 +281,11 @@ def render(board: Board, generated: str = "", source: str = "", live: float = 0)
         for s, c in COLOURS.items()
     )
     legend += f'<span><i style="background:{EMPTY}"></i>no chunk</span>'
+    if board.blocked:
+        legend += (
+            f'<span><i class="blocked"></i>blocked by a failure upstream {len(board.blocked):,}'
+            "</span>"
+        )
     if board.late:
         legend += (
             f'<span><i class="late" style="background:{EMPTY}"></i>late {len(board.late):,}</span>'
@@ -276,8 +305,10 @@ def render(board: Board, generated: str = "", source: str = "", live: float = 0)
             why = board.late.get((job, dataid))
             late = " late" if why else ""
             if cell is None:
-                title = f"{job} at {dataid}: no chunk" + (f"\n{why}" if why else "")
-                cells.append(f'<td class="cell{late}" title="{escape(title)}"></td>')
+                stop = board.blocked.get((job, dataid))
+                title = f"{job} at {dataid}: " + (stop or "no chunk") + (f"\n{why}" if why else "")
+                kind = " blocked" if stop else ""
+                cells.append(f'<td class="cell{kind}{late}" title="{escape(title)}"></td>')
                 continue
             status = escape(cell["status"])
             title = hover_text(cell) + (f"\n{why}" if why else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import DataflowError
 from ..run import liveness
-from ..store import Store
+from ..store import Store, moved
 from ..store.base import TABLES
 
 
@@ -42,16 +42,31 @@ def _live(source: Store, runs: list[tuple]) -> list[str]:
     ]
 
 
-def copy_store(source: Store, target: Store, where: str, force: bool = False) -> dict[str, int]:
+def copy_store(
+    source: Store, target: Store, where: str, force: bool = False, retire: str | None = None
+) -> dict[str, int]:
     """Copy every table of ``source`` into ``target`` (created and at the current schema),
     replacing what it held, in one transaction of the target; rows copied per table. A
-    source with a live run is refused: the target would take the run for dead."""
-    copied = {}
+    source with a live run is refused: the target would take the run for dead.
+
+    ``retire`` (a date): mark the source as moved to ``where`` once the target's
+    transaction has committed, in the source's transaction that read the tables (on
+    SQLite a write transaction: no run changes the source in between). A copy that
+    fails leaves the source as it was."""
     with source.transaction():  # one consistent picture of the source
         tables = {table: source.table_rows(table) for table in TABLES}
         live = _live(source, tables["run"])
-    if live:
-        raise SourceLive(live)
+        if live:
+            raise SourceLive(live)
+        copied = _fill(target, tables, where, force)
+        if retire:
+            moved.retire(source, where, retire)
+    return copied
+
+
+def _fill(target: Store, tables: dict[str, list[tuple]], where: str, force: bool) -> dict[str, int]:
+    """Replace every table of ``target`` by ``tables``, in one transaction of the target."""
+    copied = {}
     with target.transaction():
         chunks, runs = len(target.table_rows("datastatus")), len(target.table_rows("run"))
         if (chunks or runs) and not force:

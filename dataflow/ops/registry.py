@@ -146,7 +146,7 @@ def change_job(store: Store, jobid: str, assign: dict[str, str], remove: Iterabl
     with store.transaction():
         items = store.job_items(jobid)
         if not items:
-            raise UnknownJob(jobid)
+            raise UnknownJob(jobid, store.job_ids())
         named = {i.itemtype for i in items if i.itemtype not in ("IN", "OUT")}
         if missing := [n for n in remove if n not in named]:
             raise RegistrationError(f"job '{jobid}' has no setting '{missing[0]}'")
@@ -183,7 +183,7 @@ def unregister_job(store: Store, jobid: str) -> int:
     with store.transaction():
         removed = store.delete_job(jobid)
         if not removed:
-            raise UnknownJob(jobid)
+            raise UnknownJob(jobid, store.job_ids())
         return removed
 
 

@@ -143,6 +143,7 @@ def release(store: Store, jobid: str, dataid: str) -> Change:
     with store.transaction():
         restored = store.release_chunk(jobid, dataid)
         if not restored:
+            lifecycle.known(store, jobid)
             raise DataflowError(f"{jobid} {dataid} is not on hold")
         after = ",".join(sorted({status or "none" for _, status in restored}))
         return Change(jobid, dataid, HOLD, after)

@@ -6,7 +6,26 @@ from ..errors import DataflowError, UnknownJob
 from ..run import claims, lifecycle, liveness
 from ..store import Row, Store
 
+WIDTH = 100  # characters of a cut cell, "..." included
+
+
+def first_line(text: object, width: int = WIDTH) -> object:
+    """The first non-blank line of ``text``, at most ``width`` characters; ``...`` ends it
+    when more was there (another line, or the rest of a long one). Not text: as it is."""
+    if not isinstance(text, str):
+        return text
+    lines = [line.strip() for line in text.strip().splitlines()]
+    line = lines[0] if lines else ""
+    if len(line) > width:
+        return line[: width - 3].rstrip() + "..."
+    return f"{line} ..." if len(lines) > 1 else line
+
+
 STATUSES = ("READY", "RUNNING", "FAILED", "RESUBMIT", "HOLD")
+WAITING_MEANS = (  # what the WAITING column counts (and explain's "N waiting")
+    "the chunks a job could claim now: every input READY, and its own output not there yet, "
+    "RESUBMIT, or FAILED with a retry left (held, running and done chunks are not counted)"
+)
 
 
 def job_status(store: Store, jobid: str | None = None) -> list[Row]:
@@ -15,7 +34,7 @@ def job_status(store: Store, jobid: str | None = None) -> list[Row]:
     jobids = store.job_ids()
     if jobid is not None:
         if jobid not in jobids:
-            raise UnknownJob(jobid)
+            raise UnknownJob(jobid, store.job_ids())
         jobids = [jobid]
     counts: dict[str, dict[str, int]] = {}
     for row in store.status_counts():

@@ -162,11 +162,19 @@ def _alerts(jobid: str, value: str) -> str:
     return value
 
 
+def known(store: Store, jobid: str) -> None:
+    """Refuse a job name the store has never heard of (not registered, no chunk, no run),
+    with a guess among the registered names; an unregistered job's history still counts."""
+    if store.job_items(jobid) or store.dataids_of_job(jobid) or store.history(jobid, None, 1):
+        return
+    raise UnknownJob(jobid, store.job_ids())
+
+
 def load_job(store: Store, jobid: str) -> Job:
     """Read a job's registration; errors if it cannot run at all."""
     items = store.job_items(jobid)
     if not items:
-        raise UnknownJob(jobid)
+        raise UnknownJob(jobid, store.job_ids())
     inputs, outputs, settings, extras, clocks = [], [], {}, [], []
     for item in items:
         if item.itemtype in ("IN", "OUT"):
@@ -291,6 +299,7 @@ def end_chunk(
         )  # a live run's finish is fenced off
         updated, released = store.finish(jobid, dataid, status)
         if not updated:
+            known(store, jobid)
             raise UnknownChunk(jobid, dataid)  # rolls back the IN-row deletion too
         return updated, released
 
@@ -311,5 +320,6 @@ def delete_chunk(store: Store, jobid: str, dataid: str, force: bool = False) -> 
             refuse_live(store, jobid, dataid)
         deleted = store.delete_chunk(jobid, dataid)
         if not deleted:
+            known(store, jobid)
             raise UnknownChunk(jobid, dataid)
         return deleted

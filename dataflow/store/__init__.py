@@ -25,6 +25,7 @@ from .base import (
     now,
     shown,
 )
+from .moved import refuse_if_moved
 
 __all__ = [
     "DATASET_COLUMNS",
@@ -40,6 +41,7 @@ __all__ = [
     "locate",
     "now",
     "open_store",
+    "refuse_if_moved",
     "shown",
 ]
 
@@ -55,10 +57,19 @@ def _backend(address: Address) -> type[Store]:
     return SqliteStore
 
 
-def open_store(address: Address, readonly: bool = False) -> Store:
+def open_store(address: Address, readonly: bool = False, retired_ok: bool = False) -> Store:
     """Open an existing store at its current schema version; never creates one.
-    ``readonly``: for commands that only read (it then opens on a read-only disk too)."""
-    return _backend(address).open(address, readonly)
+    ``readonly``: for commands that only read (it then opens on a read-only disk too).
+    A store that ``copy-store --retire`` retired is refused (:class:`~dataflow.errors.StoreMoved`)
+    unless ``retired_ok``: for reading its history, and for ``utility unretire``."""
+    store = _backend(address).open(address, readonly)
+    if not retired_ok:
+        try:
+            refuse_if_moved(store)
+        except BaseException:
+            store.close()
+            raise
+    return store
 
 
 def create_store(address: Address) -> tuple[Store, int]:

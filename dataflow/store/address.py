@@ -63,3 +63,14 @@ def liveness_timeout() -> float:
     except ValueError:
         return LIVENESS_S
     return value if 2 <= value <= 3600 else LIVENESS_S
+
+
+def for_job(address: Address) -> str:
+    """The store's address as a job gets it in ``DATAFLOW_DB``: a file's absolute path, or
+    the URL without its password (the job's own connection finds it where ``psql`` does:
+    ``~/.pgpass``, ``$PGPASSWORD``)."""
+    if not is_url(address):
+        return str(Path(address).expanduser().absolute())
+    text = _USERINFO.sub(r"\1@", str(address))
+    text = re.sub(r"([?&])password=[^&\s]*&?", r"\1", text)
+    return text.rstrip("?&")
