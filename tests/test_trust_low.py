@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+
 import pytest
 
-from support import state
+from support import ADDRESSES, script, state
 
 pytestmark = pytest.mark.both_stores
 
@@ -18,12 +21,25 @@ def refused(result, code: int | None = None, says: str = ""):
     return result
 
 
+def write(tmp_path, sql: str, *params) -> None:
+    """Another client writes into the test's store with its own driver (``?`` placeholders)."""
+    address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")
+    if isinstance(address, str):
+        import psycopg
+
+        with psycopg.connect(address) as conn:
+            conn.execute(sql.replace("?", "%s"), params)
+        return
+    with closing(sqlite3.connect(address)) as conn, conn:
+        conn.execute(sql, params)
+
+
 def _chunks(cli):
     cli.ok("createtables")
     cli.ok("register-dataset", "src")
     cli.ok("register-dataset", "dst")
     cli.ok("register-job", "A", "--in", "src", "--out", "dst")
-    cli.ok("ready", "src", "1-3")
+    cli.ok("ready", "src", "1", "2", "3")
 
 
 @pytest.mark.parametrize(
@@ -42,3 +58,52 @@ def test_a_negative_or_huge_count_is_a_usage_error(cli, tmp_path, args):
     before = state(tmp_path)
     refused(cli.utility(*args), 2, "must be a whole number from 1 to 1000000")
     assert state(tmp_path) == before
+
+
+RAW = "".join(map(chr, [*range(0x20), 0x7F, 0x85, 0x9B])).replace("\n", "")
+
+
+@pytest.mark.parametrize("name", ["e\x1b]0;pwned\x07", "two\nlines", "bell\x07\x7f"])
+def test_control_characters_from_the_store_are_printed_escaped(cli, tmp_path, name):
+    """A job, a dataid, a dataset's host written by another client with a newline, an
+    escape sequence, a C1 CSI: every line we print keeps them escaped, one line each."""
+    _chunks(cli)
+    job = "J" + name
+    write(tmp_path, "insert into job (jobid, itemtype, datasetid) values (?, 'IN', 'src')", job)
+    write(tmp_path, "insert into job (jobid, itemtype, datasetid) values (?, 'OUT', 'dst')", job)
+    write(tmp_path, "update dataset set hostname = ? where datasetid = 'src'", "h" + name)
+    dataid = "9" + name
+    cli.ok("ready", "src", "9")
+    write(tmp_path, "update datastatus set dataid = ? where dataid = '9'", dataid)
+    shown = (job, dataid, "h" + name)
+    escaped = [repr(text)[1:-1] for text in shown]
+    script(tmp_path, "runner.sh", "exit 0")
+    outputs = []
+    for args in (
+        ("runs",),
+        ("history",),
+        ("status",),
+        ("datasets",),
+        ("jobs",),
+        ("getjob", job),
+        ("explain", job, dataid),
+        ("lineage", "src", dataid),
+        ("sql", "select jobid, dataid from datastatus"),
+    ):
+        outputs.append(cli.ok(*args))
+    for result in outputs:
+        assert not set(result.out + result.err) & set(RAW), result
+    assert escaped[1] in outputs[0].out and escaped[0] in outputs[2].out
+    assert escaped[2] in outputs[3].out
+    # a table stays a table: each row one line
+    assert len(outputs[0].lines) == 2 + 4  # header, dashes, 3 chunks of src + the one
+    # an error about it is one line, escaped
+    before = state(tmp_path)
+    wrong = refused(cli.utility("endjob", job, dataid + "x", "READY"), says=escaped[1])
+    assert not set(wrong.err) & set(RAW)
+    assert state(tmp_path) == before
+    # the drain's lines and the seed's lines of RunJob
+    (tmp_path / f"{job}.sh").symlink_to(tmp_path / "runner.sh")
+    ran = cli.runjob("--all", f"./{job}.sh")
+    assert ran.code == 0 and not set(ran.out + ran.err) & set(RAW), ran
+    assert escaped[0] in ran.out and escaped[1] in ran.out

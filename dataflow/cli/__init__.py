@@ -23,7 +23,18 @@ def stamp() -> str:
 
 
 def say(message: str) -> None:
-    """Print a line. A stdout that fails (closed, ``| head -1`` gone, a full disk) is
+    """Print one line, its control characters escaped (:func:`printable`): a dataid or a
+    job name that holds a newline or an escape sequence stays on its line and inert."""
+    _out(printable(message))
+
+
+def say_lines(text: str) -> None:
+    """Print a block whose line breaks are ours (a table, JSON): every line escaped."""
+    _out("\n".join(printable(line) for line in text.split("\n")))
+
+
+def _out(message: str) -> None:
+    """Print. A stdout that fails (closed, ``| head -1`` gone, a full disk) is
     reported once on stderr and dropped: RunJob must go on and record its chunk."""
     if sys.stdout is None or isinstance(sys.stdout, _LostStream):
         return
@@ -54,19 +65,28 @@ class _LostStream:
         raise OSError(self.why)
 
 
-def printable(text: str) -> str:
-    """A text for one line of a terminal: control characters, and bytes that were not
-    UTF-8, escaped as Python writes them (``\\x00``, ``\\udcff``)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+# C0 controls (newline, ESC, NUL...), DEL, C1 controls and the Unicode line separators,
+# as Python's repr writes them; every other character, any script's, is printed as it is
+_CONTROLS = {
+    code: repr(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}
+
+
+def printable(text: object) -> str:
+    """A text for one line of a terminal, whoever wrote it into the store: control
+    characters escaped as Python writes them (``\\n``, ``\\x1b``, ``\\x00``). Bytes
+    that were not UTF-8 are escaped by the streams (``\\udcff``, see :func:`guarded`).
+    The one rule of every line the CLIs print."""
+    return str(text).translate(_CONTROLS)
 
 
 def warn(message: str) -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        print(f"warning: {message}", file=sys.stderr, flush=True)
+        print(f"warning: {printable(message)}", file=sys.stderr, flush=True)
 
 
 def fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr, flush=True)
+    print(f"error: {printable(message)}", file=sys.stderr, flush=True)
 
 
 class Parser(argparse.ArgumentParser):

@@ -10,7 +10,7 @@ from ..errors import UsageError
 from ..ops import drops, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
-from . import output, say
+from . import output, say, say_lines
 from .commands import command, open_store, positional, show
 
 
@@ -23,15 +23,17 @@ def explain(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         result = explaining.explain(store, options.jobid, options.dataid)
     if options.json:
-        say(json.dumps(result.__dict__, indent=2))
+        say_lines(json.dumps(result.__dict__, indent=2))
         return 0
     say(result.summary)
     for question in (*explaining.QUESTIONS, explaining.WAITING):
         if question in result.answers:
-            say(f"\n{question.upper()}{':' if question == explaining.WAITING else '?'}")
+            say("")
+            say(f"{question.upper()}{':' if question == explaining.WAITING else '?'}")
             for line in result.answers[question]:
                 say(f"  {line}")
-    say(f"\n{result.verdict}")
+    say("")
+    say(result.verdict)
     return 0
 
 
@@ -61,7 +63,7 @@ def lineage_view(options: argparse.Namespace) -> int:
         }
         runs = {p["jobid"]: store.last_run(p["jobid"], options.dataid) for p in producers}
     if options.json:
-        say(
+        say_lines(
             json.dumps(
                 {
                     "producers": producers,

@@ -12,7 +12,7 @@ from .. import crypto
 from ..errors import UsageError
 from ..ops import registry
 from ..store import DATASET_COLUMNS
-from . import say
+from . import say, say_lines
 from .commands import command, open_store, positional, write_whole
 from .output import plural
 
@@ -151,7 +151,7 @@ def export(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         text = registry.export(store)
     if options.file == "-":
-        say(text)
+        say_lines(text)
     else:
         write_whole(Path(options.file), text + "\n")
         say(f"configuration written to {options.file}")

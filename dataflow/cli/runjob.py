@@ -181,7 +181,7 @@ class Report:
         rate = done / s.elapsed if s.elapsed > 0 else 0.0
         eta = f"{int((left + s.running) / rate)} s" if rate else "?"
         sys.stdout.write(
-            f"\r\033[K{self.jobid} [{'#' * filled}{'.' * (30 - filled)}] done {s.ready} "
+            f"\r\033[K{printable(self.jobid)} [{'#' * filled}{'.' * (30 - filled)}] done {s.ready} "
             f"failed {s.failed} running {s.running} left {left} {rate:.1f}/s ETA {eta}"
         )
         sys.stdout.flush()

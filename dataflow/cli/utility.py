@@ -19,9 +19,11 @@ from . import (  # noqa: F401  (they register commands)
     output,
     registration,
     say,
+    say_lines,
     streaming,
     text_arguments,
     validate,
+    warn,
 )
 from .commands import COMMANDS, command, open_store, positional
 
@@ -51,7 +53,7 @@ def forcible(*names: str):
 
 
 def _print_listing(options: argparse.Namespace, columns, rows) -> int:
-    say(output.listing(columns, rows, options.json))
+    say_lines(output.listing(columns, rows, options.json))
     return 0
 
 
@@ -141,7 +143,7 @@ command(
 def runs(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         rows = store.runs(options.limit)
-    say(output.records(rows, options.json))
+    say_lines(output.records(rows, options.json))
     return 0
 
 
@@ -149,7 +151,7 @@ def runs(options: argparse.Namespace) -> int:
 def jobs(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         rows = store.jobs()
-    say(output.records(rows, options.json))
+    say_lines(output.records(rows, options.json))
     return 0
 
 
@@ -164,7 +166,7 @@ def datasets(options: argparse.Namespace) -> int:
         rows = list(store.datasets().values())
     for row in rows:
         row["encryptedpass"] = _shorten(row["encryptedpass"])
-    say(output.records(rows, options.json))
+    say_lines(output.records(rows, options.json))
     return 0
 
 
@@ -190,7 +192,7 @@ def getjob(options: argparse.Namespace) -> int:
                 "password": "set" if meta.get("encryptedpass") else "",
             }
         )
-    say(output.records(rows, options.json))
+    say_lines(output.records(rows, options.json))
     return 0
 
 
@@ -233,10 +235,9 @@ def forcejob(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, options.jobid)
         lifecycle.force(store, job, dataid)
     say(f"{options.jobid} forced to RUNNING at dataid {dataid}")
-    print(
-        f"warning: this skips every check; end it with 'utility endjob {options.jobid} "
-        f"{dataid} READY|FAILED' or remove it with 'utility deleterun'",
-        file=sys.stderr,
+    warn(
+        f"this skips every check; end it with 'utility endjob {options.jobid} "
+        f"{dataid} READY|FAILED' or remove it with 'utility deleterun'"
     )
     return 0
 
@@ -288,7 +289,7 @@ def history(options: argparse.Namespace) -> int:
     if not options.json:
         for row in rows:
             del row["command"], row["logpath"]
-    say(output.records(rows, options.json))
+    say_lines(output.records(rows, options.json))
     return 0
 
 
