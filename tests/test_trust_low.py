@@ -107,3 +107,20 @@ def test_control_characters_from_the_store_are_printed_escaped(cli, tmp_path, na
     ran = cli.runjob("--all", f"./{job}.sh")
     assert ran.code == 0 and not set(ran.out + ran.err) & set(RAW), ran
     assert escaped[0] in ran.out and escaped[1] in ran.out
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("recover", "nosuch"), "unknown job 'nosuch'"),
+        (("ready", "src", "77", "--by", "A"), "job 'A' does not produce 'src'"),
+        (("ready", "dst", "77", "--by", "nosuch"), "job 'nosuch' does not produce 'dst'"),
+        (("resubmit", "A", "--from", "9", "--to", "1"), "--from 9 comes after --to 1"),
+        (("ready", "src", "--from", "9", "--to", "1"), "--from 9 comes after --to 1"),
+    ],
+)
+def test_an_unknown_job_producer_or_an_empty_range_is_refused(cli, tmp_path, args, says):
+    _chunks(cli)
+    before = state(tmp_path)
+    refused(cli.utility(*args), 2, says)
+    assert state(tmp_path) == before

@@ -257,6 +257,8 @@ def deleterun(options: argparse.Namespace) -> int:
 )
 def recover(options: argparse.Namespace) -> int:
     with open_store(options) as store:
+        if options.jobid:
+            lifecycle.load_job(store, options.jobid)  # an unknown job is an error, not "0"
         with store.transaction():
             dead = claims.recover(store, options.jobid)
         runs = [store.last_run(*chunk) for chunk in dead]
