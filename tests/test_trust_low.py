@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import closing
 
 import pytest
 
-from support import ADDRESSES, script, state
+from support import ADDRESSES, mounted, script, state
 
 pytestmark = pytest.mark.both_stores
 
@@ -123,4 +124,24 @@ def test_an_unknown_job_producer_or_an_empty_range_is_refused(cli, tmp_path, arg
     _chunks(cli)
     before = state(tmp_path)
     refused(cli.utility(*args), 2, says)
+    assert state(tmp_path) == before
+
+
+def test_copy_store_refuses_its_own_file_by_any_name_and_says_a_folder_is_read_only(
+    cli, tmp_path, store_kind
+):
+    _chunks(cli)
+    before = state(tmp_path)
+    if store_kind == "sqlite":
+        (tmp_path / "link.db").symlink_to(tmp_path / "dataflow.db")
+        os.link(tmp_path / "dataflow.db", tmp_path / "hard.db")
+        for name in ("link.db", "hard.db", "./sub/../dataflow.db"):
+            refused(cli.utility("copy-store", "--to", name, "--force"), 2, "names the store")
+        (tmp_path / "hard.db").unlink()
+    assert state(tmp_path) == before
+    (tmp_path / "ro").mkdir()
+    with mounted("-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(tmp_path / "ro")) as folder:
+        said = refused(cli.utility("copy-store", "--to", str(folder / "t.db")))
+        assert "cannot be written" in said.err and "createtables" not in said.err, said
+        assert list(folder.iterdir()) == []
     assert state(tmp_path) == before

@@ -10,7 +10,7 @@ from .. import __version__, crypto
 from ..errors import PasskeyMissing, UsageError
 from ..ops import copystore
 from ..run import claims, lifecycle, liveness, logs, sparkconnect
-from ..store import create_store, files_of, locate, now, shown
+from ..store import create_store, files_of, locate, now, same_store, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
     board,
@@ -88,7 +88,7 @@ def _copy_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def copy_store(options: argparse.Namespace) -> int:
     target_address = locate(options.to)
-    if str(target_address) == str(locate(options.db)):
+    if same_store(target_address, locate(options.db)):  # a symlink to it, a hard link
         raise UsageError("--to names the store being copied")
     with open_store(options, readonly=True) as source:
         target, _ = create_store(target_address)

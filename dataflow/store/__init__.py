@@ -23,6 +23,7 @@ from .base import (
     is_url,
     locate,
     now,
+    same_store,
     shown,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "locate",
     "now",
     "open_store",
+    "same_store",
     "shown",
 ]
 

@@ -27,6 +27,17 @@ def locate(db: str | None = None) -> Address:
     return Path(found).expanduser().absolute()
 
 
+def same_store(one: Address, other: Address) -> bool:
+    """Do two addresses reach the same store: the same URL, or the same file, whatever
+    symlink, relative name or hard link reached it?"""
+    if is_url(one) or is_url(other):
+        return str(one) == str(other)
+    try:
+        return os.path.samefile(one, other)
+    except OSError:  # one of them does not exist (yet): where it would be
+        return os.path.realpath(one) == os.path.realpath(other)
+
+
 # a URL's user and password, by structure: the password runs to the last "@" of the
 # authority (an unescaped "@" or "/" in it is the password's, not the host's)
 _USERINFO = re.compile(r"(//[^:/@\s]*):\S*@(?=[^@/\s]*(?:[/?\s\"'),]|$))")

@@ -57,6 +57,8 @@ def connect(path: Path, mode: str) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()
+        if not path.exists() and mode == "rwc":
+            raise access.create_failure(path, exc) from None
         if not path.exists():
             raise StoreMissing(str(path)) from None
         raise access.open_failure(path, exc, reading=mode == "ro") from None
