@@ -145,3 +145,26 @@ def test_copy_store_refuses_its_own_file_by_any_name_and_says_a_folder_is_read_o
         assert "cannot be written" in said.err and "createtables" not in said.err, said
         assert list(folder.iterdir()) == []
     assert state(tmp_path) == before
+
+
+BAD_SETTINGS = [
+    ("DATAFLOW_LIVENESS_TIMEOUT", "abc"),
+    ("DATAFLOW_LIVENESS_TIMEOUT", "-1"),
+    ("DATAFLOW_LIVENESS_TIMEOUT", "0.3"),
+    ("DATAFLOW_LIVENESS_TIMEOUT", "nan"),
+    ("DATAFLOW_BUSY_TIMEOUT", "abc"),
+    ("DATAFLOW_BUSY_TIMEOUT", "-5"),
+    ("DATAFLOW_HOST", "host\nB"),
+    ("DATAFLOW_HOST", "h\x1b[2Jx"),
+]
+
+
+def test_an_unusable_setting_in_the_environment_is_refused(cli, tmp_path):
+    _chunks(cli)
+    script(tmp_path, "A.sh", "echo ran > ran")
+    before = state(tmp_path)
+    for name, value in BAD_SETTINGS:
+        for argv in (("utility.sh", "ready", "src", "4"), ("RunJob", "./A.sh")):
+            said = refused(cli(*argv, env={name: value}), 2, f"{name} must be")
+            assert repr(value)[1:-1] in said.err
+    assert state(tmp_path) == before and not (tmp_path / "ran").exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .address import check_environment
 from .base import (
     DATASET_COLUMNS,
     DRIVER_ERRORS,
@@ -60,11 +61,13 @@ def _backend(address: Address) -> type[Store]:
 def open_store(address: Address, readonly: bool = False) -> Store:
     """Open an existing store at its current schema version; never creates one.
     ``readonly``: for commands that only read (it then opens on a read-only disk too)."""
+    check_environment()
     return _backend(address).open(address, readonly)
 
 
 def create_store(address: Address) -> tuple[Store, int]:
     """Create or upgrade a store; returns it with the number of migrations applied."""
+    check_environment()
     return _backend(address).create(address)
 
 
