@@ -168,3 +168,24 @@ def test_an_unusable_setting_in_the_environment_is_refused(cli, tmp_path):
             said = refused(cli(*argv, env={name: value}), 2, f"{name} must be")
             assert repr(value)[1:-1] in said.err
     assert state(tmp_path) == before and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_a_store_address_of_an_unknown_scheme_is_refused_and_sqlite_urls_are_files(cli, tmp_path):
+    script(tmp_path, "A.sh", "exit 0")
+    for address in ("mysql://u:secret@h/db", "sqlite://", "sqlite://host/x.db", "http://x"):
+        for argv in (
+            ("utility.sh", "--db", address, "createtables"),
+            ("RunJob", "--db", address, "./A.sh"),
+        ):
+            said = refused(cli(*argv), 2, "unknown store address scheme")
+            assert "secret" not in said.err
+    # no folder "mysql:" made for a relative file
+    assert [p.name for p in tmp_path.iterdir()] == ["A.sh"]
+    cli.ok("--db", "sqlite:///rel.db", "createtables")
+    assert (tmp_path / "rel.db").is_file()
+    absolute = tmp_path / "abs.db"
+    cli.ok("--db", f"sqlite:///{absolute}", "createtables")  # sqlite:////tmp/... absolute
+    assert absolute.is_file()
+    where = cli.ok("--db", "sqlite:///rel.db", "where").lines
+    assert where[2].split() == ["store", str(tmp_path / "rel.db")]

@@ -18,12 +18,28 @@ def is_url(address: Address) -> bool:
     return isinstance(address, str) and address.startswith(URL_SCHEMES)
 
 
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+SQLITE_URL = "sqlite:///"  # SQLAlchemy's form: sqlite:///rel.db, sqlite:////abs/path.db
+
+
 def locate(db: str | None = None) -> Address:
     """The store's address: ``--db``, else ``DATAFLOW_DB``, else ``./dataflow.db``; a
-    ``postgresql://user@host:port/db`` URL stays as it is."""
+    ``postgresql://user@host:port/db`` URL stays as it is; ``sqlite:///PATH`` is the
+    SQLite file PATH (as SQLAlchemy reads it: ``sqlite:////abs.db`` is absolute). Any
+    other ``scheme://`` is refused, never taken for a relative file name."""
     found = db or os.environ.get("DATAFLOW_DB") or DEFAULT_NAME
     if found.startswith(URL_SCHEMES):
         return found
+    scheme = _SCHEME.match(found)
+    if scheme:
+        if not found.startswith(SQLITE_URL) or found == SQLITE_URL:
+            from ..errors import UsageError
+
+            raise UsageError(
+                f"unknown store address scheme '{scheme.group(1)}' in {shown(found)}: give a "
+                "file path, sqlite:///PATH or a postgresql:// URL"
+            )
+        found = found[len(SQLITE_URL) :]
     return Path(found).expanduser().absolute()
 
 
