@@ -189,3 +189,19 @@ def test_a_store_address_of_an_unknown_scheme_is_refused_and_sqlite_urls_are_fil
     assert absolute.is_file()
     where = cli.ok("--db", "sqlite:///rel.db", "where").lines
     assert where[2].split() == ["store", str(tmp_path / "rel.db")]
+
+
+def test_an_executable_that_is_neither_program_nor_script_is_refused_before_the_claim(
+    cli, tmp_path
+):
+    _chunks(cli)
+    job = tmp_path / "A.sh"
+    before = state(tmp_path)
+    for content in (bytes(range(256)) * 4, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", b"echo hi\0bin"):
+        job.write_bytes(content)
+        job.chmod(0o755)
+        refused(cli.runjob("./A.sh"), 2, "neither a program (ELF), a script with a '#!' line")
+    assert state(tmp_path) == before
+    # a text script without "#!" still runs with the shell, as the seed's loadbob.sh
+    job.write_text('echo "ran $dataid" > ran\n')
+    assert cli.runjob("./A.sh").code == 0 and (tmp_path / "ran").read_text() == "ran 1\n"
