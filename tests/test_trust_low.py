@@ -9,7 +9,7 @@ from contextlib import closing
 
 import pytest
 
-from support import ADDRESSES, mounted, script, state
+from support import ADDRESSES, mounted, rows, script, state
 
 pytestmark = pytest.mark.both_stores
 
@@ -205,3 +205,23 @@ def test_an_executable_that_is_neither_program_nor_script_is_refused_before_the_
     # a text script without "#!" still runs with the shell, as the seed's loadbob.sh
     job.write_text('echo "ran $dataid" > ran\n')
     assert cli.runjob("./A.sh").code == 0 and (tmp_path / "ran").read_text() == "ran 1\n"
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_dry_run_and_a_claim_given_back_take_no_run_number(cli, tmp_path):
+    _chunks(cli)
+    script(tmp_path, "A.sh", "exit 0")
+    assert cli.runjob("./A.sh").code == 0
+
+    def sequence():
+        return rows(tmp_path, "select last_value, is_called from run_runid_seq")
+
+    before, taken = state(tmp_path), sequence()
+    assert cli.runjob("--dry-run", "./A.sh").out.startswith("would claim dataid 2")
+    (tmp_path / "interp").mkdir()  # an interpreter that fails only at exec, after the claim
+    (tmp_path / "A.sh").write_text(f"#!{tmp_path}/interp\n")
+    refused(cli.runjob("./A.sh"), says="cannot run")
+    assert state(tmp_path) == before and sequence() == taken
+    script(tmp_path, "A.sh", "exit 0")
+    assert cli.runjob("./A.sh").code == 0
+    assert rows(tmp_path, "select runid, dataid from run order by runid") == [(1, "1"), (2, "2")]
