@@ -225,3 +225,22 @@ def test_a_dry_run_and_a_claim_given_back_take_no_run_number(cli, tmp_path):
     script(tmp_path, "A.sh", "exit 0")
     assert cli.runjob("./A.sh").code == 0
     assert rows(tmp_path, "select runid, dataid from run order by runid") == [(1, "1"), (2, "2")]
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_a_store_with_a_second_hard_link_is_refused_by_every_writer(cli, tmp_path):
+    _chunks(cli)
+    script(tmp_path, "A.sh", "exit 0")
+    os.link(tmp_path / "dataflow.db", tmp_path / "twin.db")
+    before = state(tmp_path)
+    for argv in (
+        ("RunJob", "./A.sh"),
+        ("utility.sh", "ready", "src", "7"),
+        ("utility.sh", "dml", "delete from datastatus"),
+        ("utility.sh", "createtables"),
+        ("utility.sh", "--db", "twin.db", "resubmit", "A", "1"),
+        ("utility.sh", "register-dataset", "x"),
+    ):
+        refused(cli(*argv), 2, "has 2 hard links")
+    assert state(tmp_path) == before
+    assert cli.ok("runs").lines[0].startswith("DATAID")  # reading is fine
