@@ -9,7 +9,7 @@ from contextlib import closing
 
 import pytest
 
-from support import ADDRESSES, mounted, rows, script, state
+from support import ADDRESSES, history, mounted, rows, script, start_runjob, state, wait_for
 
 pytestmark = pytest.mark.both_stores
 
@@ -244,3 +244,22 @@ def test_a_store_with_a_second_hard_link_is_refused_by_every_writer(cli, tmp_pat
         refused(cli(*argv), 2, "has 2 hard links")
     assert state(tmp_path) == before
     assert cli.ok("runs").lines[0].startswith("DATAID")  # reading is fine
+
+
+def test_a_consumer_asked_to_rerun_while_it_ran_says_its_chunk_is_resubmit(cli, tmp_path):
+    _chunks(cli)
+    cli.ok("register-dataset", "out")
+    cli.ok("register-job", "B", "--in", "dst", "--out", "out")
+    script(tmp_path, "A.sh", "exit 0")
+    assert cli.runjob("./A.sh").code == 0
+    script(tmp_path, "B.sh", "touch started; while [ ! -e release ]; do sleep 0.05; done")
+    consumer = start_runjob(cli, "./B.sh")
+    wait_for(lambda: (tmp_path / "started").exists(), what="the consumer to start")
+    assert "RESUBMIT when it ends" in cli.ok("resubmit", "A", "1", "--cascade").out
+    (tmp_path / "release").touch()
+    out, _ = consumer.communicate(timeout=60)
+    assert consumer.returncode == 0
+    assert "1 rows updated to RESUBMIT for B and 1" in out and "to READY" not in out, out
+    ((dataid, _, status, exitcode, _, reason),) = history(tmp_path, "B")
+    assert (dataid, status, exitcode) == ("1", "READY", 0)  # the run itself succeeded
+    assert reason.startswith("its chunk set to RESUBMIT: resubmit --cascade of A 1")

@@ -249,7 +249,7 @@ class Drain:
         status = READY if outcome.ok else FAILED
         self.notify(Event("ending", claim.dataid, claim, outcome, status))
         try:
-            counts = self._record(claim, outcome, status)
+            *counts, status = self._record(claim, outcome, status)  # RESUBMIT if asked
         except RunFenced as refused:
             self.summary.fenced += 1
             self.notify(Event("fenced", claim.dataid, claim, outcome, str(refused)))
@@ -262,12 +262,12 @@ class Drain:
             self.summary.ready += 1
         else:
             self.summary.failed += 1
-        self.notify(Event("ended", claim.dataid, claim, outcome, status, counts))
+        self.notify(Event("ended", claim.dataid, claim, outcome, status, tuple(counts)))
 
-    def _record(self, claim: Claim, outcome: Outcome, status: str) -> tuple[int, int]:
+    def _record(self, claim: Claim, outcome: Outcome, status: str) -> tuple[int, int, str]:
         tries = []
 
-        def finish() -> tuple[int, int]:
+        def finish() -> tuple[int, int, str]:
             tries.append(1)
             try:
                 return lifecycle.finish(
@@ -285,7 +285,9 @@ class Drain:
             except RunFenced:
                 if len(tries) > 1 and self._recorded(claim, status):
                     # a try whose COMMIT was lost with the connection had gone through
-                    return len(self.job.outputs), len(self.job.inputs)
+                    outs = {s for _, s in self.store.out_status(self.job.jobid, claim.dataid)}
+                    final = outs.pop() if len(outs) == 1 else status
+                    return len(self.job.outputs), len(self.job.inputs), final
                 raise
 
         try:
