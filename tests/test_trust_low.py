@@ -263,3 +263,38 @@ def test_a_consumer_asked_to_rerun_while_it_ran_says_its_chunk_is_resubmit(cli, 
     ((dataid, _, status, exitcode, _, reason),) = history(tmp_path, "B")
     assert (dataid, status, exitcode) == ("1", "READY", 0)  # the run itself succeeded
     assert reason.startswith("its chunk set to RESUBMIT: resubmit --cascade of A 1")
+
+
+IMPORTS = [
+    ('"just text"', "the document must be an object, not text"),
+    ("[1, 2]", "the document must be an object, not a list"),
+    ('{"opendataflow": 1, "jobs": {}}', "the document has no 'datasets'"),
+    ('{"opendataflow": 1, "datasets": {}, "jobs": {}}', "'datasets' must be a list, not an object"),
+    ('{"opendataflow": 1, "datasets": [], "jobs": []}', "'jobs' must be an object, not a list"),
+    ('{"opendataflow": 1, "datasets": ["x"], "jobs": {}}', "dataset 1 must be an object, not text"),
+    ('{"opendataflow": 1, "datasets": [], "jobs": {"X": "a"}}', "job 'X' must be a list of items"),
+    ('{"opendataflow": 1, "datasets": [], "jobs": {"X": {"a": 1}}}', "job 'X' must be a list"),
+    (
+        '{"opendataflow": 1, "datasets": [], "jobs": {"X": ["IN"]}}',
+        "job 'X': item 1 must be an object",
+    ),
+    (
+        '{"opendataflow": 1, "datasets": [], "jobs": {"X": [{}]}}',
+        "job 'X': item 1: itemtype must be text, not null",
+    ),
+    (
+        '{"opendataflow": 1, "datasets": [], "jobs": {"X": [null]}}',
+        "item 1 must be an object, not null",
+    ),
+    ("{nope", "not JSON (Expecting property name"),
+]
+
+
+def test_an_import_of_the_wrong_shape_says_what_is_wrong_where(cli, tmp_path):
+    _chunks(cli)
+    before = state(tmp_path)
+    for document, says in IMPORTS:
+        (tmp_path / "bad.json").write_text(document)
+        said = refused(cli.utility("import", "bad.json"), 2, says)
+        assert "attribute" not in said.err and "object is not" not in said.err, said
+    assert state(tmp_path) == before
