@@ -298,3 +298,18 @@ def test_an_import_of_the_wrong_shape_says_what_is_wrong_where(cli, tmp_path):
         said = refused(cli.utility("import", "bad.json"), 2, says)
         assert "attribute" not in said.err and "object is not" not in said.err, said
     assert state(tmp_path) == before
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # PostgreSQL holds no NUL
+def test_a_dataid_that_cannot_name_a_chunk_is_warned_of_once_per_drain(cli, tmp_path):
+    from dataflow.dataids import natural_key
+
+    _chunks(cli)
+    with closing(sqlite3.connect(tmp_path / "dataflow.db")) as conn, conn:
+        conn.create_function("now", 0, lambda: "2026-01-01 00:00:00")
+        conn.create_function("dataflow_natkey", 1, natural_key)
+        conn.execute("insert into datastatus values ('src','up',?,'OUT','READY',now())", ("0\0x",))
+    script(tmp_path, "A.sh", "exit 0")
+    ran = cli.runjob("--all", "./A.sh")
+    assert ran.code == 0 and "3 READY" in ran.out, ran
+    assert ran.err.count("cannot name a chunk") == 1 and ran.err.count("\n") == 1, ran

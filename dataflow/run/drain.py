@@ -90,6 +90,7 @@ class Drain:
         self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
         self._said_store = False
+        self._unusable_said: set[str] = set()  # dataids that cannot name a chunk, warned of
 
     def stop(self, number: int) -> None:
         """Stop claiming and pass signal ``number`` to every running job (a signal handler)."""
@@ -170,7 +171,8 @@ class Drain:
             assert isinstance(result, claims.ClaimResult)
             for dataid in result.abandoned:
                 self.notify(Event("abandoned", dataid))
-            for dataid in result.unusable:
+            for dataid in set(result.unusable) - self._unusable_said:  # once per drain
+                self._unusable_said.add(dataid)
                 self.notify(Event("unusable", dataid))
             if result.cap_full:
                 self.summary.cap_full = True
