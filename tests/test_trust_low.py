@@ -35,6 +35,19 @@ def write(tmp_path, sql: str, *params) -> None:
         conn.execute(sql, params)
 
 
+def write_many(tmp_path, sql: str, rows) -> None:
+    """Another client writes many rows into the test's store with its own driver."""
+    address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")
+    if isinstance(address, str):
+        import psycopg
+
+        with psycopg.connect(address) as conn, conn.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), rows)
+        return
+    with closing(sqlite3.connect(address)) as conn, conn:
+        conn.executemany(sql, rows)
+
+
 def _chunks(cli):
     cli.ok("createtables")
     cli.ok("register-dataset", "src")
@@ -313,3 +326,46 @@ def test_a_dataid_that_cannot_name_a_chunk_is_warned_of_once_per_drain(cli, tmp_
     ran = cli.runjob("--all", "./A.sh")
     assert ran.code == 0 and "3 READY" in ran.out, ran
     assert ran.err.count("cannot name a chunk") == 1 and ran.err.count("\n") == 1, ran
+
+
+def _small_files(limit: int):
+    """A child whose files cannot grow past ``limit`` bytes (writes fail with EFBIG, as
+    on a full disk; Python ignores SIGXFSZ)."""
+    import resource
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limited
+
+
+def test_copy_store_that_fails_part_way_leaves_no_file_behind(cli, tmp_path):
+    _chunks(cli)
+    write_many(
+        tmp_path,
+        "insert into run (jobid, dataid, attempt, status, started, command) "
+        "values ('A', ?, 1, 'READY', '2026-01-01 00:00:00', ?)",
+        [(str(n), "x" * 2000) for n in range(1500)],  # some 3 MB
+    )
+    before = state(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    target = str(out / "copy.db")
+    failed = cli.utility("copy-store", "--to", target, preexec_fn=_small_files(1 << 20))
+    refused(failed)
+    assert list(out.iterdir()) == []  # no empty target, no -wal
+    # over an existing store: it is left as it was
+    cli.ok("--db", target, "createtables")
+    cli.ok("--db", target, "register-dataset", "kept")
+
+    def dump():
+        with closing(sqlite3.connect(target)) as conn:
+            return list(conn.iterdump())
+
+    kept, names = dump(), sorted(p.name for p in out.iterdir())
+    failed = cli.utility("copy-store", "--to", target, "--force", preexec_fn=_small_files(1 << 20))
+    refused(failed)
+    assert sorted(p.name for p in out.iterdir()) == names and dump() == kept
+    assert state(tmp_path) == before
+    assert "1500 run" in cli.ok("copy-store", "--to", target, "--force").out
+    assert [p.name for p in out.iterdir() if not p.name.startswith("copy.db")] == []

@@ -91,9 +91,7 @@ def copy_store(options: argparse.Namespace) -> int:
     if same_store(target_address, locate(options.db)):  # a symlink to it, a hard link
         raise UsageError("--to names the store being copied")
     with open_store(options, readonly=True) as source:
-        target, _ = create_store(target_address)
-        with target:
-            copied = copystore.copy_store(source, target, shown(target_address), options.force)
+        copied = copystore.copy_to(source, target_address, shown(target_address), options.force)
     counts = ", ".join(f"{n} {table}" for table, n in copied.items())
     say(f"copied to {shown(target_address)}: {counts}")
     return 0

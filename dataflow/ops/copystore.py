@@ -3,10 +3,18 @@ PostgreSQL and back), all or nothing."""
 
 from __future__ import annotations
 
-from ..errors import DataflowError
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import DataflowError, StoreUnavailable
 from ..run import liveness
-from ..store import Store
+from ..store import Address, Store, create_store, is_url
 from ..store.base import TABLES
+
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 class TargetNotEmpty(DataflowError):
@@ -63,3 +71,55 @@ def copy_store(source: Store, target: Store, where: str, force: bool = False) ->
             target.replace_rows(table, rows)
             copied[table] = len(rows)
     return copied
+
+
+def copy_to(source: Store, address: Address, where: str, force: bool) -> dict[str, int]:
+    """``utility copy-store``: the whole of ``source`` into the store at ``address``
+    (created if need be), all or nothing, its files too (see :func:`staged`)."""
+    if is_url(address) or Path(address).exists():
+        target, _ = create_store(address)
+        with target:
+            check_target(target, where, force)
+    with staged(address) as staging:
+        target, _ = create_store(staging)
+        with target:
+            return copy_store(source, target, where, force=True)
+
+
+def check_target(target: Store, where: str, force: bool) -> None:
+    """Refuse a target that holds runs or status rows, unless ``force``."""
+    with target.transaction():
+        chunks, runs = len(target.table_rows("datastatus")), len(target.table_rows("run"))
+    if (chunks or runs) and not force:
+        raise TargetNotEmpty(where, chunks, runs)
+
+
+@contextmanager
+def staged(address: Address) -> Iterator[Address]:
+    """Where to write a copy to ``address``: a server's database as it is (its one
+    transaction is all or nothing); for an SQLite file, a new file beside it that is
+    renamed over it once the copy is whole and closed. On any failure nothing is left:
+    not the new file, nor its -wal, -shm or -journal."""
+    if is_url(address):
+        yield address
+        return
+    target = Path(address)
+    try:
+        handle, name = tempfile.mkstemp(
+            dir=target.parent, prefix=f".{target.name}.", suffix=".copy"
+        )
+        os.close(handle)
+        os.unlink(name)  # SQLite creates it
+    except OSError as exc:
+        why = f"its folder {target.parent} cannot be written ({exc.strerror or exc})"
+        raise StoreUnavailable("create", target, why) from None
+    staging = Path(name)
+    try:
+        yield staging
+        os.replace(staging, target)
+    finally:
+        for path in (staging, *(Path(f"{staging}{side}") for side in SQLITE_SIDE_FILES)):
+            path.unlink(missing_ok=True)
+        for folder in (Path(f"{staging}.d"),):  # made by opening a store, empty
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
