@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 
@@ -369,3 +370,31 @@ def test_copy_store_that_fails_part_way_leaves_no_file_behind(cli, tmp_path):
     assert state(tmp_path) == before
     assert "1500 run" in cli.ok("copy-store", "--to", target, "--force").out
     assert [p.name for p in out.iterdir() if not p.name.startswith("copy.db")] == []
+
+
+def _command_lines_holding(secret: bytes) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            line = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if secret in line:
+            found.append(f"{proc.name}: {line!r}")
+    return found
+
+
+def test_a_passkey_given_as_an_argument_is_in_no_process_command_line(cli, tmp_path):
+    """The seed's ``RunJob PASSKEY ./job.sh``: RunJob's own command line (and so its
+    keeper's, forked from it) and the job's hold no passkey while the job runs."""
+    _chunks(cli)
+    secret = f"pk-{os.getpid()}-{id(cli)}-x"
+    script(tmp_path, "A.sh", "touch started; while [ ! -e release ]; do sleep 0.05; done")
+    runjob = start_runjob(cli, secret, "./A.sh")
+    try:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+        assert _command_lines_holding(secret.encode()) == []
+    finally:
+        (tmp_path / "release").touch()
+        out, err = runjob.communicate(timeout=60)
+    assert runjob.returncode == 0 and "1 rows updated to READY" in out and err == "", (out, err)

@@ -117,6 +117,43 @@ def guarded(command: Callable[[], int]) -> int:
         return 130
 
 
+def hide_argument(word: str) -> bool:
+    """Take ``word`` (a passkey given on the command line, the seed's form) out of this
+    process's command line as other processes see it (``/proc/PID/cmdline``, ``ps``),
+    and so out of every process forked from it: the arguments after it move over it,
+    the end is zeroed. Linux only; False where it cannot be done."""
+    if sys.platform != "linux" or not word:
+        return False
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            stat = handle.read()
+        fields = stat[stat.rindex(b")") + 2 :].split()  # fields from the 3rd on
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (48, 49)
+        import ctypes  # only here: most starts never need it
+
+        if not 0 < start < end or end - start > 1 << 20:
+            return False
+        words = ctypes.string_at(start, end - start).split(b"\0")
+        secret = os.fsencode(word)
+        if secret not in words[1:]:
+            return False
+        words.remove(secret)  # the first: the program's own name is never the passkey
+        hidden = b"\0".join(words).ljust(end - start, b"\0")
+        ctypes.memmove(start, hidden, end - start)
+        return secret not in ctypes.string_at(start, end - start).split(b"\0")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def seed_passkey_given(passkey: str) -> None:
+    """A passkey given as an argument: hidden from other processes, or said to be seen."""
+    if not hide_argument(passkey):
+        warn(
+            "the passkey on the command line can be read by other processes of this host "
+            "(ps); set PASSKEY_FILE to a file that holds it instead"
+        )
+
+
 def text_arguments(argv: list[str]) -> list[str]:
     """The arguments, refused unless each is UTF-8 text: Python hands other bytes on as
     surrogate escapes, which neither SQLite nor a terminal accepts."""

@@ -15,7 +15,7 @@ from ..run import claims, jobenv, keeper, lifecycle, runner, sparkconnect, spark
 from ..run.drain import Drain, Event, Summary
 from ..run.driven import DriverDrain
 from ..store import Store, locate, open_store
-from . import guarded, printable, say, stamp, text_arguments, warn
+from . import guarded, printable, say, seed_passkey_given, stamp, text_arguments, warn
 
 USAGE = "RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]"
 DESCRIPTION = """\
@@ -249,7 +249,10 @@ def _hold_standard_descriptors() -> None:
 
 def run(options: argparse.Namespace) -> int:
     _hold_standard_descriptors()
-    passkey = _seed_passkey(options) or crypto.read_passkey()
+    passkey = _seed_passkey(options)
+    if passkey:
+        seed_passkey_given(passkey)  # out of ps, the keeper's and every child's argv
+    passkey = passkey or crypto.read_passkey()
     script = options.script
     jobid = runner.job_name(script)
     path = runner.resolve(script)

@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (they register commands)
     registration,
     say,
     say_lines,
+    seed_passkey_given,
     streaming,
     text_arguments,
     validate,
@@ -377,6 +378,7 @@ def _seed_passkey(argv: list[str]) -> list[str]:
         and argv[1] in COMMANDS
     )
     if seed_form and crypto.read_passkey() is None:
+        seed_passkey_given(argv[0])
         os.environ["PASSKEY"] = argv[0]
         return argv[1:]
     return argv
