@@ -398,3 +398,14 @@ def test_a_passkey_given_as_an_argument_is_in_no_process_command_line(cli, tmp_p
         (tmp_path / "release").touch()
         out, err = runjob.communicate(timeout=60)
     assert runjob.returncode == 0 and "1 rows updated to READY" in out and err == "", (out, err)
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # no store involved
+def test_crypt_with_two_words_and_a_passkey_set_is_ambiguous_and_refused(cli, tmp_path):
+    for env in ({"PASSKEY": "right"}, {"PASSKEY_FILE": str(tmp_path / "key")}):
+        (tmp_path / "key").write_text("right\n")
+        refused(cli.utility("crypt", "-e", "hello", "world", env=env), 2, "takes one TEXT")
+    token = cli.ok("crypt", "-e", "hello world", env={"PASSKEY": "right"}).out.strip()
+    assert cli.ok("crypt", "-d", token, env={"PASSKEY": "right"}).out == "hello world\n"
+    seed = cli.ok("crypt", "-e", "hello", "world").out.strip()  # the seed's form, no PASSKEY
+    assert cli.ok("crypt", "-d", seed, env={"PASSKEY": "hello"}).out == "world\n"

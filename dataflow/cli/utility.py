@@ -7,7 +7,7 @@ import os
 import sys
 
 from .. import __version__, crypto
-from ..errors import PasskeyMissing, UsageError
+from ..errors import UsageError
 from ..ops import copystore
 from ..run import claims, lifecycle, liveness, logs, sparkconnect
 from ..store import create_store, files_of, locate, now, same_store, shown
@@ -309,36 +309,6 @@ def log(options: argparse.Namespace) -> int:
             sys.stdout.buffer.write(handle.read())
     except OSError as exc:
         raise UsageError(f"cannot read log {run['logpath']}: {exc.strerror}") from None
-    return 0
-
-
-# -- passwords --------------------------------------------------------------------------
-
-
-def _crypt_arguments(parser: argparse.ArgumentParser) -> None:
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("-e", dest="encrypt", action="store_true", help="encrypt TEXT")
-    mode.add_argument("-d", dest="decrypt", action="store_true", help="decrypt TEXT")
-    parser.add_argument(
-        "--seed-format", action="store_true", help="encrypt in the seed's (Java) format"
-    )
-    parser.add_argument("words", nargs="+", metavar="TEXT")
-
-
-@command("crypt", "encrypt (-e) or decrypt (-d) a text with the passkey", _crypt_arguments)
-def crypt(options: argparse.Namespace) -> int:
-    words = options.words
-    passkey = crypto.read_passkey()
-    if len(words) == 2:  # the seed's form: crypt -e PASSKEY TEXT
-        passkey, words = words[0], words[1:]
-    if len(words) != 1:
-        raise UsageError("usage: utility crypt -e|-d TEXT")
-    if passkey is None:
-        raise PasskeyMissing("crypt")
-    if options.encrypt:
-        say(crypto.encrypt(words[0], passkey, seed_format=options.seed_format))
-    else:
-        say(crypto.decrypt(words[0], passkey))
     return 0
 
 
