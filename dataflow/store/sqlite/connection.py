@@ -9,8 +9,7 @@ from pathlib import Path
 
 from ...dataids import natural_key
 from ...errors import StoreMissing
-from ..address import busy_timeout
-from ..base import DRIVER_ERRORS, now
+from ..base import DRIVER_ERRORS, busy_timeout, now
 from . import access
 
 DRIVER_ERRORS.append(sqlite3.Error)
