@@ -113,6 +113,11 @@ def guarded(command: Callable[[], int]) -> int:
         return 3
     except BrokenPipeError:  # `utility runs | head`
         return 141
+    except OSError as exc:  # a path the system refuses (too long, a loop...): said, not traced
+        name = str(exc.filename or "")
+        name = name if len(name) <= 120 else f"{name[:60]}...{name[-40:]}"
+        fail(f"{name + ': ' if name else ''}{exc.strerror or exc}")
+        return 2
     except KeyboardInterrupt:
         return 130
 
