@@ -12,7 +12,7 @@ import itertools
 
 import pytest
 
-from dataflow.cli import utility
+from dataflow.cli import runjob, utility
 from support import state
 
 pytestmark = pytest.mark.both_stores
@@ -110,10 +110,39 @@ def _cases() -> list[tuple[str, ...]]:
 
 CASES = _cases()
 
+RUNJOB = [  # RunJob's own mistakes, refused before any claim
+    ("./nosuch.sh",),
+    ("./folder",),
+    ("./plain.sh",),  # not executable
+    ("./garbage.sh",),  # neither a program nor a script
+    ("./B.sh",),  # no such job
+    ("./missing-interp.sh",),
+    ("--parallel", "0", "./A.sh"),
+    ("--parallel", "abc", "./A.sh"),
+    ("--db", "mysql://h/db", "./A.sh"),
+    ("--db", "nosuch/x.db", "./A.sh"),
+    ("--validate", "./nosuch-check", "./A.sh"),
+    ("--nosuch", "./A.sh"),
+    (),
+]
 
-def _run(capsys, argv: tuple[str, ...]) -> tuple[int, str, str]:
+
+def _jobs(folder) -> None:
+    (folder / "folder").mkdir()
+    (folder / "plain.sh").write_text("#!/bin/sh\n")
+    for name, body in (
+        ("garbage.sh", bytes(range(256))),
+        ("B.sh", b"#!/bin/sh\n"),
+        ("A.sh", b"#!/bin/sh\ntouch ran\n"),
+        ("missing-interp.sh", b"#!/nosuch/interp\n"),
+    ):
+        (folder / name).write_bytes(body)
+        (folder / name).chmod(0o755)
+
+
+def _run(capsys, argv: tuple[str, ...], main=utility.main) -> tuple[int, str, str]:
     try:
-        code = utility.main(list(argv))
+        code = main(list(argv))
     except SystemExit as exc:  # argparse's --help / version: never for bad input
         code = exc.code if isinstance(exc.code, int) else 1
     except Exception as exc:  # what a person would see as a traceback
@@ -146,7 +175,13 @@ def test_hundreds_of_bad_inputs_are_each_one_line_and_change_nothing(
         one_line = err.startswith("error: ") and err.count("\n") == 1
         if code == 0 or not one_line or "Traceback" in err or out:
             wrong.append((argv, code, out[:200], err[:300]))
-    assert wrong == [], f"{len(wrong)} of {len(cases)}: {wrong[:20]}"
+    _jobs(tmp_path)
+    for argv in RUNJOB:
+        code, out, err = _run(capsys, argv, runjob.main)
+        if code == 0 or err.count("\n") != 1 or not err.startswith("error: ") or out:
+            wrong.append((("RunJob", *argv), code, out[:200], err[:300]))
+    assert not (tmp_path / "ran").exists()
+    assert wrong == [], f"{len(wrong)} of {len(cases) + len(RUNJOB)}: {wrong[:20]}"
     if state(tmp_path) != before:  # which one? (the store is compared once, for speed)
         changed = []
         for argv in cases:
