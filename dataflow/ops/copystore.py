@@ -103,7 +103,7 @@ def staged(address: Address) -> Iterator[Address]:
     if is_url(address):
         yield address
         return
-    target = Path(address)
+    target = Path(os.path.realpath(address))  # a symlink's file is replaced, not the link
     try:
         handle, name = tempfile.mkstemp(
             dir=target.parent, prefix=f".{target.name}.", suffix=".copy"
