@@ -370,6 +370,9 @@ def test_copy_store_that_fails_part_way_leaves_no_file_behind(cli, tmp_path):
     assert state(tmp_path) == before
     assert "1500 run" in cli.ok("copy-store", "--to", target, "--force").out
     assert [p.name for p in out.iterdir() if not p.name.startswith("copy.db")] == []
+    (tmp_path / "alias.db").symlink_to(target)  # a copy to a symlink fills its file
+    assert "1500 run" in cli.ok("copy-store", "--to", "alias.db", "--force").out
+    assert (tmp_path / "alias.db").is_symlink()
 
 
 def _command_lines_holding(secret: bytes) -> list[str]:
