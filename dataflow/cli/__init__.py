@@ -22,15 +22,23 @@ def stamp() -> str:
     return time.strftime("%a %b %e %I:%M:%S %p %Z %Y")
 
 
+class Lines(str):
+    """A block of lines whose line breaks are ours (a table, JSON), not a value's."""
+
+
 def say(message: str) -> None:
     """Print one line, its control characters escaped (:func:`printable`): a dataid or a
-    job name that holds a newline or an escape sequence stays on its line and inert."""
-    _out(printable(message))
+    job name that holds a newline or an escape sequence stays on its line and inert. A
+    :class:`Lines` block (``output.listing`` returns one) is printed line by line."""
+    if isinstance(message, Lines):
+        _out("\n".join(printable(line) for line in message.split("\n")))
+    else:
+        _out(printable(message))
 
 
 def say_lines(text: str) -> None:
-    """Print a block whose line breaks are ours (a table, JSON): every line escaped."""
-    _out("\n".join(printable(line) for line in text.split("\n")))
+    """Print a block whose line breaks are ours (JSON we dumped): every line escaped."""
+    say(Lines(text))
 
 
 def _out(message: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..store import Store, locate
 from ..store import open_store as _open
-from . import output, say_lines
+from . import output, say
 
 Arguments = Callable[[argparse.ArgumentParser], None]
 Handler = Callable[[argparse.Namespace], int]
@@ -58,7 +58,7 @@ def open_store(options: argparse.Namespace, readonly: bool = False) -> Store:
 
 def show(options: argparse.Namespace, rows: list[dict]) -> int:
     """Print dict rows as the seed's table, or JSON with --json."""
-    say_lines(output.records(rows, options.json))
+    say(output.records(rows, options.json))
     return 0
 
 

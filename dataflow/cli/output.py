@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from . import printable
+from . import Lines, printable
 
 
 def plural(number: int, noun: str) -> str:
@@ -31,11 +31,12 @@ def as_json(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def listing(columns: Sequence[str], rows: Sequence[Sequence[object]], json_output: bool) -> str:
+    """A table or JSON: :class:`Lines`, which ``say`` prints line by line."""
     if json_output:
-        return as_json(columns, rows)
+        return Lines(as_json(columns, rows))
     if not rows:
         return "no rows returned by the query"
-    return table(columns, rows)
+    return Lines(table(columns, rows))
 
 
 def records(rows: Sequence[dict], json_output: bool) -> str:

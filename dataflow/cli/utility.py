@@ -19,7 +19,6 @@ from . import (  # noqa: F401  (they register commands)
     output,
     registration,
     say,
-    say_lines,
     seed_passkey_given,
     streaming,
     text_arguments,
@@ -54,7 +53,7 @@ def forcible(*names: str):
 
 
 def _print_listing(options: argparse.Namespace, columns, rows) -> int:
-    say_lines(output.listing(columns, rows, options.json))
+    say(output.listing(columns, rows, options.json))
     return 0
 
 
@@ -142,7 +141,7 @@ command(
 def runs(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         rows = store.runs(options.limit)
-    say_lines(output.records(rows, options.json))
+    say(output.records(rows, options.json))
     return 0
 
 
@@ -150,7 +149,7 @@ def runs(options: argparse.Namespace) -> int:
 def jobs(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         rows = store.jobs()
-    say_lines(output.records(rows, options.json))
+    say(output.records(rows, options.json))
     return 0
 
 
@@ -165,7 +164,7 @@ def datasets(options: argparse.Namespace) -> int:
         rows = list(store.datasets().values())
     for row in rows:
         row["encryptedpass"] = _shorten(row["encryptedpass"])
-    say_lines(output.records(rows, options.json))
+    say(output.records(rows, options.json))
     return 0
 
 
@@ -191,7 +190,7 @@ def getjob(options: argparse.Namespace) -> int:
                 "password": "set" if meta.get("encryptedpass") else "",
             }
         )
-    say_lines(output.records(rows, options.json))
+    say(output.records(rows, options.json))
     return 0
 
 
@@ -290,7 +289,7 @@ def history(options: argparse.Namespace) -> int:
     if not options.json:
         for row in rows:
             del row["command"], row["logpath"]
-    say_lines(output.records(rows, options.json))
+    say(output.records(rows, options.json))
     return 0
 
 
