@@ -25,8 +25,27 @@ def stamp() -> str:
     return time.strftime("%a %b %e %I:%M:%S %p %Z %Y")
 
 
+class Lines(str):
+    """A block of lines whose line breaks are ours (a table, JSON), not a value's."""
+
+
 def say(message: str) -> None:
-    """Print a line. A stdout that fails (closed, ``| head -1`` gone, a full disk) is
+    """Print one line, its control characters escaped (:func:`printable`): a dataid or a
+    job name that holds a newline or an escape sequence stays on its line and inert. A
+    :class:`Lines` block (``output.listing`` returns one) is printed line by line."""
+    if isinstance(message, Lines):
+        _out("\n".join(printable(line) for line in message.split("\n")))
+    else:
+        _out(printable(message))
+
+
+def say_lines(text: str) -> None:
+    """Print a block whose line breaks are ours (JSON we dumped): every line escaped."""
+    say(Lines(text))
+
+
+def _out(message: str) -> None:
+    """Print. A stdout that fails (closed, ``| head -1`` gone, a full disk) is
     reported once on stderr and dropped: RunJob must go on and record its chunk."""
     if sys.stdout is None or isinstance(sys.stdout, _LostStream):
         return
@@ -57,19 +76,28 @@ class _LostStream:
         raise OSError(self.why)
 
 
-def printable(text: str) -> str:
-    """A text for one line of a terminal: control characters, and bytes that were not
-    UTF-8, escaped as Python writes them (``\\x00``, ``\\udcff``)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+# C0 controls (newline, ESC, NUL...), DEL, C1 controls and the Unicode line separators,
+# as Python's repr writes them; every other character, any script's, is printed as it is
+_CONTROLS = {
+    code: repr(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}
+
+
+def printable(text: object) -> str:
+    """A text for one line of a terminal, whoever wrote it into the store: control
+    characters escaped as Python writes them (``\\n``, ``\\x1b``, ``\\x00``). Bytes
+    that were not UTF-8 are escaped by the streams (``\\udcff``, see :func:`guarded`).
+    The one rule of every line the CLIs print."""
+    return str(text).translate(_CONTROLS)
 
 
 def warn(message: str) -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        print(f"warning: {message}", file=sys.stderr, flush=True)
+        print(f"warning: {printable(message)}", file=sys.stderr, flush=True)
 
 
 def fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr, flush=True)
+    print(f"error: {printable(message)}", file=sys.stderr, flush=True)
 
 
 class Parser(argparse.ArgumentParser):
@@ -96,8 +124,50 @@ def guarded(command: Callable[[], int]) -> int:
         return 3
     except BrokenPipeError:  # `utility runs | head`
         return 141
+    except OSError as exc:  # a path the system refuses (too long, a loop...): said, not traced
+        name = str(exc.filename or "")
+        name = name if len(name) <= 120 else f"{name[:60]}...{name[-40:]}"
+        fail(f"{name + ': ' if name else ''}{exc.strerror or exc}")
+        return 2
     except KeyboardInterrupt:
         return 130
+
+
+def hide_argument(word: str) -> bool:
+    """Take ``word`` (a passkey given on the command line, the seed's form) out of this
+    process's command line as other processes see it (``/proc/PID/cmdline``, ``ps``),
+    and so out of every process forked from it: the arguments after it move over it,
+    the end is zeroed. Linux only; False where it cannot be done."""
+    if sys.platform != "linux" or not word:
+        return False
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            stat = handle.read()
+        fields = stat[stat.rindex(b")") + 2 :].split()  # fields from the 3rd on
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (48, 49)
+        import ctypes  # only here: most starts never need it
+
+        if not 0 < start < end or end - start > 1 << 20:
+            return False
+        words = ctypes.string_at(start, end - start).split(b"\0")
+        secret = os.fsencode(word)
+        if secret not in words[1:]:
+            return False
+        words.remove(secret)  # the first: the program's own name is never the passkey
+        hidden = b"\0".join(words).ljust(end - start, b"\0")
+        ctypes.memmove(start, hidden, end - start)
+        return secret not in ctypes.string_at(start, end - start).split(b"\0")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def seed_passkey_given(passkey: str) -> None:
+    """A passkey given as an argument: hidden from other processes, or said to be seen."""
+    if not hide_argument(passkey):
+        warn(
+            "the passkey on the command line can be read by other processes of this host "
+            "(ps); set PASSKEY_FILE to a file that holds it instead"
+        )
 
 
 def text_arguments(argv: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..ops import board
 from ..store import locate, now, open_store, shown
-from . import say
+from . import say, say_lines
 from .commands import command, write_whole
 
 
@@ -43,7 +43,7 @@ def write(options: argparse.Namespace) -> int:
         page = board.render(grid, generated=now()[:19], source=shown(path))
         write_whole(Path(options.html), page)
     if options.json:
-        say(json.dumps(board.as_json(grid), indent=2, default=str))
+        say_lines(json.dumps(board.as_json(grid), indent=2, default=str))
     else:
         jobs_n, dataids_n = len(grid.jobs), len(grid.dataids)
         say(

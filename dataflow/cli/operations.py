@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..ops import drops, freshness, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
-from . import brief, output, say, warn
+from . import brief, output, say, say_lines, warn
 from .commands import command, open_store, positional, show
 
 
@@ -24,17 +24,19 @@ def explain(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         result = explaining.explain(store, options.jobid, options.dataid)
     if options.json:
-        say(json.dumps(result.__dict__, indent=2))
+        say_lines(json.dumps(result.__dict__, indent=2))
         return 0
     say(result.summary)
     if " waiting)" in result.summary:
         say(f"(waiting: {status.WAITING_MEANS})")
     for question in (*explaining.QUESTIONS, explaining.WAITING):
         if question in result.answers:
-            say(f"\n{question.upper()}{':' if question == explaining.WAITING else '?'}")
+            say("")
+            say(f"{question.upper()}{':' if question == explaining.WAITING else '?'}")
             for line in result.answers[question]:
                 say(f"  {line}")
-    say(f"\n{result.verdict}")
+    say("")
+    say(result.verdict)
     return 0
 
 
@@ -49,7 +51,8 @@ def status_view(options: argparse.Namespace) -> int:
     if options.json:
         return show(options, rows)
     show(options, brief.cut(rows, "last_failure"))
-    say(f"\nwaiting: {status.WAITING_MEANS}")
+    say("")
+    say(f"waiting: {status.WAITING_MEANS}")
     return 0
 
 
@@ -69,7 +72,7 @@ def lineage_view(options: argparse.Namespace) -> int:
         }
         runs = {p["jobid"]: store.last_run(p["jobid"], options.dataid) for p in producers}
     if options.json:
-        say(
+        say_lines(
             json.dumps(
                 {
                     "producers": producers,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from . import Lines, printable
+
 
 def plural(number: int, noun: str) -> str:
     """``1 row``, ``2 rows``: a count as a person would write it."""
@@ -12,12 +14,13 @@ def plural(number: int, noun: str) -> str:
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """The seed's look: upper-case header, a dashed line, aligned columns."""
+    """The seed's look: upper-case header, a dashed line, aligned columns; a value's
+    control characters escaped, so that a row is one line whatever the store holds."""
     from tabulate import tabulate  # costly to import; only listings need it
 
     return tabulate(
-        [["" if v is None else str(v) for v in row] for row in rows],
-        headers=[c.upper() for c in columns],
+        [["" if v is None else printable(v) for v in row] for row in rows],
+        headers=[printable(c).upper() for c in columns],
         tablefmt="simple",
         disable_numparse=True,  # keep dataids such as 1.0 exactly as stored
     )
@@ -28,11 +31,12 @@ def as_json(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def listing(columns: Sequence[str], rows: Sequence[Sequence[object]], json_output: bool) -> str:
+    """A table or JSON: :class:`Lines`, which ``say`` prints line by line."""
     if json_output:
-        return as_json(columns, rows)
+        return Lines(as_json(columns, rows))
     if not rows:
         return "no rows returned by the query"
-    return table(columns, rows)
+    return Lines(table(columns, rows))
 
 
 def records(rows: Sequence[dict], json_output: bool) -> str:

@@ -6,7 +6,7 @@ import argparse
 
 from .. import crypto
 from ..errors import PasskeyMissing, UsageError
-from . import say
+from . import say, seed_passkey_given
 from .commands import command
 
 
@@ -24,7 +24,13 @@ def _crypt_arguments(parser: argparse.ArgumentParser) -> None:
 def crypt(options: argparse.Namespace) -> int:
     words = options.words
     passkey = crypto.read_passkey()
+    if len(words) == 2 and passkey is not None:  # which one is the passkey?
+        raise UsageError(
+            "crypt takes one TEXT (quote it) when PASSKEY or PASSKEY_FILE is set; the seed's "
+            "'crypt -e PASSKEY TEXT' is for when neither is"
+        )
     if len(words) == 2:  # the seed's form: crypt -e PASSKEY TEXT
+        seed_passkey_given(words[0])
         passkey, words = words[0], words[1:]
     if len(words) != 1:
         raise UsageError("usage: utility crypt -e|-d TEXT")

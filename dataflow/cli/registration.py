@@ -1,5 +1,6 @@
 """``utility`` commands that register datasets and jobs, move the configuration between
-stores, and rekey passwords. Passwords and passkeys never come from the command line."""
+stores, rekey passwords, and ``crypt`` a text. A dataset's password never comes from
+the command line; a passkey only in the seed's forms (then hidden from ``ps``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ..errors import UsageError
 from ..ops import registry
 from ..run import alerts, lifecycle
 from ..store import DATASET_COLUMNS, shown
-from . import say
+from . import say, say_lines
 from .commands import command, open_store, positional, write_whole
 from .output import plural
 
@@ -180,7 +181,7 @@ def export(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
         text = registry.export(store)
     if options.file == "-":
-        say(text)
+        say_lines(text)
     else:
         write_whole(Path(options.file), text + "\n")
         say(f"configuration written to {options.file}")

@@ -16,7 +16,7 @@ from ..run.drain import Drain, Event, Summary
 from ..run.driven import DriverDrain
 from ..store import Store, locate, open_store
 from ..store.address import for_job
-from . import guarded, printable, say, stamp, text_arguments, warn
+from . import guarded, printable, say, seed_passkey_given, stamp, text_arguments, warn
 
 USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]
        RunJob [--db PATH] --all [--parallel N] FOLDER"""
@@ -188,7 +188,7 @@ class Report:
         rate = done / s.elapsed if s.elapsed > 0 else 0.0
         eta = f"{int((left + s.running) / rate)} s" if rate else "?"
         sys.stdout.write(
-            f"\r\033[K{self.jobid} [{'#' * filled}{'.' * (30 - filled)}] done {s.ready} "
+            f"\r\033[K{printable(self.jobid)} [{'#' * filled}{'.' * (30 - filled)}] done {s.ready} "
             f"failed {s.failed} running {s.running} left {left} {rate:.1f}/s ETA {eta}"
         )
         sys.stdout.flush()
@@ -260,7 +260,10 @@ def run(options: argparse.Namespace) -> int:
         from . import folder
 
         return folder.drain(options)
-    passkey = _seed_passkey(options) or crypto.read_passkey()
+    passkey = _seed_passkey(options)
+    if passkey:
+        seed_passkey_given(passkey)  # out of ps, the keeper's and every child's argv
+    passkey = passkey or crypto.read_passkey()
     script = options.script
     jobid = runner.job_name(script)
     path = runner.resolve(script)

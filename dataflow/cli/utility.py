@@ -10,7 +10,7 @@ from .. import __version__, crypto
 from ..errors import UsageError
 from ..ops import copystore
 from ..run import alerts, claims, lifecycle, liveness, logs, sparkconnect
-from ..store import create_store, files_of, locate, now, refuse_if_moved, shown
+from ..store import create_store, files_of, locate, now, refuse_if_moved, same_store, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
     board,
@@ -22,10 +22,12 @@ from . import (  # noqa: F401  (they register commands)
     registration,
     retirement,
     say,
+    seed_passkey_given,
     serving,
     streaming,
     text_arguments,
     validate,
+    warn,
 )
 from .commands import COMMANDS, command, open_store, positional
 
@@ -94,14 +96,12 @@ def _copy_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def copy_store(options: argparse.Namespace) -> int:
     target_address = locate(options.to)
-    if str(target_address) == str(locate(options.db)):
+    if same_store(target_address, locate(options.db)):  # a symlink to it, a hard link
         raise UsageError("--to names the store being copied")
     retire = now()[:16] if options.retire else None
+    where = shown(target_address)
     with open_store(options, readonly=not retire) as source:
-        target, _ = create_store(target_address)
-        with target:
-            where = shown(target_address)
-            copied = copystore.copy_store(source, target, where, options.force, retire)
+        copied = copystore.copy_to(source, target_address, where, options.force, retire)
     counts = ", ".join(f"{n} {table}" for table, n in copied.items())
     say(f"copied to {shown(target_address)}: {counts}")
     if retire:
@@ -249,10 +249,9 @@ def forcejob(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, options.jobid)
         lifecycle.force(store, job, dataid)
     say(f"{options.jobid} forced to RUNNING at dataid {dataid}")
-    print(
-        f"warning: this skips every check; end it with 'utility endjob {options.jobid} "
-        f"{dataid} READY|FAILED' or remove it with 'utility deleterun'",
-        file=sys.stderr,
+    warn(
+        f"this skips every check; end it with 'utility endjob {options.jobid} "
+        f"{dataid} READY|FAILED' or remove it with 'utility deleterun'"
     )
     return 0
 
@@ -273,7 +272,7 @@ def deleterun(options: argparse.Namespace) -> int:
 def recover(options: argparse.Namespace) -> int:
     with open_store(options) as store:
         if options.jobid:
-            lifecycle.known(store, options.jobid)
+            lifecycle.known(store, options.jobid)  # an unknown job is an error, not "0"
         with store.transaction():
             dead = claims.recover(store, options.jobid)
         runs = [store.last_run(*chunk) for chunk in dead]
@@ -360,6 +359,7 @@ def _seed_passkey(argv: list[str]) -> list[str]:
         and argv[1] in COMMANDS
     )
     if seed_form and crypto.read_passkey() is None:
+        seed_passkey_given(argv[0])
         os.environ["PASSKEY"] = argv[0]
         return argv[1:]
     return argv

@@ -9,7 +9,7 @@ import os
 
 from ..run import sparksubmit
 from ..spark import pipeline, testing
-from . import say
+from . import say, say_lines
 from .commands import command
 
 SUMMARY = "run the transformation examples of a pipeline folder and report each"
@@ -39,7 +39,7 @@ def run(options: argparse.Namespace) -> int:
                 say(line)
     counts = {s: sum(r.status == s for r in reports) for s in ("ok", "failed", "untested")}
     if options.json:
-        say(json.dumps([_record(r) for r in reports], indent=2))
+        say_lines(json.dumps([_record(r) for r in reports], indent=2))
     else:
         say(
             f"{len(reports)} transformations: {counts['ok']} ok, {counts['failed']} failed, "

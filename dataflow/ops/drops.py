@@ -52,7 +52,10 @@ def mark_ready(
     store: Store, datasetid: str, chunks: list[str], producer: str | None = None
 ) -> tuple[int, int]:
     """Record that ``producer`` (default: the dataset's registered producer job, else
-    ``external``) has made these chunks of ``datasetid`` READY. Returns (marked, already)."""
+    ``external``) has made these chunks of ``datasetid`` READY. Returns (marked, already).
+    A named producer is one of the dataset's registered producers, or, when it has none,
+    a name outside our jobs: never a job that does not produce it (whose own chunks the
+    rows would mark done)."""
     for dataid in chunks:
         _check(dataid)
     if datasetid not in store.datasets([datasetid]):
@@ -67,6 +70,11 @@ def mark_ready(
     elif producers and producer not in producers:
         raise UsageError(
             f"job '{producer}' does not produce '{datasetid}' (its producer: {', '.join(producers)})"
+        )
+    elif not producers and store.job_items(producer):  # its chunks would look done
+        raise UsageError(
+            f"job '{producer}' does not produce '{datasetid}', which has no registered "
+            "producer: name the producer outside our jobs, or leave out --by (external)"
         )
     with store.transaction():
         marked = 0

@@ -207,41 +207,65 @@ def _text(value: object, what: str, required: bool = False) -> str | None:
         raise ValueError(f"{what} must not hold a NUL character")
     if isinstance(value, str) or (value is None and not required):
         return value
-    kinds = {
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        list: "a list",
-        dict: "an object",
-    }
-    raise ValueError(f"{what} must be text, not {kinds.get(type(value), 'null')}")
+    raise ValueError(f"{what} must be text, not {_kind(value)}")
+
+
+def _kind(value: object) -> str:
+    """A JSON value's kind, as a person names it."""
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "text"}
+    kinds.update({list: "a list", dict: "an object", type(None): "null"})
+    return kinds.get(type(value), "something else")
+
+
+def _shaped(value: object, kind: type, what: str, shape: str) -> None:
+    if not isinstance(value, kind):
+        raise ValueError(f"{what} must be {shape}, not {_kind(value)}")
 
 
 def _parse(text: str) -> tuple[list[Row], dict[str, list[tuple[str, str | None, str | None]]]]:
-    """The dataset rows and job items of an exported document, every value checked."""
+    """The dataset rows and job items of an exported document, its shape and every value
+    checked: a mistake is named where it is (``job 'X': item 2 must be an object``)."""
     try:
-        document = json.loads(text)
-        datasets, jobs = document["datasets"], document["jobs"]
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from None
+        _shaped(document, dict, "the document", "an object")
         if document.get("opendataflow") != EXPORT_VERSION:
             raise ValueError(f"unsupported version {document.get('opendataflow')!r}")
-        rows = [
-            {c: _text(d.get(c), f"dataset {n + 1}: {c}", c == "datasetid") for c in DATASET_COLUMNS}
-            for n, d in enumerate(datasets)
-        ]
-        parsed = {
-            jobid: [
-                (
-                    _text(i["itemtype"], f"job '{jobid}': itemtype", required=True),
-                    _text(i.get("datasetid"), f"job '{jobid}': datasetid"),
-                    _text(i.get("itemvalue"), f"job '{jobid}': itemvalue"),
+        for key, kind, shape in (("datasets", list, "a list"), ("jobs", dict, "an object")):
+            if key not in document:
+                raise ValueError(f"the document has no '{key}'")
+            _shaped(document[key], kind, f"'{key}'", shape)
+        rows = []
+        for n, dataset in enumerate(document["datasets"], 1):
+            _shaped(dataset, dict, f"dataset {n}", "an object")
+            rows.append(
+                {
+                    c: _text(dataset.get(c), f"dataset {n}: {c}", c == "datasetid")
+                    for c in DATASET_COLUMNS
+                }
+            )
+        parsed = {}
+        for jobid, items in document["jobs"].items():
+            _text(jobid, "a job's name", required=True)
+            _shaped(items, list, f"job '{jobid}'", "a list of items")
+            parsed[jobid] = []
+            for n, item in enumerate(items, 1):
+                where = f"job '{jobid}': item {n}"
+                _shaped(item, dict, where, "an object")
+                parsed[jobid].append(
+                    (
+                        _text(item.get("itemtype"), f"{where}: itemtype", required=True),
+                        _text(item.get("datasetid"), f"{where}: datasetid"),
+                        _text(item.get("itemvalue"), f"{where}: itemvalue"),
+                    )
                 )
-                for i in items
-            ]
-            for jobid, items in jobs.items()
-        }
     except RecursionError:
         raise RegistrationError("not an OpenDataFlow export: nested too deeply") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except ValueError as exc:
         raise RegistrationError(f"not an OpenDataFlow export: {exc}") from None
     return rows, parsed
 

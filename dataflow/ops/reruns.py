@@ -44,6 +44,8 @@ def select_dataids(
         return [dataid]
     if not (failed or match or first or last):
         raise UsageError("name a DATAID, or select chunks with --failed, --match or --from/--to")
+    if first is not None and last is not None and natural_key(first) > natural_key(last):
+        raise UsageError(f"--from {first} comes after --to {last}")  # as ready's range
     chosen = store.dataids_of_job(jobid, (FAILED,) if failed else ())
     if match:
         chosen = [d for d in chosen if fnmatch.fnmatchcase(d, match)]

@@ -213,6 +213,8 @@ def _claim_first(
             elif not liveness.take(store, lock, job.jobid, dataid, last):
                 continue  # a process of an earlier run of this chunk is still alive: keep it
             store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
+            if dry_run:  # nothing written: a run's number is not taken from a sequence
+                return Claim(dataid, (last["attempt"] + 1) if last else 1, None, lock, None, "", ())
             return _mark(store, job, dataid, rows, last, lock, command)
         else:
             if not repaired:

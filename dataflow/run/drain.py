@@ -92,6 +92,7 @@ class Drain:
         self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
         self._said_store = False
+        self._unusable_said: set[str] = set()  # dataids that cannot name a chunk, warned of
         # where runs stage their file outputs, published by their finish (layout.py); a
         # driver's drain has the job's variables in its own environment
         self.tables = layout.output_tables(job.outputs, {**os.environ, **env.variables})
@@ -175,7 +176,8 @@ class Drain:
             assert isinstance(result, claims.ClaimResult)
             for dataid in result.abandoned:
                 self.notify(Event("abandoned", dataid))
-            for dataid in result.unusable:
+            for dataid in set(result.unusable) - self._unusable_said:  # once per drain
+                self._unusable_said.add(dataid)
                 self.notify(Event("unusable", dataid))
             if result.cap_full:
                 self.summary.cap_full = True
@@ -261,11 +263,10 @@ class Drain:
         self.notify(Event("ending", claim.dataid, claim, outcome, status))
         try:
             try:
-                counts = self._record(claim, outcome, status)
+                *counts, status = self._record(claim, outcome, status)  # RESUBMIT if asked
             except layout.PublishFailed as exc:  # its output is not there: not READY
                 outcome = outcome._replace(returncode=1, error=f"output not published: {exc}")
-                status = FAILED
-                counts = self._record(claim, outcome, status)
+                *counts, status = self._record(claim, outcome, FAILED)
         except RunFenced as refused:
             self.summary.fenced += 1
             self.notify(Event("fenced", claim.dataid, claim, outcome, str(refused)))
@@ -278,13 +279,13 @@ class Drain:
             self.summary.ready += 1
         else:
             self.summary.failed += 1
-        self.notify(Event("ended", claim.dataid, claim, outcome, status, counts))
+        self.notify(Event("ended", claim.dataid, claim, outcome, status, tuple(counts)))
 
-    def _record(self, claim: Claim, outcome: Outcome, status: str) -> tuple[int, int]:
+    def _record(self, claim: Claim, outcome: Outcome, status: str) -> tuple[int, int, str]:
         tries: list[int] = []
         aside: list[str] = []  # moved aside by the publish, deleted once it is committed
 
-        def finish() -> tuple[int, int]:
+        def finish() -> tuple[int, int, str]:
             tries.append(1)
             try:
                 return lifecycle.finish(
@@ -305,7 +306,9 @@ class Drain:
             except RunFenced:
                 if len(tries) > 1 and self._recorded(claim, status):
                     # a try whose COMMIT was lost with the connection had gone through
-                    return len(self.job.outputs), len(self.job.inputs)
+                    outs = {s for _, s in self.store.out_status(self.job.jobid, claim.dataid)}
+                    final = outs.pop() if len(outs) == 1 else status
+                    return len(self.job.outputs), len(self.job.inputs), final
                 raise
 
         published = False

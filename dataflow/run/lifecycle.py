@@ -257,22 +257,28 @@ def finish(
     runid: int | None = None,
     publish: Callable[[], object] | None = None,
     **outcome: object,
-) -> tuple[int, int]:
+) -> tuple[int, int, str]:
     """End a run: OUT rows to ``status``, IN rows deleted, its history row closed
     with ``outcome`` (exitcode, signal, duration, reason). A run that a cascade asked
-    to rerun while it ran ends RESUBMIT instead of READY. A READY run's ``publish()``
-    moves its output into place inside the transaction, once the run is known to own
-    the chunk still (an error there rolls the finish back). Returns both counts."""
+    to rerun while it ran ends RESUBMIT instead of READY: its history row stays READY
+    (the run succeeded) and its reason says why the chunk is RESUBMIT. A READY run's
+    ``publish()`` moves its output into place inside the transaction, once the run is
+    known to own the chunk still (an error there rolls the finish back). Returns both
+    counts and the chunk's status."""
     with store.transaction():
         store.chunk_turn(dataid, wait=True)
+        rerun = store.rerun_request(runid) if runid is not None and status == READY else None
+        if rerun:
+            said = f"; {outcome['reason']}" if outcome.get("reason") else ""
+            outcome["reason"] = f"its chunk set to RESUBMIT: {rerun} asked a rerun{said}"
         # fenced by the attempt: a run recovered as dead (its host cut off) or ended by
         # hand meanwhile must not overwrite what happened since
         if runid is not None and not store.end_run(runid, status, **outcome):
             raise RunFenced(jobid, dataid, status)
-        rerun = store.rerun_request(runid) if runid is not None and status == READY else None
         if publish is not None and status == READY:
             publish()
-        return store.finish(jobid, dataid, RESUBMIT if rerun else status)
+        final = RESUBMIT if rerun else status
+        return (*store.finish(jobid, dataid, final), final)
 
 
 def refuse_live(store: Store, jobid: str, dataid: str) -> None:

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import os
 
-from ..store import Row, Store
+from ..store import Row, Store, address
 from . import locks, processes
 
-HOST_ENV = "DATAFLOW_HOST"
-
-
-def host_name() -> str:
-    """This host's name in the run history: ``$DATAFLOW_HOST``, else the node name."""
-    return os.environ.get(HOST_ENV) or os.uname().nodename
+HOST_ENV = address.HOST_ENV
+host_name = address.host_name  # $DATAFLOW_HOST, else the node name; checked
 
 
 def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str, last: Row | None) -> bool:

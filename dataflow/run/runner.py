@@ -78,18 +78,38 @@ def _check_python(script: str, path: str) -> None:
 
 def _check_interpreter(script: str, path: str) -> None:
     """A "#!" line naming a program that is not there fails only at exec time, after the
-    claim, with the script's own name in the error: say which file is missing, now."""
+    claim, with the script's own name in the error: say which file is missing, now. A
+    file with no "#!" line runs as a program (ELF) or, if it is text, as a shell script
+    (the seed's ``loadbob.sh``); anything else (random bytes, an image) would be fed to
+    the shell and burn an attempt on garbage: refused now, nothing claimed."""
     try:
         with open(path, "rb") as file:
-            first = file.readline(256)
+            head = file.read(4096)
     except OSError as exc:
         raise ScriptError(script, exc.strerror or str(exc)) from None
+    first = head.split(b"\n", 1)[0][:256]
     if not first.startswith(b"#!"):
+        if not head.startswith(b"\x7fELF") and not _is_text(head):
+            raise ScriptError(
+                script,
+                "it is neither a program (ELF), a script with a '#!' line nor a text shell script",
+            )
         return
     words = first[2:].split()
     interpreter = os.fsdecode(words[0]) if words else ""
     if interpreter.startswith("/") and not os.access(interpreter, os.X_OK):
         raise ScriptError(script, f"its interpreter {interpreter} (first line) is not there")
+
+
+def _is_text(head: bytes) -> bool:
+    """Does a file that begins with ``head`` read as text (UTF-8, no NUL byte)?"""
+    import codecs
+
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # a cut character
+    except UnicodeDecodeError:
+        return False
+    return b"\0" not in head
 
 
 def child_environment(job_variables: dict[str, str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .address import check_environment
 from .base import (
     DATASET_COLUMNS,
     DRIVER_ERRORS,
@@ -23,6 +24,7 @@ from .base import (
     is_url,
     locate,
     now,
+    same_store,
     shown,
 )
 from .moved import refuse_if_moved
@@ -42,6 +44,7 @@ __all__ = [
     "now",
     "open_store",
     "refuse_if_moved",
+    "same_store",
     "shown",
 ]
 
@@ -62,6 +65,7 @@ def open_store(address: Address, readonly: bool = False, retired_ok: bool = Fals
     ``readonly``: for commands that only read (it then opens on a read-only disk too).
     A store that ``copy-store --retire`` retired is refused (:class:`~dataflow.errors.StoreMoved`)
     unless ``retired_ok``: for reading its history, and for ``utility unretire``."""
+    check_environment()
     store = _backend(address).open(address, readonly)
     if not retired_ok:
         try:
@@ -74,6 +78,7 @@ def open_store(address: Address, readonly: bool = False, retired_ok: bool = Fals
 
 def create_store(address: Address) -> tuple[Store, int]:
     """Create or upgrade a store; returns it with the number of migrations applied."""
+    check_environment()
     return _backend(address).create(address)
 
 

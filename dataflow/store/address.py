@@ -18,13 +18,40 @@ def is_url(address: Address) -> bool:
     return isinstance(address, str) and address.startswith(URL_SCHEMES)
 
 
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+SQLITE_URL = "sqlite:///"  # SQLAlchemy's form: sqlite:///rel.db, sqlite:////abs/path.db
+
+
 def locate(db: str | None = None) -> Address:
     """The store's address: ``--db``, else ``DATAFLOW_DB``, else ``./dataflow.db``; a
-    ``postgresql://user@host:port/db`` URL stays as it is."""
+    ``postgresql://user@host:port/db`` URL stays as it is; ``sqlite:///PATH`` is the
+    SQLite file PATH (as SQLAlchemy reads it: ``sqlite:////abs.db`` is absolute). Any
+    other ``scheme://`` is refused, never taken for a relative file name."""
     found = db or os.environ.get("DATAFLOW_DB") or DEFAULT_NAME
     if found.startswith(URL_SCHEMES):
         return found
+    scheme = _SCHEME.match(found)
+    if scheme:
+        if not found.startswith(SQLITE_URL) or found == SQLITE_URL:
+            from ..errors import UsageError
+
+            raise UsageError(
+                f"unknown store address scheme '{scheme.group(1)}' in {shown(found)}: give a "
+                "file path, sqlite:///PATH or a postgresql:// URL"
+            )
+        found = found[len(SQLITE_URL) :]
     return Path(found).expanduser().absolute()
+
+
+def same_store(one: Address, other: Address) -> bool:
+    """Do two addresses reach the same store: the same URL, or the same file, whatever
+    symlink, relative name or hard link reached it?"""
+    if is_url(one) or is_url(other):
+        return str(one) == str(other)
+    try:
+        return os.path.samefile(one, other)
+    except OSError:  # one of them does not exist (yet): where it would be
+        return os.path.realpath(one) == os.path.realpath(other)
 
 
 # a URL's user and password, by structure: the password runs to the last "@" of the
@@ -54,15 +81,34 @@ def check_url(address: str) -> None:
 
 LIVENESS_ENV = "DATAFLOW_LIVENESS_TIMEOUT"
 LIVENESS_S = 20.0  # the default bound: a dead host's runs are recoverable after at most this
+BUSY_ENV = "DATAFLOW_BUSY_TIMEOUT"
+BUSY_S = 60.0  # how long a write waits for another writer (SQLite)
+HOST_ENV = "DATAFLOW_HOST"
+
+
+def _seconds(name: str, default: float, low: float, high: float) -> float:
+    """A number of seconds from the environment; a value that is not one is refused (a
+    silent default would hide the mistake until a host is taken for dead)."""
+    text = os.environ.get(name)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:  # nan, inf and out of range alike
+        from ..errors import UsageError
+
+        shown_value = text.encode("unicode_escape").decode("ascii")
+        raise UsageError(
+            f"{name} must be a number of seconds from {low:g} to {high:g}, not '{shown_value}'"
+        )
+    return value
 
 
 def liveness_timeout() -> float:
     """Seconds after which a host that stopped answering counts as dead (default 20 s)."""
-    try:
-        value = float(os.environ.get(LIVENESS_ENV, LIVENESS_S))
-    except ValueError:
-        return LIVENESS_S
-    return value if 2 <= value <= 3600 else LIVENESS_S
+    return _seconds(LIVENESS_ENV, LIVENESS_S, 2, 3600)
 
 
 def for_job(address: Address) -> str:
@@ -74,3 +120,31 @@ def for_job(address: Address) -> str:
     text = _USERINFO.sub(r"\1@", str(address))
     text = re.sub(r"([?&])password=[^&\s]*&?", r"\1", text)
     return text.rstrip("?&")
+
+
+def busy_timeout() -> float:
+    """How long a write waits for another writer's transaction before giving up."""
+    return _seconds(BUSY_ENV, BUSY_S, 0, 86_400)
+
+
+def host_name() -> str:
+    """This host's name in the run history: ``$DATAFLOW_HOST``, else the node name. A name
+    with a control character (a newline...) or longer than 255 characters is refused."""
+    name = os.environ.get(HOST_ENV) or os.uname().nodename
+    if len(name) > 255 or any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
+        from ..errors import UsageError
+
+        shown_name = name[:60].encode("unicode_escape").decode("ascii")
+        raise UsageError(
+            f"{HOST_ENV} must be a host name of printable characters (at most 255), "
+            f"not '{shown_name}'"
+        )
+    return name
+
+
+def check_environment() -> None:
+    """Refuse a DATAFLOW_* setting of the environment that is not usable, before a store
+    is opened: one line naming the variable and what it accepts."""
+    liveness_timeout()
+    busy_timeout()
+    host_name()

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 
-from .address import Address, is_url, liveness_timeout, locate, shown  # noqa: F401 (the interface's names)
+from .address import Address, busy_timeout, is_url, liveness_timeout, locate, same_store, shown  # noqa: F401 (the interface's names)
 
 Row = dict[str, object]
 # named tuples, not dataclasses: see run.lifecycle.Settings

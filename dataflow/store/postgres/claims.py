@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ...dataids import chunk_hash
 from ..address import liveness_timeout
+from ..base import ChunkRow
 from .connection import Connection
 from .schema import offer_lock
 
@@ -87,6 +88,22 @@ class ClaimQueries:
         )
 
     # -- run locks (held by keepers; see dataflow.run.keeper) -------------------------------
+
+    def release_claim(
+        self, jobid: str, dataid: str, runid: int, previous: Sequence[ChunkRow]
+    ) -> None:
+        """Undo a claim whose job never started, the run sequence too: the claim took
+        ``runid`` from it, and a sequence is not rolled back. Inserts into ``run`` wait
+        (SHARE ROW EXCLUSIVE, taken first) so that nobody takes a number meanwhile; the
+        sequence goes back one only if ``runid`` is still the last it gave."""
+        self.conn.execute("LOCK TABLE run IN SHARE ROW EXCLUSIVE MODE")
+        super().release_claim(jobid, dataid, runid, previous)  # type: ignore[misc]
+        self.conn.execute(
+            "SELECT setval(s.id, GREATEST(?1::bigint - 1, 1), ?1::bigint > 1) "
+            "FROM (SELECT pg_get_serial_sequence('run', 'runid')::regclass AS id) s "
+            "WHERE pg_sequence_last_value(s.id) = ?1::bigint",
+            (runid,),
+        )
 
     def try_run_lock(self, jobid: str, dataid: str) -> bool:
         """Take the chunk's run lock for this session, if no session holds it."""

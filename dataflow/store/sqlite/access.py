@@ -76,6 +76,14 @@ def failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | No
     return None
 
 
+def create_failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore:
+    """Why a new store could not be created: mostly a folder that cannot be written."""
+    if not os.access(path.parent, os.W_OK):
+        why = f"its folder {path.parent} cannot be written (permissions, or a read-only disk)"
+        return StoreUnavailable("create", path, why)
+    return failure(path, exc) or StoreUnavailable("create", path, str(exc))
+
+
 def open_failure(path: Path, exc: sqlite3.Error, reading: bool) -> StoreUnavailable | NotAStore:
     """Why the store could not be opened (``reading``: for a read-only command)."""
     name = getattr(exc, "sqlite_errorname", None) or ""

@@ -3,27 +3,16 @@ text that may not be UTF-8) and how a migration script is split into statements.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 from ...dataids import natural_key
 from ...errors import StoreMissing
-from ..base import DRIVER_ERRORS, now
+from ..base import DRIVER_ERRORS, busy_timeout, now
 from . import access
 
-BUSY_TIMEOUT_S = 60.0  # DATAFLOW_BUSY_TIMEOUT (seconds) overrides it
 DRIVER_ERRORS.append(sqlite3.Error)
-
-
-def busy_timeout() -> float:
-    """How long a write waits for another writer's transaction before giving up."""
-    try:
-        value = float(os.environ.get("DATAFLOW_BUSY_TIMEOUT", BUSY_TIMEOUT_S))
-    except ValueError:
-        return BUSY_TIMEOUT_S
-    return value if 0 <= value < 86_400 else BUSY_TIMEOUT_S
 
 
 def _text(data: bytes) -> str:
@@ -57,6 +46,8 @@ def connect(path: Path, mode: str) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()
+        if not path.exists() and mode == "rwc":
+            raise access.create_failure(path, exc) from None
         if not path.exists():
             raise StoreMissing(str(path)) from None
         raise access.open_failure(path, exc, reading=mode == "ro") from None

@@ -58,10 +58,16 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         """The chunk lock file: beside the database file itself, whatever path, symlink or
         relative name reached it, and apart from the logs (cleaning those never touches it).
         A second hard link would be a second name with its own lock file: refused."""
-        links = os.stat(self.path).st_nlink
-        if links > 1:
-            raise StoreLinked(os.path.realpath(self.path), links)
+        self._one_name(self.path)
         return self.lockfile_of(self.path)
+
+    @staticmethod
+    def _one_name(path: Path) -> None:
+        """Refuse to write a store file that has a second hard link: every writer (RunJob,
+        ready, dml...) follows the rule of the chunk locks kept beside one name."""
+        links = os.stat(path).st_nlink
+        if links > 1:
+            raise StoreLinked(os.path.realpath(path), links)
 
     @staticmethod
     def lockfile_of(path: Path) -> Path:
@@ -90,6 +96,8 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         if not path.exists():
             raise StoreMissing(str(path))
         require_local(path.parent)
+        if not readonly:
+            cls._one_name(path)
         reading = readonly and not access.writable(path)
         store = cls(path, connect(path, "ro" if reading else "rw"))
         found = store._version(reading)
@@ -106,6 +114,8 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         if not path.parent.is_dir():
             raise NotAStore(str(path), f"folder {path.parent} does not exist")
         require_local(path.parent)
+        if path.exists():
+            cls._one_name(path)
         store = cls(path, connect(path, "rwc"))
         try:
             store.conn.execute("PRAGMA journal_mode = WAL")
