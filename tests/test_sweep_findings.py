@@ -1,0 +1,117 @@
+"""Breaks found by an adversarial sweep of docs/guarantees.md (branch ``sweep``).
+
+Each test states a promise of docs/guarantees.md that does not hold on main, and fails
+for that reason: it is marked ``xfail(strict=True)`` so that the suite stays green until
+the fault is fixed, and then fails (XPASS) to say the mark must go.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dataflow import layout
+from support import rows, script
+
+# the job: writes the content of the file "content" into its chunk of every OUT dataset
+# (found as a Spark job finds it), optionally with a twist named by the file "twist"
+JOB = """
+set -e
+content=$(cat content)
+for name in $(cat outs); do
+    out=$(python -c "from dataflow.spark import context; print(context().output('$name').chunk_path)")
+    mkdir -p "$out" && echo "$content" > "$out/part.csv"
+    if [ "$(cat twist 2>/dev/null)" = "attempt-dir-in-$name" ]; then mkdir "$out/_ATTEMPT"; fi
+done
+"""
+
+
+def _register(cli, tmp_path: Path, outs: tuple[str, ...] = ("dst",)) -> Path:
+    lake = tmp_path / "lake"
+    cli.ok("createtables")
+    for name in ("src", *outs):
+        cli.ok(
+            "register-dataset",
+            name,
+            "--database",
+            "csv",
+            "--schemaname",
+            str(lake),
+            "--tablename",
+            name,
+        )
+    cli.ok("register-job", "work", "--in", "src", "--out", *outs)
+    cli.ok("ready", "src", "7")
+    (tmp_path / "outs").write_text(" ".join(outs))
+    script(tmp_path, "work.sh", JOB)
+    return lake
+
+
+def _run(cli, tmp_path: Path, content: str) -> None:
+    (tmp_path / "content").write_text(content)
+    done = cli.runjob("./work.sh")
+    assert done.code == 0, done.err
+
+
+def _part(lake: Path, table: str = "dst") -> str:
+    return (lake / table / "dataid=7" / "part.csv").read_text().strip()
+
+
+@pytest.mark.both_stores
+@pytest.mark.xfail(
+    strict=True,
+    reason="publish() compares attempt numbers, which restart at 1 once `utility purge` "
+    "deleted a chunk's history: the rerun is recorded READY and its output is thrown away",
+)
+def test_a_rerun_after_purge_publishes_its_output(cli, tmp_path):
+    """Fenced output, statement 1: a READY run's output is its chunk."""
+    lake = _register(cli, tmp_path)
+    _run(cli, tmp_path, "first")
+    cli.ok("resubmit", "work", "7")
+    _run(cli, tmp_path, "second")  # the chunk's _ATTEMPT is now 2
+    assert "2" in cli.ok("purge").out  # both READY history rows go
+    cli.ok("resubmit", "work", "7")
+    _run(cli, tmp_path, "third")  # attempt 1 again
+    assert rows(tmp_path, "select attempt, status from run") == [(1, "READY")]
+    assert _part(lake) == "third"
+
+
+@pytest.mark.both_stores
+@pytest.mark.xfail(
+    strict=True,
+    reason="publish() trusts the number in a published chunk's _ATTEMPT file: a chunk "
+    "folder whose _ATTEMPT says 99 (a copy, a restore, a hand edit) makes every later "
+    "run READY while its output is thrown away",
+)
+def test_a_chunks_attempt_file_does_not_decide_whether_a_ready_run_publishes(cli, tmp_path):
+    """Fenced output, statement 1: a READY run's output is its chunk."""
+    lake = _register(cli, tmp_path)
+    _run(cli, tmp_path, "first")
+    (lake / "dst" / "dataid=7" / layout.MARKER).write_text("99\n")
+    cli.ok("resubmit", "work", "7")
+    _run(cli, tmp_path, "second")
+    assert rows(tmp_path, "select status from run where attempt = 2") == [("READY",)]
+    assert _part(lake) == "second"
+
+
+@pytest.mark.both_stores
+@pytest.mark.xfail(
+    strict=True,
+    reason="publish() moves one OUT table after another; when a later one fails the run "
+    "ends FAILED, but the tables moved before keep the failed attempt's output",
+)
+def test_a_run_whose_publish_fails_replaces_none_of_its_chunks(cli, tmp_path):
+    """Fenced output, statement 1: a run that fails never replaces the chunk."""
+    lake = _register(cli, tmp_path, outs=("dst", "dst2"))
+    _run(cli, tmp_path, "first")
+    assert (_part(lake, "dst"), _part(lake, "dst2")) == ("first", "first")
+    cli.ok("resubmit", "work", "7")
+    # the second table's move fails (here: its staged folder holds a folder _ATTEMPT; in
+    # life a full disk, a permission, a folder on another file system...)
+    (tmp_path / "twist").write_text("attempt-dir-in-dst2")
+    (tmp_path / "content").write_text("second")
+    done = cli.runjob("./work.sh")
+    assert done.code != 0
+    assert rows(tmp_path, "select status from run where attempt = 2") == [("FAILED",)]
+    assert (_part(lake, "dst"), _part(lake, "dst2")) == ("first", "first")
