@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dataflow import layout
-from support import rows, script
+from support import rows, script, wait_for
 
 # the job: writes the content of the file "content" into its chunk of every OUT dataset
 # (found as a Spark job finds it), optionally with a twist named by the file "twist"
@@ -115,3 +115,74 @@ def test_a_run_whose_publish_fails_replaces_none_of_its_chunks(cli, tmp_path):
     assert done.code != 0
     assert rows(tmp_path, "select status from run where attempt = 2") == [("FAILED",)]
     assert (_part(lake, "dst"), _part(lake, "dst2")) == ("first", "first")
+
+
+def _lease_job(a, tmp_path) -> None:
+    from test_hosts import _one_job
+    from test_lease import JOB, RETRY, WAIT_GO
+
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    a.ok("dml", RETRY)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a store writer that sets a live run's lease to 0 (plain SQL, `utility dml`) "
+    "and ends its keeper's session (pg_terminate_backend, the store's own role may) gets "
+    "the chunk started on another host beside the live job",
+)
+def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts, tmp_path):
+    """On PostgreSQL, statements 1 and 2."""
+    import contextlib
+    import subprocess
+    import threading
+    import time
+
+    import psycopg
+    from hosts import alive
+    from test_lease import _keeper_backends, _ledger, _pid
+
+    from support import start_runjob
+
+    a, b = hosts
+    _lease_job(a, tmp_path)
+    runner = start_runjob(a, "./work.sh")
+    job = _pid(tmp_path, "job.pid")
+    wait_for(lambda: _keeper_backends(a.address), what="the run lock")
+    a.ok("dml", "update run set lease = 0")
+    stop = threading.Event()
+
+    def terminate() -> None:  # every keeper session, again and again, while host B starts
+        with psycopg.connect(a.address, autocommit=True) as conn:
+            while not stop.is_set():
+                for backend in _keeper_backends(a.address):
+                    conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+                time.sleep(0.03)
+
+    other = None
+    try:
+        for _ in range(6):  # host B tries until it starts the chunk
+            stop.clear()
+            thread = threading.Thread(target=terminate)
+            thread.start()
+            attempt = start_runjob(b, "./work.sh")
+            # less than half the bound: host A's keeper must not fence its run for a
+            # heartbeat it could not make
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda: len(_ledger(tmp_path)) > 1 or attempt.poll() is not None, 2)
+            stop.set()
+            thread.join()
+            try:
+                attempt.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                other = attempt  # host B started the chunk: its job waits for "go"
+                break
+        assert other is not None, "host B never started the chunk"
+        wait_for(lambda: len(_ledger(tmp_path)) >= 2, what="host B's job")
+        assert not [line for line in _ledger(tmp_path) if line.startswith("OVERLAP")]
+    finally:
+        stop.set()
+        (tmp_path / "go").touch()
+        runner.wait(timeout=60)
+        if other is not None:
+            other.wait(timeout=60)
