@@ -139,7 +139,6 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
     import time
 
     import psycopg
-    from hosts import alive
     from test_lease import _keeper_backends, _ledger, _pid
 
     from support import start_runjob
@@ -147,7 +146,7 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
     a, b = hosts
     _lease_job(a, tmp_path)
     runner = start_runjob(a, "./work.sh")
-    job = _pid(tmp_path, "job.pid")
+    _pid(tmp_path, "job.pid")  # host A's job runs
     wait_for(lambda: _keeper_backends(a.address), what="the run lock")
     a.ok("dml", "update run set lease = 0")
     stop = threading.Event()
@@ -169,7 +168,7 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
             # less than half the bound: host A's keeper must not fence its run for a
             # heartbeat it could not make
             with contextlib.suppress(AssertionError):
-                wait_for(lambda: len(_ledger(tmp_path)) > 1 or attempt.poll() is not None, 2)
+                wait_for(lambda b=attempt: len(_ledger(tmp_path)) > 1 or b.poll() is not None, 2)
             stop.set()
             thread.join()
             try:
