@@ -185,3 +185,35 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
         runner.wait(timeout=60)
         if other is not None:
             other.wait(timeout=60)
+
+
+@pytest.mark.both_stores
+@pytest.mark.xfail(
+    strict=True,
+    reason="a run that RunJob did not live to finish (kill -9) ends FAILED through "
+    "`recover`, but nobody deletes its attempt folder: it stays until a later run of the "
+    "chunk is published",
+)
+def test_an_abandoned_runs_attempt_folder_is_deleted(cli, tmp_path):
+    """Fenced output, statement 1: a run that fails... its attempt folder is deleted."""
+    import os
+    import signal
+
+    from test_fenced_output import JOB as FENCED_JOB
+    from test_fenced_output import _register as register_fenced
+    from test_lease import _pid
+
+    from support import start_runjob
+
+    table = register_fenced(cli, tmp_path)
+    script(tmp_path, "work.sh", FENCED_JOB)
+    (tmp_path / "wait").touch()
+    runner = start_runjob(cli, "./work.sh", start_new_session=True)
+    job = _pid(tmp_path, "job.pid")
+    assert (table / layout.ATTEMPTS).is_dir()
+    os.killpg(runner.pid, signal.SIGKILL)
+    os.kill(job, signal.SIGKILL)
+    runner.wait(timeout=30)
+    wait_for(lambda: "1 abandoned" in cli.ok("recover").out, timeout=60, what="the recovery")
+    assert rows(tmp_path, "select status from run") == [("FAILED",)]
+    assert not (table / layout.ATTEMPTS).exists()
