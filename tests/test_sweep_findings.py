@@ -244,3 +244,43 @@ def test_deleterun_force_never_starts_the_chunk_beside_a_live_helper(cli, tmp_pa
         assert not [line for line in _ledger(tmp_path) if line.startswith("OVERLAP")]
     finally:
         (tmp_path / "go").touch()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="RunJob stopped and its keeper killed (a case the boundary does not name: it "
+    "names both killed or both stopped): nothing fences the job, and after the bound "
+    "host B starts the chunk beside it",
+)
+def test_a_stopped_runjob_whose_keeper_is_killed_never_lets_the_chunk_run_twice(hosts, tmp_path):
+    """On PostgreSQL, statement 4 (a keeper that dies: every process of its runs is
+    killed) against the boundary's words."""
+    import os
+    import signal
+
+    from hosts import alive
+    from test_lease import _keeper_of, _ledger, _pid
+
+    from support import BOUND, start_runjob
+
+    a, b = hosts
+    _lease_job(a, tmp_path)
+    runner = start_runjob(a, "./work.sh")
+    job = _pid(tmp_path, "job.pid")
+    keeper = _keeper_of(runner, job)
+    os.kill(runner.pid, signal.SIGSTOP)
+    os.kill(keeper, signal.SIGKILL)
+    other = None
+    try:
+        wait_for(
+            lambda: "1 abandoned" in b.ok("recover").out, timeout=BOUND * 4, what="the take-over"
+        )
+        other = start_runjob(b, "./work.sh")
+        wait_for(lambda: len(_ledger(tmp_path)) > 1, what="host B's job")
+        assert not alive(job) or not [x for x in _ledger(tmp_path) if x.startswith("OVERLAP")]
+    finally:
+        (tmp_path / "go").touch()
+        os.kill(runner.pid, signal.SIGCONT)
+        runner.wait(timeout=60)
+        if other is not None:
+            other.wait(timeout=60)
