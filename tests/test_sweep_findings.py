@@ -284,3 +284,31 @@ def test_a_stopped_runjob_whose_keeper_is_killed_never_lets_the_chunk_run_twice(
         runner.wait(timeout=60)
         if other is not None:
             other.wait(timeout=60)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="liveness finds a finished run's helper by the token on its history row: a "
+    "store writer that changes the row's token (plain SQL, `utility dml`) gets the retry "
+    "started beside the helper; docs/guarantees.md's 'What a writer of the store can do' "
+    "does not say so",
+)
+def test_a_token_rewritten_by_a_store_writer_never_starts_a_chunk_beside_its_helper(cli, tmp_path):
+    """On SQLite, statement 3: a retry of a FAILED chunk waits until no process of the
+    failed run lives."""
+    from hosts import alive
+    from test_hosts import _one_job
+    from test_lease import HELPER, JOB, RETRY, _ledger, _pid
+
+    _one_job(cli, tmp_path, JOB + HELPER + "\nexit 1")
+    cli.ok("dml", RETRY)
+    assert cli.runjob("./work.sh").code == 1
+    helper = _pid(tmp_path, "helper.pid")
+    try:
+        assert "no suitable data" in cli.runjob("./work.sh").out  # the retry waits
+        cli.ok("dml", "update run set token = 'something else'")
+        cli.runjob("./work.sh")
+        assert alive(helper)
+        assert not [line for line in _ledger(tmp_path) if line.startswith("OVERLAP")]
+    finally:
+        (tmp_path / "go").touch()
