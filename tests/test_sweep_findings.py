@@ -7,6 +7,7 @@ the fault is fixed, and then fails (XPASS) to say the mark must go.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,30 @@ def test_a_token_rewritten_by_a_store_writer_never_starts_a_chunk_beside_its_hel
         assert not [line for line in _ledger(tmp_path) if line.startswith("OVERLAP")]
     finally:
         (tmp_path / "go").touch()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the finish moves the output into the chunk before its COMMIT: when the COMMIT "
+    "fails (here the store's disk is full) the run is not READY (later FAILED, abandoned) "
+    "but its output stays published",
+)
+def test_a_finish_whose_commit_fails_never_publishes(cli, tmp_path):
+    """Fenced output, statement 1: a run that fails never replaces the chunk."""
+    from support import mounted
+
+    small = tmp_path / "small"
+    small.mkdir()
+    with mounted("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)):
+        cli.env["DATAFLOW_DB"] = str(small / "dataflow.db")
+        lake = _register(cli, tmp_path)
+        (tmp_path / "content").write_text("first")
+        # the job writes its chunk, then fills the store's disk, and ends well
+        script(tmp_path, "work.sh", JOB + f"head -c 2000000 /dev/zero > {small}/filler || true")
+        finish = cli.runjob("./work.sh")
+        assert finish.code != 0 and "the store" in finish.err, finish
+        (small / "filler").unlink()
+        cli.ok("recover")
+        with sqlite3.connect(small / "dataflow.db") as conn:
+            assert conn.execute("select status from run").fetchall() == [("FAILED",)]
+        assert not (lake / "dst" / "dataid=7").exists()
