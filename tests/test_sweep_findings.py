@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dataflow import layout
-from support import rows, script, wait_for
+from support import ADDRESSES, BOUND, rows, script, two_hosts, wait_for
 
 # the job: writes the content of the file "content" into its chunk of every OUT dataset
 # (found as a Spark job finds it), optionally with a twist named by the file "twist"
@@ -26,6 +26,18 @@ for name in $(cat outs); do
     if [ "$(cat twist 2>/dev/null)" = "attempt-dir-in-$name" ]; then mkdir "$out/_ATTEMPT"; fi
 done
 """
+
+
+@pytest.fixture
+def pair(store_kind, tmp_path, request):
+    """Host A and host B of the store (on SQLite two names on this one host), as in
+    test_lease."""
+    address = request.getfixturevalue("pg_database") if store_kind == "postgres" else None
+    address = address or tmp_path / "dataflow.db"
+    found = two_hosts(tmp_path, address, BOUND, own_state=store_kind == "postgres")
+    ADDRESSES[tmp_path] = address
+    yield found
+    ADDRESSES.pop(tmp_path, None)
 
 
 def _register(cli, tmp_path: Path, outs: tuple[str, ...] = ("dst",)) -> Path:
@@ -418,3 +430,40 @@ def test_purge_of_a_row_naming_a_folder_in_the_log_folder_ends_in_one_line(cli, 
     purged = cli.utility("purge")
     assert "Traceback" not in purged.err, purged.err
     assert folder.is_dir()
+
+
+@pytest.mark.both_stores
+@pytest.mark.xfail(
+    strict=True,
+    reason="liveness is the chunk lock or the token, never the job's process group: a "
+    "child that drops DATAFLOW_RUN and closes its descriptors but stays in the job's "
+    "process group is not seen, although the boundary says a process must also leave "
+    "the group to escape",
+)
+def test_a_process_in_the_jobs_group_keeps_its_chunk_live(pair, tmp_path):
+    """The boundary: only a process that clears its environment *and* closes the lock's
+    descriptor *and* leaves the job's process group is not seen (statements 1 and 5)."""
+    import sys
+
+    from hosts import alive
+    from test_hosts import _one_job
+    from test_lease import JOB, _ledger
+
+    a, b = pair
+    child = (  # no setsid: it stays in the job's process group
+        f"(exec env -u DATAFLOW_RUN {sys.executable} -c 'import os, time\n"
+        "os.closerange(3, 9); os.closerange(10, 65536)\n"
+        'open("child.pid", "w").write(f"{os.getpid()}\\n")\n'
+        'while not os.path.exists("go"): time.sleep(0.1)\' </dev/null >/dev/null 2>&1) &\n'
+        "until [ -s child.pid ]; do sleep 0.05; done\n"
+    )
+    _one_job(a, tmp_path, JOB + child)
+    assert a.runjob("./work.sh").code == 0
+    pid = int((tmp_path / "child.pid").read_text())
+    try:
+        assert alive(pid)
+        a.utility("resubmit", "work", "1")
+        b.runjob("./work.sh")
+        assert not [x for x in _ledger(tmp_path) if x.startswith("OVERLAP")]
+    finally:
+        (tmp_path / "go").touch()
