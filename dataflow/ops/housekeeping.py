@@ -41,7 +41,7 @@ def purge(
     if not dry_run:  # the rows are gone for good: now their files, in the log folder only
         for run in runs:
             path = logs.own(store.files, run)
-            if path is not None:
-                with contextlib.suppress(FileNotFoundError):
+            if path is not None:  # a row naming a folder there (a store writer's) is skipped
+                with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
                     os.unlink(path)
     return runs

@@ -238,9 +238,13 @@ def _busy(store: Store, job: Job, dataid: str) -> bool:
     readers = store.readers(job.outputs, dataid)
     if any(liveness.is_live(store, reader, dataid) for reader in readers):
         return True
-    if store.shared:  # a shared store's lease covers them (see liveness.take)
-        return False
-    return liveness.is_live(store, job.jobid, dataid)
+    if not store.shared:
+        return liveness.is_live(store, job.jobid, dataid)
+    # a shared store's lease covers other hosts' processes (see liveness.take); this
+    # host's are looked at too: a helper whose keeper was killed after RunJob ended
+    last = store.last_run(job.jobid, dataid)
+    token = {liveness.run_token(store, last): (job.jobid, dataid)} if last else {}
+    return bool(processes.chunks_alive(token, store.identity))
 
 
 def _mark(
