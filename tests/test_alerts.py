@@ -194,6 +194,16 @@ def test_the_store_wide_default_mails_a_validation_failure_and_an_abandoned_chun
     assert b"Subject: dataflow: work 2 abandoned" in smtp.mails[1]
 
 
+def test_a_run_found_dead_by_utility_recover_is_alerted(chain, tmp_path, hook):
+    _pipeline(chain, tmp_path)
+    chain.ok("set", "work", f"alerts={hook.url}")
+    chain.ok("forcejob", "work", "2")  # RUNNING, and no process of it lives
+    recovered = chain.ok("recover")
+    assert "1 abandoned chunk recovered" in recovered.out, recovered
+    assert _titles(hook.got) == ["dataflow: work 2 abandoned"]
+    _no_secret(recovered)
+
+
 def test_a_fenced_finish_is_alerted(chain, tmp_path, hook):
     _pipeline(chain, tmp_path)
     script(tmp_path, "slow.sh", "while [ ! -e go ]; do sleep 0.05; done")

@@ -276,6 +276,8 @@ def recover(options: argparse.Namespace) -> int:
         with store.transaction():
             dead = claims.recover(store, options.jobid)
         runs = [store.last_run(*chunk) for chunk in dead]
+        for problem in alerts.recovered_dead(store, dead):  # after the commit
+            warn(problem)
     for (jobid, dataid), last in zip(dead, runs, strict=True):
         where = f" ({liveness.where(store, last)})" if last else ""
         say(f"{jobid} {dataid}: its run{where} died; marked FAILED (abandoned)")
