@@ -24,7 +24,7 @@ from measure import MET, MISSED, Config, Dist, Row, Section, verdict
 
 from dataflow.run import lifecycle
 from dataflow.store import open_store
-from dataflow.store.sqlite.connection import BUSY_TIMEOUT_S
+from dataflow.store.address import busy_timeout
 
 TARGET = 0.5  # claim throughput / raw throughput, at every process count
 JOB = "work"
@@ -64,8 +64,8 @@ def _claimer(db: str, tickets, barrier, results) -> None:
 
 
 def _raw_writer(db: str, tickets, barrier, results) -> None:
-    conn = sqlite3.connect(db, isolation_level=None, timeout=BUSY_TIMEOUT_S)
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    conn = sqlite3.connect(db, isolation_level=None, timeout=busy_timeout())
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout() * 1000)}")
     conn.execute("PRAGMA synchronous = FULL")
     me = os.getpid()
     barrier.wait()

@@ -4,8 +4,8 @@ Environment:
   BENCH_QUICK=1        reduced sizes and repeats, for a smoke run (~1-2 min);
                        RESULTS.md and README are then left alone unless BENCH_WRITE=1
   BENCH_ONLY=a,b       only these benchmarks (runjob, claim, contention, spark, sparkdrain,
-                       streaming, serve, views, drain, postgres); also leaves the files
-                       alone unless BENCH_WRITE=1
+                       streaming, serve, views, drain, postgres, peers); also leaves the
+                       files alone unless BENCH_WRITE=1
   BENCH_SIZES=...      claim benchmark store sizes in rows, e.g. 10000,100000
   BENCH_TMP=DIR        where scratch stores go (default: the system temp folder; must
                        be a local disk, as for a real store)
@@ -24,6 +24,7 @@ from pathlib import Path
 import bench_claim
 import bench_contention
 import bench_drain
+import bench_peers
 import bench_postgres
 import bench_runjob
 import bench_serve
@@ -44,6 +45,7 @@ BENCHMARKS = (
     ("views", bench_drain.bench_views),
     ("drain", bench_drain.bench_drain),
     ("postgres", bench_postgres.bench),
+    ("peers", bench_peers.bench),
 )
 
 
