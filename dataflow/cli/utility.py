@@ -8,7 +8,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import UsageError
-from ..ops import copystore
+from ..ops import copystore, housekeeping
 from ..run import alerts, claims, lifecycle, liveness, logs, sparkconnect
 from ..store import create_store, files_of, locate, now, refuse_if_moved, same_store, shown
 from . import (  # noqa: F401  (they register commands)
@@ -276,7 +276,7 @@ def recover(options: argparse.Namespace) -> int:
         with store.transaction():
             dead = claims.recover(store, options.jobid)
         runs = [store.last_run(*chunk) for chunk in dead]
-        for problem in alerts.recovered_dead(store, dead):  # after the commit
+        for problem in housekeeping.alert_recovered(store, dead):  # after the commit
             warn(problem)
     for (jobid, dataid), last in zip(dead, runs, strict=True):
         where = f" ({liveness.where(store, last)})" if last else ""

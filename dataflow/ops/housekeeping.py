@@ -12,8 +12,9 @@ import math
 import os
 from datetime import timedelta
 
-from ..errors import UsageError
-from ..run import liveness, logs
+from ..errors import DataflowError, UsageError
+from ..run import alerts, lifecycle, liveness, logs
+from ..run.drain import Event
 from ..store import Row, Store
 
 MAX_DAYS = 36_500  # a century: more is a typo, and past ~2.7 million days dates overflow
@@ -45,3 +46,20 @@ def purge(
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
                     os.unlink(path)
     return runs
+
+
+def alert_recovered(store: Store, chunks: list[tuple[str, str]]) -> list[str]:
+    """Alert of chunks whose run was found dead outside a drain (``utility recover``):
+    one message per job; returns the warnings of those not sent."""
+    problems = []
+    for jobid in dict.fromkeys(jobid for jobid, _ in chunks):
+        try:
+            pager = alerts.Pager(store, lifecycle.load_job(store, jobid))
+        except DataflowError:  # no longer registered: nobody to tell
+            continue
+        for job, dataid in chunks:
+            if job == jobid:
+                pager.see(Event("abandoned", dataid))
+        if problem := pager.send():
+            problems.append(problem)
+    return problems

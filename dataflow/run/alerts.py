@@ -231,24 +231,3 @@ def test(urls: list[str], where: str) -> list[Delivery]:
     """``utility notify-test``: a test message to each URL."""
     body = f"A test alert from dataflow on {liveness.host_name()}, {where}."
     return deliver(urls, "dataflow: test alert", body)
-
-
-def recovered_dead(store: Store, chunks: list[tuple[str, str]]) -> list[str]:
-    """Alert of chunks whose run was found dead outside a drain (``utility recover``):
-    one message per job; returns the warnings of those not sent."""
-    from ..errors import DataflowError
-    from .drain import Event
-    from .lifecycle import load_job
-
-    problems = []
-    for jobid in dict.fromkeys(jobid for jobid, _ in chunks):
-        try:
-            pager = Pager(store, load_job(store, jobid))
-        except DataflowError:  # no longer registered: nobody to tell
-            continue
-        for job, dataid in chunks:
-            if job == jobid:
-                pager.see(Event("abandoned", dataid))
-        if problem := pager.send():
-            problems.append(problem)
-    return problems
