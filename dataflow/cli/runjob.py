@@ -11,12 +11,11 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import DriverFailed, UsageError
-from ..run import alerts, claims, jobenv, keeper, lifecycle, runner, sparkconnect, sparksubmit
-from ..run.drain import Drain, Event, Summary
-from ..run.driven import DriverDrain
+from ..run import alerts, claims, jobenv, keeper, launch, lifecycle, runner, sparkconnect
 from ..store import Store, locate, open_store
 from ..store.address import for_job
-from . import guarded, printable, say, seed_passkey_given, stamp, text_arguments, warn
+from . import guarded, say, seed_passkey_given, stamp, text_arguments, warn
+from .report import Report, live
 
 USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]
        RunJob [--db PATH] --all [--parallel N] FOLDER"""
@@ -41,11 +40,9 @@ EXIT_CODES = """exit codes:
   128+n    RunJob, or the job, was stopped by signal n
 """
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# what spark-submit runs for a job with an entry point (a path: not imported here)
 STORE_ENV = (
     "DATAFLOW_DB"  # the store, as the job gets it (a file's absolute path, a URL without password)
 )
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sparkmain.py")
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -107,127 +104,11 @@ def _seed_passkey(options: argparse.Namespace) -> str | None:
     return passkey
 
 
-class Report:
-    """Prints a run's events: the seed's lines for one chunk, a line or a bar per chunk in a drain."""
-
-    def __init__(self, script: str, jobid: str, drain: bool):
-        self.script, self.jobid, self.drain = script, jobid, drain
-        self.bar = drain and sys.stdout.isatty()
-        self.left = lambda: 0
-        self.summary: Summary | None = None
-        self.lost_said: set[str] = set()  # output destinations already reported as failed
-
-    def __call__(self, event: Event) -> None:
-        kind = event.kind
-        if kind == "ended" and set(event.outcome.lost) - self.lost_said:
-            self.lost_said.update(event.outcome.lost)
-            warn(
-                f"{self.jobid} {event.dataid}: output not written to "
-                f"{', '.join(event.outcome.lost)} (recorded in its history)"
-            )
-        if kind == "abandoned":
-            self._line(
-                f"{stamp()}: chunk {event.dataid} of {self.jobid} belonged to a dead run; "
-                "marked FAILED (abandoned)"
-            )
-        elif kind in ("fenced", "store"):
-            warn(event.status)
-        elif kind == "unusable":
-            warn(
-                f"dataid '{printable(event.dataid)}' of {self.jobid} cannot name a chunk (a NUL byte, or bytes "
-                "that are not UTF-8): skipped; correct or delete its rows"
-            )
-        elif kind == "cap_full":
-            self._line(
-                f"{stamp()}: {_live(event.live, self.jobid)} (max_parallel "
-                f"{event.cap}). Not starting another"
-            )
-        elif self.drain:
-            if kind == "ended":
-                self._drain_line(event)
-            elif self.bar:
-                self._draw_bar()
-        elif kind == "launch":
-            say(f"{stamp()}: Launching {self.script} with dataid {event.dataid}")
-        elif kind == "ending":
-            verb = "is complete" if event.status == lifecycle.READY else "has failed"
-            if event.outcome.validation == "failed" and event.outcome.returncode == 0:
-                verb = "has failed validation"
-            say(f"{stamp()}: Job {self.script} {verb}. Updating status")
-        elif kind == "ended":
-            updated, released = event.counts
-            say(
-                f"{updated} rows updated to {event.status} for {self.jobid} and {event.dataid} "
-                f"{released} IN file-local locks released"
-            )
-
-    def _line(self, text: str) -> None:
-        if self.bar:
-            sys.stdout.write("\r\033[K")
-        say(text)
-
-    def _drain_line(self, event: Event) -> None:
-        if self.bar:
-            self._draw_bar()
-            return
-        outcome, claim = event.outcome, event.claim
-        text = (
-            f"{stamp()}: {self.jobid} {event.dataid} {event.status} "
-            f"(attempt {claim.attempt}, {outcome.duration:.1f} s)"
-        )
-        if not outcome.ok:
-            text += f" {outcome.reason}; log: {claim.logpath}"
-        say(text)
-
-    def _draw_bar(self) -> None:
-        s = self.summary
-        left = self.left()
-        done = s.ready + s.failed
-        total = max(done + s.running + left, 1)
-        filled = int(30 * done / total)
-        rate = done / s.elapsed if s.elapsed > 0 else 0.0
-        eta = f"{int((left + s.running) / rate)} s" if rate else "?"
-        sys.stdout.write(
-            f"\r\033[K{printable(self.jobid)} [{'#' * filled}{'.' * (30 - filled)}] done {s.ready} "
-            f"failed {s.failed} running {s.running} left {left} {rate:.1f}/s ETA {eta}"
-        )
-        sys.stdout.flush()
-
-    def finish(self, summary: Summary, left: int) -> None:
-        if self.bar:
-            sys.stdout.write("\n")
-        if summary.started == 0 and not summary.cap_full and not summary.interrupted:
-            say(f"{stamp()}: no suitable data available for job. Not running it")
-        elif self.drain:
-            rate = (summary.ready + summary.failed) / summary.elapsed if summary.elapsed else 0
-            say(
-                f"{stamp()}: {self.jobid}: {summary.ready} READY, {summary.failed} FAILED "
-                f"in {summary.elapsed:.1f} s ({rate:.1f}/s); {left} waiting"
-            )
-
-
-def _live(count: int, jobid: str) -> str:
-    return f"{count} run of {jobid} is live" if count == 1 else f"{count} runs of {jobid} are live"
-
-
-def _remote(path: str, job: lifecycle.Job, env: jobenv.JobEnv) -> str | None:
-    """The Spark Connect server of a ``.py`` job (``$SPARK_REMOTE``, else its setting
-    ``spark_remote``), put in the job's environment, its token among the secrets."""
-    if not sparksubmit.is_spark_job(path):
-        return None
-    remote = sparkconnect.remote({"spark_remote": job.settings.spark_remote}, os.environ)
-    if remote:
-        env.variables[sparkconnect.REMOTE_ENV] = remote
-        env.secrets += sparkconnect.secrets(remote)
-    return remote
-
-
-def _dry_run(
-    store: Store, job: lifecycle.Job, env: jobenv.JobEnv, argv: list[str], remote: str | None
-) -> int:
+def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, plan: launch.Plan) -> int:
+    argv, remote = plan.argv, plan.remote
     result = claims.claim(store, job, command=shlex.join(argv), dry_run=True)
     if result.cap_full:
-        say(f"{_live(result.live, job.jobid)} (max_parallel {result.cap}): would not start")
+        say(f"{live(result.live, job.jobid)} (max_parallel {result.cap}): would not start")
         return 0
     if result.claim is None:
         say(f"{stamp()}: no suitable data available for job. Not running it")
@@ -274,76 +155,25 @@ def run(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
         env.variables[STORE_ENV] = for_job(locate(options.db))  # the store it runs for
-        spark_args = {"spark_args": job.settings.spark_args}
-        remote = _remote(path, job, env)
-        if remote:  # a Spark Connect client: this Python runs it, the server does the work
-            submission, entry = None, sparksubmit.has_entry_point(path)
-            launcher = (LAUNCHER, "chunk") if entry else (LAUNCHER, "client")
-            argv = sparkconnect.client_argv(path, options.args, launcher)
-        else:
-            # a .py job runs through spark-submit, followed on its cluster if it has one;
-            # with def run(spark, job) its chunks run inside a driver here (client mode)
-            argv, submission = sparksubmit.plan(path, options.args, spark_args)
-            entry = bool(submission) and not submission.cluster
-            entry = entry and sparksubmit.has_entry_point(path)
-            if entry:
-                argv = sparksubmit.launcher_argv(
-                    [LAUNCHER, "chunk"], path, options.args, spark_args
-                )
+        plan = launch.plan(path, options.args, job, env)
         if options.dry_run:
-            return _dry_run(store, job, env, argv, remote)
-        if remote:
-            sparkconnect.check(script, remote)  # a server that is down costs no attempt
-        run_with = runner.Run
-        if submission is not None:
-            from ..run import sparkrun  # only for a .py job
-
-            run_with = sparkrun.runner_for(submission, env.variables)
+            return _dry_run(store, job, env, plan)
+        plan.check(script)
         claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
         pager = alerts.Pager(store, job)  # told of every event, it sends when the drain ends
         validate = [runner.resolve(options.validate, submitted=False)] if options.validate else None
-        # one Spark driver (or Connect client) for every chunk; none when there is no work:
-        # a chunk that turns up meanwhile is run by a job process of its own
-        if entry and drain_mode and claims.anything_to_do(store, job):
-            if remote:
-
-                def launch(driver: list[str]) -> list[str]:
-                    return sparkconnect.client_argv(
-                        path, options.args, [LAUNCHER, "drain", *driver]
-                    )
-            else:
-
-                def launch(driver: list[str]) -> list[str]:
-                    return sparksubmit.launcher_argv(
-                        [LAUNCHER, "drain", *driver], path, options.args, spark_args
-                    )
-
-            drain = DriverDrain(
-                store,
-                locate(options.db),
-                job,
-                env,
-                launch,
-                parallel=options.parallel or 1,
-                command=shlex.join(launch([])),  # for the history: less the driver's options
-                notify=pager.watch(report),
-                validate=validate,
-                role="Spark Connect client" if remote else "Spark driver",
-            )
-        else:
-            drain = Drain(
-                store,
-                job,
-                env,
-                argv,
-                parallel=options.parallel or 1,
-                limit=None if drain_mode else 1,
-                echo=not drain_mode,
-                notify=pager.watch(report),
-                validate=validate,
-                run_with=run_with,
-            )
+        drain = launch.drain(
+            plan,
+            store,
+            locate(options.db),
+            job,
+            env,
+            every=drain_mode,
+            parallel=options.parallel or 1,
+            notify=pager.watch(report),
+            validate=validate,
+        )
         report.summary, report.left = drain.summary, drain.left
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}
         try:

@@ -1,0 +1,138 @@
+"""What RunJob prints of a run's events: the seed's lines for one chunk; a line (or, on
+a terminal, a progress bar) per chunk for a drain. Each event kind has its handler."""
+
+from __future__ import annotations
+
+import sys
+
+from ..run import lifecycle
+from ..run.drain import Event, Summary
+from . import printable, say, stamp, warn
+
+
+def live(count: int, jobid: str) -> str:
+    return f"{count} run of {jobid} is live" if count == 1 else f"{count} runs of {jobid} are live"
+
+
+class Report:
+    """Told every event of a drain (``report(event)``), then its end (``finish``)."""
+
+    def __init__(self, script: str, jobid: str, drain: bool):
+        self.script, self.jobid, self.drain = script, jobid, drain
+        self.bar = drain and sys.stdout.isatty()
+        self.left = lambda: 0
+        self.summary: Summary | None = None
+        self.lost_said: set[str] = set()  # output destinations already reported as failed
+        self.handlers = {
+            "abandoned": self._abandoned,
+            "fenced": self._warn_status,
+            "store": self._warn_status,
+            "unusable": self._unusable,
+            "cap_full": self._cap_full,
+            "launch": self._launch,
+            "ending": self._ending,
+            "ended": self._ended,
+        }
+
+    def __call__(self, event: Event) -> None:
+        self.handlers.get(event.kind, self._progress)(event)
+
+    def _abandoned(self, event: Event) -> None:
+        self._line(
+            f"{stamp()}: chunk {event.dataid} of {self.jobid} belonged to a dead run; "
+            "marked FAILED (abandoned)"
+        )
+
+    def _warn_status(self, event: Event) -> None:
+        warn(event.status)
+
+    def _unusable(self, event: Event) -> None:
+        warn(
+            f"dataid '{printable(event.dataid)}' of {self.jobid} cannot name a chunk (a NUL "
+            "byte, or bytes that are not UTF-8): skipped; correct or delete its rows"
+        )
+
+    def _cap_full(self, event: Event) -> None:
+        self._line(
+            f"{stamp()}: {live(event.live, self.jobid)} (max_parallel {event.cap}). "
+            "Not starting another"
+        )
+
+    def _progress(self, event: Event) -> None:
+        if self.bar:
+            self._draw_bar()
+
+    def _launch(self, event: Event) -> None:
+        if self.drain:
+            self._progress(event)
+        else:
+            say(f"{stamp()}: Launching {self.script} with dataid {event.dataid}")
+
+    def _ending(self, event: Event) -> None:
+        if self.drain:
+            self._progress(event)
+            return
+        verb = "is complete" if event.status == lifecycle.READY else "has failed"
+        if event.outcome.validation == "failed" and event.outcome.returncode == 0:
+            verb = "has failed validation"
+        say(f"{stamp()}: Job {self.script} {verb}. Updating status")
+
+    def _ended(self, event: Event) -> None:
+        if lost := set(event.outcome.lost) - self.lost_said:
+            self.lost_said.update(lost)
+            warn(
+                f"{self.jobid} {event.dataid}: output not written to "
+                f"{', '.join(event.outcome.lost)} (recorded in its history)"
+            )
+        if self.drain:
+            self._drain_line(event)
+        else:
+            updated, released = event.counts
+            say(
+                f"{updated} rows updated to {event.status} for {self.jobid} and {event.dataid} "
+                f"{released} IN file-local locks released"
+            )
+
+    def _line(self, text: str) -> None:
+        if self.bar:
+            sys.stdout.write("\r\033[K")
+        say(text)
+
+    def _drain_line(self, event: Event) -> None:
+        if self.bar:
+            self._draw_bar()
+            return
+        outcome, claim = event.outcome, event.claim
+        text = (
+            f"{stamp()}: {self.jobid} {event.dataid} {event.status} "
+            f"(attempt {claim.attempt}, {outcome.duration:.1f} s)"
+        )
+        if not outcome.ok:
+            text += f" {outcome.reason}; log: {claim.logpath}"
+        say(text)
+
+    def _draw_bar(self) -> None:
+        s = self.summary
+        left = self.left()
+        done = s.ready + s.failed
+        total = max(done + s.running + left, 1)
+        filled = int(30 * done / total)
+        rate = done / s.elapsed if s.elapsed > 0 else 0.0
+        eta = f"{int((left + s.running) / rate)} s" if rate else "?"
+        sys.stdout.write(
+            f"\r\033[K{printable(self.jobid)} [{'#' * filled}{'.' * (30 - filled)}] done {s.ready} "
+            f"failed {s.failed} running {s.running} left {left} {rate:.1f}/s ETA {eta}"
+        )
+        sys.stdout.flush()
+
+    def finish(self, summary: Summary, left: int) -> None:
+        if self.bar:
+            sys.stdout.write("\n")
+        if summary.started == 0 and not summary.cap_full and not summary.interrupted:
+            say(f"{stamp()}: no suitable data available for job. Not running it")
+        elif self.drain:
+            rate = (summary.ready + summary.failed) / summary.elapsed if summary.elapsed else 0
+            say(
+                f"{stamp()}: {self.jobid}: {summary.ready} READY, {summary.failed} FAILED "
+                f"in {summary.elapsed:.1f} s ({rate:.1f}/s); {left} waiting"
+            )

@@ -1,0 +1,130 @@
+"""What RunJob executes for a script, and which drain runs it: the launch plan.
+
+- a plain script runs as itself, a job process per chunk;
+- a ``.py`` job runs through ``spark-submit`` (followed on its cluster if it has one);
+- a ``.py`` job that defines ``def run(spark, job)`` is called by the launcher
+  (``sparkmain.py``): per chunk, or for a whole drain by one Spark driver;
+- with a Spark Connect server (``$SPARK_REMOTE``, else the job's ``spark_remote``
+  setting) the same, as a Python client of that server instead of spark-submit.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..store import Store
+from ..store.address import Address
+from . import claims, sparkconnect, sparksubmit
+from .drain import Drain, Event
+from .driven import DriverDrain
+from .jobenv import JobEnv
+from .lifecycle import Job
+from .runner import Run
+
+# the launcher spark-submit (or a Connect client's Python) runs to call an entry point:
+# a path, never imported here
+LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "cli", "sparkmain.py")
+
+
+@dataclass
+class Plan:
+    """How one script is launched."""
+
+    script: str  # its resolved path
+    args: Sequence[str]
+    spark_args: dict[str, str]  # the job's spark_args setting, for spark-submit
+    remote: str | None  # the Spark Connect server it is a client of
+    entry: bool  # it defines run(spark, job), called in a driver of ours
+    argv: list[str]  # what runs one chunk
+    run_with: Callable[..., Run]  # what starts that argv (a SparkRun follows a cluster)
+
+    @property
+    def role(self) -> str:
+        return "Spark Connect client" if self.remote else "Spark driver"
+
+    def driver(self, options: Sequence[str]) -> list[str]:
+        """The command of one driver (or Connect client) that drains the job's chunks."""
+        launcher = [LAUNCHER, "drain", *options]
+        if self.remote:
+            return sparkconnect.client_argv(self.script, self.args, launcher)
+        return sparksubmit.launcher_argv(launcher, self.script, self.args, self.spark_args)
+
+    def check(self, script: str) -> None:
+        """A Spark Connect server that does not answer costs no attempt: refused now."""
+        if self.remote:
+            sparkconnect.check(script, self.remote)
+
+
+def plan(path: str, args: Sequence[str], job: Job, env: JobEnv) -> Plan:
+    """The launch plan of the script at ``path`` for ``job``; a Connect server's URL is
+    put in the job's environment, its token among the secrets."""
+    spark_args = {"spark_args": job.settings.spark_args}
+    remote = None
+    if sparksubmit.is_spark_job(path):
+        remote = sparkconnect.remote({"spark_remote": job.settings.spark_remote}, os.environ)
+    if remote:  # this Python runs the client, the server does the work
+        env.variables[sparkconnect.REMOTE_ENV] = remote
+        env.secrets += sparkconnect.secrets(remote)
+        entry = sparksubmit.has_entry_point(path)
+        launcher = (LAUNCHER, "chunk" if entry else "client")
+        argv = sparkconnect.client_argv(path, args, launcher)
+        return Plan(path, args, spark_args, remote, entry, argv, Run)
+    # a .py job runs through spark-submit, followed on its cluster if it has one; with
+    # def run(spark, job) its chunks run inside a driver here (client mode)
+    argv, submission = sparksubmit.plan(path, args, spark_args)
+    entry = bool(submission) and not submission.cluster and sparksubmit.has_entry_point(path)
+    if entry:
+        argv = sparksubmit.launcher_argv([LAUNCHER, "chunk"], path, args, spark_args)
+    run_with: Callable[..., Run] = Run
+    if submission is not None:
+        from . import sparkrun  # only for a .py job
+
+        run_with = sparkrun.runner_for(submission, env.variables)
+    return Plan(path, args, spark_args, None, entry, argv, run_with)
+
+
+def drain(
+    launch: Plan,
+    store: Store,
+    address: Address,
+    job: Job,
+    env: JobEnv,
+    *,
+    every: bool,
+    parallel: int,
+    notify: Callable[[Event], None],
+    validate: list[str] | None,
+) -> Drain | DriverDrain:
+    """The drain that runs the job's chunks: one (``every`` false) or all of them.
+
+    A job with an entry point drains in one Spark driver (or Connect client), started
+    only when there is work: a chunk that turns up meanwhile is run by a job process of
+    its own, at the cost of a shell job."""
+    if launch.entry and every and claims.anything_to_do(store, job):
+        return DriverDrain(
+            store,
+            address,
+            job,
+            env,
+            launch.driver,
+            parallel=parallel,
+            command=shlex.join(launch.driver([])),  # for the history: less the driver's options
+            notify=notify,
+            validate=validate,
+            role=launch.role,
+        )
+    return Drain(
+        store,
+        job,
+        env,
+        launch.argv,
+        parallel=parallel,
+        limit=None if every else 1,
+        echo=not every,
+        notify=notify,
+        validate=validate,
+        run_with=launch.run_with,
+    )
