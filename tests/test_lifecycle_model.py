@@ -168,7 +168,7 @@ class Lifecycle(RuleBasedStateMachine):
         deadline = time.monotonic() + 10  # a keeper lets the chunk go at its next look
         while liveness.is_live(self.store, jobid, dataid) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert counts == (1, len(JOBS[jobid][0]))
+        assert counts == (1, len(JOBS[jobid][0]), status)
         self.out[(jobid, dataid)] = status
 
     @precondition(lambda self: set(self.out) - set(self.live))
