@@ -31,17 +31,12 @@ def _one_job(cli, tmp_path, body, chunks=1):
     script(tmp_path, "work.sh", body)
 
 
-def _recovered_after(host, since: float, timeout: float) -> float:
-    """Seconds from ``since`` to the start of the ``utility recover`` on ``host`` that
-    recovered the chunk: the store's verdict, not how long a loaded machine takes to
-    start the command that asks for it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        asked = time.monotonic()
-        if "1 abandoned" in host.ok("recover").out:
-            return asked - since
-        time.sleep(0.2)
-    raise AssertionError(f"not recovered within {timeout} s")
+def _recovered_by(host, since: float, bound: float) -> bool:
+    """Does ``utility recover`` on ``host`` recover the chunk once ``bound`` seconds have
+    passed since ``since``? One look, after the bound: the store's verdict, however long
+    a loaded machine takes to start the command that asks for it."""
+    time.sleep(max(0.0, since + bound - time.monotonic()))
+    return "1 abandoned" in host.ok("recover").out
 
 
 def _status(tmp_path, dataid="1"):
@@ -121,7 +116,7 @@ def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(hosts, tmp_pa
     for pid in killed:
         os.kill(pid, signal.SIGKILL)
     runner.wait(timeout=10)
-    assert _recovered_after(b, time.monotonic(), timeout=BOUND + 30) <= BOUND
+    assert _recovered_by(b, time.monotonic(), BOUND)
     assert _status(tmp_path) == "FAILED"
     (run,) = rows(tmp_path, "select status, reason, host from run where jobid='work'")
     assert run == ("FAILED", "abandoned", "hostA")
@@ -166,8 +161,8 @@ def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound
         wait_for(lambda: (tmp_path / "beat").exists(), what="the job to start on host A")
         job = int((tmp_path / "job.pid").read_text())
         proxy.flowing.clear()  # host A is cut off: nothing passes, nothing closes
-        recovered = _recovered_after(b, time.monotonic(), timeout=BOUND + 30)
-        assert recovered <= BOUND + 2  # the bound after the keeper's last ping (1 s apart)
+        # the bound after the keeper's last ping (1 s apart)
+        assert _recovered_by(b, time.monotonic(), BOUND + 2)
         assert not alive(job), "host A's job still runs after host B took its chunk"
         last_beat = float((tmp_path / "beat").read_text() or 0)
         assert time.time() - last_beat > 0.5  # it stopped before, not just now
