@@ -4,6 +4,7 @@ a terminal, a progress bar) per chunk for a drain. Each event kind has its handl
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from ..run import lifecycle
 from ..run.drain import Event, Summary
@@ -125,7 +126,8 @@ class Report:
         )
         sys.stdout.flush()
 
-    def finish(self, summary: Summary, left: int) -> None:
+    def finish(self, summary: Summary, left: Callable[[], int]) -> None:
+        """The drain's last line; ``left()`` (a query) is asked only when it is printed."""
         if self.bar:
             sys.stdout.write("\n")
         if summary.started == 0 and not summary.cap_full and not summary.interrupted:
@@ -134,5 +136,5 @@ class Report:
             rate = (summary.ready + summary.failed) / summary.elapsed if summary.elapsed else 0
             say(
                 f"{stamp()}: {self.jobid}: {summary.ready} READY, {summary.failed} FAILED "
-                f"in {summary.elapsed:.1f} s ({rate:.1f}/s); {left} waiting"
+                f"in {summary.elapsed:.1f} s ({rate:.1f}/s); {left()} waiting"
             )

@@ -180,7 +180,7 @@ def run(options: argparse.Namespace) -> int:
             summary = drain.run()
         except DriverFailed:
             if drain.summary.started:  # what it did before it died
-                report.finish(drain.summary, drain.left())
+                report.finish(drain.summary, drain.left)
             raise
         finally:
             for sig, handler in previous.items():
@@ -188,7 +188,7 @@ def run(options: argparse.Namespace) -> int:
             keeper.close_all()
             if problem := pager.send():  # every status it tells of is committed
                 warn(problem)
-        report.finish(summary, drain.left())
+        report.finish(summary, drain.left)
     if summary.interrupted:
         return 128 + summary.interrupted
     if summary.fenced:
