@@ -244,7 +244,7 @@ def _busy(store: Store, job: Job, dataid: str) -> bool:
     # host's are looked at too: a helper whose keeper was killed after RunJob ended
     last = store.last_run(job.jobid, dataid)
     token = {liveness.run_token(store, last): (job.jobid, dataid)} if last else {}
-    return bool(processes.chunks_alive(token, store.identity))
+    return bool(processes.chunks_alive(token, store.identity, liveness.host_name()))
 
 
 def _mark(

@@ -19,6 +19,7 @@ import threading
 import time
 
 from ..store import Store
+from ..store.address import host_name
 from . import locks, processes
 
 PING_S = 2.0  # how often a keeper renews its heartbeats (more often under a bound below 12 s)
@@ -111,12 +112,13 @@ def say(line: str) -> None:
 
 
 def _gone(store: Store, chunks: dict[tuple[str, str], _Run | None]) -> list[tuple[str, str]]:
-    """The chunks no process of whose run lives here: its chunk lock free, its token
-    carried by no process (one look at the processes for all of them)."""
+    """The chunks no process of whose run lives here: its chunk lock free, no process
+    carrying its token nor the chunk's jobid, dataid and store (a helper that dropped
+    the token); one look at the processes for all of them."""
     free = [chunk for chunk in chunks if not locks.is_held(store.lockfile, *chunk)]
-    tokens = {run.token for chunk in free if (run := chunks[chunk]) is not None}
-    carried = processes.carrying(tokens) if tokens else set()
-    return [chunk for chunk in free if chunks[chunk] is None or chunks[chunk].token not in carried]
+    tokens = {run.token: chunk for chunk in free if (run := chunks[chunk]) is not None}
+    alive = processes.chunks_alive(tokens, store.identity, host_name()) if tokens else set()
+    return [chunk for chunk in free if chunks[chunk] is None or chunk not in alive]
 
 
 def _request(state: _State, line: str) -> str | None:

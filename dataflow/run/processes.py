@@ -25,6 +25,8 @@ from collections.abc import Iterable
 
 VARIABLE = "DATAFLOW_RUN"
 STORE_VARIABLE = "DATAFLOW_STORE"  # the store a job's chunk is of (Store.identity)
+HOST_VARIABLE = "DATAFLOW_HOST"  # the host a process was started for, when it names one
+HOST_PREFIX = f"{HOST_VARIABLE}=".encode()
 
 
 def new_token() -> str:
@@ -67,13 +69,20 @@ def carrying(tokens: set[str]) -> set[str]:
     return found
 
 
-def chunks_alive(tokens: dict[str, tuple[str, str]], store: str) -> set[tuple[str, str]]:
+def chunks_alive(
+    tokens: dict[str, tuple[str, str]], store: str, host: str | None = None
+) -> set[tuple[str, str]]:
     """Those chunks (jobid, dataid) of ``tokens`` (a run's token: its chunk) of which a
     process lives on this host: one carrying the run's token, or one whose environment
     holds the chunk's ``jobid`` and ``dataid`` and the identity of ``store``, whatever
     token it carries (a store writer may rewrite or delete a run's history row; a process
-    keeps its own environment). One look at the processes."""
+    keeps its own environment). One look at the processes.
+
+    With ``host`` (a shared store's name of this host), a process whose environment
+    names another host in ``DATAFLOW_HOST`` is that host's: its lease speaks for it (two
+    hosts declared on one machine see each other's processes here, not their leases)."""
     wanted = {f"{VARIABLE}={t}".encode(): chunk for t, chunk in tokens.items()}
+    ours_host = f"{HOST_VARIABLE}={host}".encode() if host is not None else None
     identities = {
         (f"jobid={j}".encode(), f"dataid={d}".encode()): (j, d) for j, d in wanted.values()
     }
@@ -90,15 +99,22 @@ def chunks_alive(tokens: dict[str, tuple[str, str]], store: str) -> set[tuple[st
             continue
         job = data = b""
         mine = False
+        carried: set[tuple[str, str]] = set()
+        elsewhere = False
         for variable in variables:
             if variable in wanted:
-                found.add(wanted[variable])
+                carried.add(wanted[variable])
+            elif ours_host is not None and variable.startswith(HOST_PREFIX):
+                elsewhere = variable != ours_host
             elif variable.startswith(b"jobid="):
                 job = variable
             elif variable.startswith(b"dataid="):
                 data = variable
             elif variable == ours:
                 mine = True
+        if elsewhere:
+            continue
+        found |= carried
         if mine and (job, data) in identities:
             found.add(identities[job, data])
         if len(found) == len(identities):
