@@ -160,6 +160,8 @@ def test_waves_become_chunks_consumed_downstream_and_a_killed_stream_resumes(cli
     (cli.cwd / "slow").unlink()
     second = Stream(cli, "second")
     wait_ready(cli, ["3"], second)
+    # chunk 3's callback comes after its READY: not to be the one that dies below
+    wait_for(lambda: "chunk 3 " in second.log.read_text(), timeout=120, what="chunk 3's callback")
 
     # killed right after chunk 4 is READY, before Spark committed the batch: the replay
     # leaves chunk 4 as it is, and the next items are chunk 5
