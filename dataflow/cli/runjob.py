@@ -18,7 +18,8 @@ from ..store import Store, locate, open_store
 from ..store.address import for_job
 from . import guarded, printable, say, seed_passkey_given, stamp, text_arguments, warn
 
-USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]
+USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--batch K] [--validate CHECK] [--dry-run]
+              SCRIPT [ARGS...]
        RunJob [--db PATH] --all [--parallel N] FOLDER"""
 DESCRIPTION = """\
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
@@ -79,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="run up to N chunks at once (implies --all)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="K",
+        help="a .py job with def run_batch(spark, batch): run up to K chunks per call "
+        "(implies --all; default: the job's batch setting, else 10)",
     )
     parser.add_argument(
         "--validate",
@@ -267,9 +276,11 @@ def run(options: argparse.Namespace) -> int:
     script = options.script
     jobid = runner.job_name(script)
     path = runner.resolve(script)
-    drain_mode = options.all or options.parallel is not None
+    drain_mode = options.all or options.parallel is not None or options.batch is not None
     if options.parallel is not None and options.parallel < 1:
         raise UsageError("--parallel needs a number >= 1")
+    if options.batch is not None and options.batch < 1:
+        raise UsageError("--batch needs a number >= 1")
     with open_store(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
@@ -326,6 +337,7 @@ def run(options: argparse.Namespace) -> int:
                 env,
                 launch,
                 parallel=options.parallel or 1,
+                batch=options.batch or 0,
                 command=shlex.join(launch([])),  # for the history: less the driver's options
                 notify=pager.watch(report),
                 validate=validate,

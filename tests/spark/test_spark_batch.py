@@ -1,0 +1,163 @@
+"""Many chunks per Spark query (``def run_batch(spark, batch)``), each still its own chunk:
+the same output as chunk by chunk, its own claim, history row, log and status; a
+poisoned chunk fails alone, and the chunks batched with it use no retry."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dataflow.layout import chunk_folder
+from dataflow.run.logs import log_path
+from support import Cli, rows, statuses
+
+SPARK_ARGS = (
+    "--master local[2] --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
+    "--conf spark.log.level=ERROR --conf spark.sql.shuffle.partitions=2"
+)
+JOB = """\
+import os
+import dataflow.spark as df
+from pyspark.sql import functions as F
+
+POISON = os.environ.get("POISON_CHUNK")
+
+
+def shape(frame):
+    return frame.withColumn("twice", F.col("n").cast("int") * 2).withColumn(
+        "label", F.concat(F.col("name"), F.lit("/"), F.col("n"))
+    )
+
+
+def run(spark, job):
+    if job.dataid == POISON:
+        raise ValueError(f"chunk {job.dataid} is poisoned")
+    df.write(shape(df.read(spark, job.input())), job.output())
+
+
+def run_batch(spark, batch):
+    print(f"job: batch {' '.join(batch.dataids)}")
+    if POISON in batch.dataids:
+        raise ValueError(f"chunk {POISON} is poisoned")
+    frame = df.read(spark, batch.input())
+    assert dict(frame.dtypes)["dataid"] == "string"
+    df.write(shape(frame), batch.output())
+"""
+
+
+def setup(cli: Cli, chunks: dict[str, int], jobs: tuple[str, ...] = ("job",)) -> Path:
+    """Input csv chunks (``dataid -> rows``, 0: a header only) READY in dataset src; each
+    job of ``jobs`` reads src and writes csv dataset ``<job>_out``."""
+    data = cli.cwd / "data"
+    for dataid, count in chunks.items():
+        folder = data / "src" / chunk_folder(dataid)
+        folder.mkdir(parents=True)
+        lines = [f"{n},{dataid} row {n}\n" for n in range(count)]
+        (folder / "part-0.csv").write_text("n,name\n" + "".join(lines))
+    cli.ok("createtables")
+    cli.ok("dml", f"insert into dataset values ('src', '', 'csv', '{data}', 'src', '', '')")
+    for job in jobs:
+        cli.ok(
+            "dml",
+            f"insert into dataset values ('{job}_out', '', 'csv', '{data}', 'out_{job}', '', '')",
+        )
+        cli.ok(
+            "dml",
+            "insert into job (jobid, itemtype, datasetid, itemvalue) values "
+            f"('{job}', 'IN', 'src', null), ('{job}', 'OUT', '{job}_out', null), "
+            f"('{job}', 'spark_args', null, '{SPARK_ARGS}')",
+        )
+        (cli.cwd / f"{job}.py").write_text(JOB)
+    for dataid in chunks:
+        cli.ok(
+            "dml",
+            f"insert into datastatus values ('src', 'feed', '{dataid}', 'OUT', 'READY', now())",
+        )
+    return data
+
+
+def chunk_files(table: Path, dataid: str) -> tuple[bool, list[bytes]]:
+    """A chunk's folder as a reader sees it: its _SUCCESS marker, and its data files'
+    bytes (their names hold a random id)."""
+    folder = table / chunk_folder(dataid)
+    files = [p for p in folder.iterdir() if not p.name.startswith((".", "_"))]
+    return (folder / "_SUCCESS").exists(), sorted(p.read_bytes() for p in files)
+
+
+DATAIDS = ["007", "7", "2026-01-01", "1.0", "10", "2", "a b", "x:y=z", "é", "0x1F"]
+_examples = itertools.count()
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    chunks=st.dictionaries(
+        st.sampled_from(DATAIDS), st.sampled_from([0, 1, 3, 40]), min_size=2, max_size=6
+    )
+)
+def test_a_batch_writes_each_chunk_as_the_chunks_one_by_one(cli, quick_jvm, chunks):
+    here = Cli(cli.cwd / f"example{next(_examples)}")
+    here.cwd.mkdir()
+    here.env["DATAFLOW_SPARK_ARGS"] = quick_jvm
+    data = setup(here, chunks, ("batched", "single"))
+    batched = here.runjob("--batch", "4", "./batched.py", timeout=900)
+    single = here.runjob("--batch", "1", "./single.py", timeout=900)
+    assert batched.code == 0 and single.code == 0, (batched, single)
+    assert statuses(here.cwd, "batched") == {d: "READY" for d in chunks}
+    assert statuses(here.cwd, "single") == statuses(here.cwd, "batched")
+    for dataid in chunks:
+        ours = chunk_files(data / "out_batched", dataid)
+        theirs = chunk_files(data / "out_single", dataid)
+        assert ours == theirs, dataid
+        assert ours[0] and ours[1], dataid  # an empty chunk too: its header, no rows
+    assert not (data / "out_batched" / "_attempts").exists()
+    # one history row and one log per chunk; the batch's calls in every chunk's log
+    runs = rows(here.cwd, "select dataid, attempt, status from run where jobid='batched'")
+    assert sorted(runs) == sorted((d, 1, "READY") for d in chunks)
+    for dataid in chunks:
+        log = log_path(here.cwd / "dataflow.db.d", "batched", dataid, 1).read_text()
+        assert "job: batch " in log, (dataid, log)
+
+
+def test_a_poisoned_chunk_fails_alone_and_a_rerun_is_idempotent(cli):
+    chunks = {str(n): n for n in range(1, 11)}
+    data = setup(cli, chunks)
+    cli.ok("dml", "insert into job (jobid, itemtype, itemvalue) values ('job', 'retries', '1')")
+    done = cli.runjob("--batch", "10", "./job.py", env={"POISON_CHUNK": "7"}, timeout=900)
+    assert done.code == 1, done
+    assert statuses(cli.cwd, "job") == {d: "FAILED" if d == "7" else "READY" for d in chunks}
+    runs = rows(cli.cwd, "select dataid, attempt, retry, status, reason from run order by runid")
+    poisoned = "ValueError: chunk 7 is poisoned"
+    # one history row each (a split batch used no attempt), and chunk 7's one retry
+    # (setting retries 1), run alone in the same drain
+    assert [r for r in runs if r[0] != "7"] == [
+        (d, 1, 0, "READY", None) for d in chunks if d != "7"
+    ]
+    assert [r for r in runs if r[0] == "7"] == [
+        ("7", 1, 0, "FAILED", poisoned),
+        ("7", 2, 1, "FAILED", poisoned),
+    ]
+    lines = [line for line in done.lines if re.search(r": job \S+ (READY|FAILED) ", line)]
+    assert len(lines) == 11, done.out
+    log = (cli.cwd / "dataflow.db.d" / "logs" / "job" / "7.1.log").read_text()
+    assert f"the batch of 10 chunks failed ({poisoned}): split in two" in log, log
+    assert log.count("Traceback") == 4  # the batch of 10, then of 5, 3 and 2, then alone
+    assert "job: batch 1 2 3 4 5 6 7 8 9 10" in log, log
+    assert "job: batch" not in (cli.cwd / "dataflow.db.d" / "logs" / "job" / "7.2.log").read_text()
+    before = {d: chunk_files(data / "out_job", d) for d in chunks if d != "7"}
+
+    # a rerun of the batch (every chunk resubmitted) writes the same chunks again
+    cli.ok("dml", "update datastatus set status = 'RESUBMIT' where jobid = 'job'")
+    rerun = cli.runjob("--batch", "10", "./job.py", timeout=900)
+    assert rerun.code == 0, rerun
+    assert set(statuses(cli.cwd, "job").values()) == {"READY"}
+    assert {d: chunk_files(data / "out_job", d) for d in before} == before
+    assert len(rows(cli.cwd, "select runid from run")) == 21
+    assert not (data / "out_job" / "_attempts").exists()
