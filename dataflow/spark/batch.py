@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ChunkMissing, DatasetError, NoSuchJobDataset
-from ..layout import ATTEMPTS, chunk_folder, local
+from ..layout import batch_staging, chunk_folder, local
 from .context import JobContext
 from .datasets import Dataset
 
@@ -189,7 +189,7 @@ def _write_staged(
     first = batch.chunks[0]
     table = local(first.table_path)
     assert table is not None  # staged: a local path
-    folder = f"{table}/{ATTEMPTS}/batch={first.attempt}"
+    folder = batch_staging(table, first.dataid, first.attempt)
     try:
         writer.mode("overwrite").save(folder)
         done = os.path.exists(f"{folder}/{SUCCESS}")
