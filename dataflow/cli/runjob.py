@@ -27,7 +27,9 @@ chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
 with the chunk's environment, and records READY (exit 0) or FAILED.
 A .py SCRIPT runs through spark-submit, or as a Spark Connect client of $SPARK_REMOTE
 (else the job's spark_remote setting); one that defines run(spark, job) is drained
-by one Spark driver or client (--all), which calls it per chunk. Passwords are decrypted with the passkey
+by one Spark driver or client (--all), which calls it per chunk; one that defines
+run_batch(spark, batch) gets up to K chunks per call (--batch K), each still its own
+chunk, a failed batch split until only the chunks that fail alone fail. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
 With --all, a FOLDER runs every job script in it (named after a registered job),
 producers before consumers, round after round until nothing is left to claim.

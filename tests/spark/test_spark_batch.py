@@ -5,7 +5,9 @@ poisoned chunk fails alone, and the chunks batched with it use no retry."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import signal
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 
 from dataflow.layout import chunk_folder
 from dataflow.run.logs import log_path
-from support import Cli, rows, statuses
+from support import Cli, rows, start_runjob, statuses, wait_for
 
 SPARK_ARGS = (
     "--master local[2] --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
@@ -21,6 +23,7 @@ SPARK_ARGS = (
 )
 JOB = """\
 import os
+import time
 import dataflow.spark as df
 from pyspark.sql import functions as F
 
@@ -41,6 +44,7 @@ def run(spark, job):
 
 def run_batch(spark, batch):
     print(f"job: batch {' '.join(batch.dataids)}")
+    time.sleep(float(os.environ.get("BATCH_SLEEP", "0")))
     if POISON in batch.dataids:
         raise ValueError(f"chunk {POISON} is poisoned")
     frame = df.read(spark, batch.input())
@@ -49,7 +53,9 @@ def run_batch(spark, batch):
 """
 
 
-def setup(cli: Cli, chunks: dict[str, int], jobs: tuple[str, ...] = ("job",)) -> Path:
+def setup(
+    cli: Cli, chunks: dict[str, int], jobs: tuple[str, ...] = ("job",), **settings: str
+) -> Path:
     """Input csv chunks (``dataid -> rows``, 0: a header only) READY in dataset src; each
     job of ``jobs`` reads src and writes csv dataset ``<job>_out``."""
     data = cli.cwd / "data"
@@ -69,7 +75,8 @@ def setup(cli: Cli, chunks: dict[str, int], jobs: tuple[str, ...] = ("job",)) ->
             "dml",
             "insert into job (jobid, itemtype, datasetid, itemvalue) values "
             f"('{job}', 'IN', 'src', null), ('{job}', 'OUT', '{job}_out', null), "
-            f"('{job}', 'spark_args', null, '{SPARK_ARGS}')",
+            f"('{job}', 'spark_args', null, '{SPARK_ARGS}')"
+            + "".join(f", ('{job}', '{k}', null, '{v}')" for k, v in settings.items()),
         )
         (cli.cwd / f"{job}.py").write_text(JOB)
     for dataid in chunks:
@@ -243,3 +250,65 @@ def test_batch_read_keeps_dataids_as_text_and_write_replaces_only_its_chunks(spa
     assert {d: chunk_files(table, d) for d in counts} == before
     with pytest.raises(ChunkMissing):
         df.read(spark, _batch(base, ["007", "404"], {}).input())
+
+
+def test_two_racing_batch_drains_run_each_chunk_once(cli):
+    chunks = {str(n): 2 for n in range(1, 13)}
+    setup(cli, chunks)
+    env = {**cli.env, "BATCH_SLEEP": "1"}
+    drains = [start_runjob(cli, "--batch", "3", "./job.py", env=env) for _ in range(2)]
+    try:
+        ended = [drain.communicate(timeout=900) for drain in drains]
+    finally:
+        for drain in drains:
+            if drain.poll() is None:
+                drain.kill()
+    assert [drain.returncode for drain in drains] == [0, 0], ended
+    runs = rows(cli.cwd, "select dataid, attempt, status from run")
+    assert sorted(runs) == sorted((d, 1, "READY") for d in chunks)  # each chunk run once
+
+
+def test_a_killed_batch_driver_leaves_its_chunks_to_recover(cli):
+    chunks = {str(n): 1 for n in range(1, 7)}
+    data = setup(cli, chunks)
+    cli.ok("dml", "insert into job (jobid, itemtype, itemvalue) values ('job', 'retries', '1')")
+    env = {**cli.env, "BATCH_SLEEP": "600"}
+    drain = start_runjob(cli, "--batch", "4", "./job.py", env=env)
+    try:
+        running = "select count(*) from run where status = 'RUNNING'"
+        wait_for(lambda: rows(cli.cwd, running)[0][0] == 4, timeout=600, what="a batch running")
+        ((driver,),) = rows(cli.cwd, "select distinct pid from run")
+        os.kill(driver, signal.SIGKILL)
+        out, err = drain.communicate(timeout=120)
+    finally:
+        if drain.poll() is None:
+            drain.kill()
+    assert drain.returncode == 1 and "with 4 chunks RUNNING" in err, out + err
+    assert cli.ok("recover").out.count("abandoned") >= 1
+    first = rows(cli.cwd, "select dataid, status, reason from run order by runid")
+    assert first == [(d, "FAILED", "abandoned") for d in ("1", "2", "3", "4")]
+    assert not list((data / "out_job").glob("dataid=*"))  # nothing published
+    again = cli.runjob("--batch", "4", "./job.py", timeout=900)
+    assert again.code == 0, again
+    assert statuses(cli.cwd, "job") == {d: "READY" for d in chunks}
+    assert not (data / "out_job" / "_attempts").exists()  # the dead batch's folders too
+
+
+def test_a_spark_connect_client_drains_in_batches(cli, connect_server):
+    chunks = {str(n): n for n in range(1, 7)}
+    data = setup(cli, chunks, spark_remote=connect_server.url)
+    env = {"JAVA_HOME": "/nonexistent-java", "POISON_CHUNK": "4"}  # no spark-submit
+    done = cli.runjob("--batch", "6", "./job.py", env=env, timeout=900)
+    assert done.code == 1, done
+    assert statuses(cli.cwd, "job") == {d: "FAILED" if d == "4" else "READY" for d in chunks}
+    runs = rows(cli.cwd, "select dataid, attempt, reason, pid, command from run order by runid")
+    assert sorted(r[0] for r in runs) == sorted(chunks) and {r[1] for r in runs} == {1}
+    assert len({r[3] for r in runs}) == 1  # one client claimed them all
+    assert all("spark-submit" not in r[4] for r in runs)
+    assert [r[2] for r in runs if r[2]] == ["ValueError: chunk 4 is poisoned"]
+    log = (cli.cwd / "dataflow.db.d" / "logs" / "job" / "5.1.log").read_text()
+    assert "job: batch 1 2 3 4 5 6" in log, log
+    for dataid in chunks:
+        if dataid != "4":
+            _, files = chunk_files(data / "out_job", dataid)
+            assert b"".join(files).count(b"\n") == chunks[dataid] + len(files), dataid
