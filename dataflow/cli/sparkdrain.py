@@ -2,6 +2,9 @@
 ``def run(spark, job)``): started by RunJob through spark-submit, it claims chunk after
 chunk (``--parallel`` of them at once, as concurrent Spark jobs of one application)
 with the same rules as RunJob, calls the entry point per chunk and records each end.
+A job that defines ``def run_batch(spark, batch)`` gets up to ``--batch`` chunks per
+call (each claimed in its own transaction, in natural order; :mod:`dataflow.run.inbatch`
+splits a batch that fails), and ``--parallel`` counts batches.
 
 Each chunk keeps what a run of its own has: its claim and finish transactions, its
 chunk lock (held by this process: if it dies, the chunks are free to be recovered),

@@ -1,5 +1,6 @@
 """A job's entry point ``def run(spark, job)``, called in one Spark driver for chunk
-after chunk (``RunJob --all ./job.py``), or once (``RunJob ./job.py``).
+after chunk (``RunJob --all ./job.py``), or once (``RunJob ./job.py``); and
+``def run_batch(spark, batch)``, called for many chunks at once (:mod:`.batch`).
 
 The job script is imported as a module (a ``if __name__ == "__main__":`` block of it
 does not run), with ``sys.argv`` its own arguments and its folder on ``sys.path``, as

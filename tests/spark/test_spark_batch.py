@@ -312,3 +312,24 @@ def test_a_spark_connect_client_drains_in_batches(cli, connect_server):
         if dataid != "4":
             _, files = chunk_files(data / "out_job", dataid)
             assert b"".join(files).count(b"\n") == chunks[dataid] + len(files), dataid
+
+
+def test_a_fenced_chunk_of_a_batch_is_never_published(cli):
+    chunks = {str(n): 2 for n in range(1, 4)}
+    data = setup(cli, chunks)
+    env = {**cli.env, "BATCH_SLEEP": "15"}
+    drain = start_runjob(cli, "--batch", "3", "./job.py", env=env)
+    try:
+        running = "select count(*) from run where status = 'RUNNING'"
+        wait_for(lambda: rows(cli.cwd, running)[0][0] == 3, timeout=600, what="a batch running")
+        cli.ok("endjob", "job", "2", "FAILED", "--force")  # its run's finish is fenced off
+        out, err = drain.communicate(timeout=600)
+    finally:
+        if drain.poll() is None:
+            drain.kill()
+    assert drain.returncode == 1, out + err  # a result refused
+    assert statuses(cli.cwd, "job") == {"1": "READY", "2": "FAILED", "3": "READY"}
+    for dataid in ("1", "3"):
+        assert chunk_files(data / "out_job", dataid)[1], dataid
+    assert not (data / "out_job" / chunk_folder("2")).exists()  # its attempt never published
+    assert not (data / "out_job" / "_attempts").exists()  # and deleted
