@@ -151,6 +151,8 @@ def write(
     from .chunks import WRITE_DEFAULTS
     from .chunks import write as write_chunk
 
+    if not batch.chunks:
+        return
     if "dataid" not in frame.columns:
         raise DatasetError(batch.datasetid, "the batch's frame has no column dataid")
     dataids = list(batch.dataids)
@@ -160,8 +162,7 @@ def write(
         "dataid", F.when(known, F.col("dataid")).otherwise(F.raise_error(stray))
     )
     if batch.kind == "jdbc":
-        for chunk in batch.chunks:  # each chunk's rows replaced, as a run of it would
-            write_chunk(frame.where(F.col("dataid") == chunk.dataid), chunk, options=options)
+        _write_jdbc(frame, batch, options or {})
         return
     first = batch.chunks[0]
     writer = frame.write.format(first.format).partitionBy("dataid")
@@ -212,3 +213,20 @@ def _write_staged(
             shutil.copytree(empty, target)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_jdbc(frame: DataFrame, batch: BatchDataset, options: Mapping[str, str]) -> None:
+    """The batch's chunks emptied in one DELETE, then the frame appended once, its chunk
+    column the dataid (cast to the column's type), as a run of each chunk alone does."""
+    from pyspark.sql import functions as F
+
+    from . import jdbc
+
+    first, *more = batch.chunks
+    column_type = jdbc.empty_chunk(frame.sparkSession, first, *more)  # None: no table yet
+    value = F.col("dataid").cast(column_type or "string")
+    frame = frame.withColumn(first.chunk_column, value)
+    if first.chunk_column != "dataid":
+        frame = frame.drop("dataid")
+    writer = frame.write.format("jdbc").mode("append").options(**first.jdbc_options())
+    writer.option("dbtable", first.table).options(**options).save()

@@ -333,3 +333,43 @@ def test_a_fenced_chunk_of_a_batch_is_never_published(cli):
         assert chunk_files(data / "out_job", dataid)[1], dataid
     assert not (data / "out_job" / chunk_folder("2")).exists()  # its attempt never published
     assert not (data / "out_job" / "_attempts").exists()  # and deleted
+
+
+def test_a_batch_replaces_its_jdbc_chunks_in_one_delete(spark, postgres):
+    from dataclasses import replace
+
+    import dataflow.spark as df
+    from dataflow.spark.batch import BatchDataset
+    from dataflow.spark.datasets import Dataset
+
+    postgres.sql(
+        "DROP TABLE IF EXISTS btgt; CREATE TABLE btgt (id int, note text, shard int NOT NULL);"
+        "INSERT INTO btgt VALUES (1, 'old', 1), (2, 'old', 2), (3, 'keep', 3)"
+    )
+    base = Dataset(
+        "btgt",
+        "",
+        "OUT",
+        hostname=postgres.hostname,
+        database=postgres.env["PGDATABASE"],
+        schemaname="public",
+        tablename="btgt",
+        username=postgres.env["PGUSER"],
+        password=postgres.env["PGPASSWORD"],
+        chunk_column="shard",
+    )
+    batch = BatchDataset("btgt", tuple(replace(base, dataid=d) for d in ("1", "2")))
+    frame = spark.createDataFrame(
+        [(10, "new", "1"), (11, "new", "1")], "id INT, note STRING, dataid STRING"
+    )
+    df.write(frame, batch)
+    df.write(frame, batch)  # a rerun: replaced, not doubled; chunk 2 got no rows: empty
+    table = postgres.sql("SELECT shard, id, note FROM btgt ORDER BY shard, id")
+    assert table.splitlines() == ["1|10|new", "1|11|new", "3|3|keep"]
+    back = df.read(spark, BatchDataset("btgt", tuple(replace(base, dataid=d) for d in ("1", "3"))))
+    assert dict(back.dtypes)["dataid"] == "string"
+    assert sorted((r["dataid"], r["id"]) for r in back.collect()) == [
+        ("1", 10),
+        ("1", 11),
+        ("3", 3),
+    ]
