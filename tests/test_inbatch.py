@@ -73,3 +73,95 @@ def test_a_part_past_its_timeout_is_cancelled_and_split(tmp_path):
     assert outcomes[1].timeout == 0.3  # its own timeout, alone
     assert len(cancelled) == 3  # the batch of 3, its first half (a, slow), then slow alone
     assert "the batch of 3 chunks failed" in (tmp_path / "slow.log").read_text()
+
+
+BATCH_DRAINER = """\
+import os, sys, time
+from pathlib import Path
+from dataflow.run import claims, lifecycle
+from dataflow.run.drain import Drain
+from dataflow.run.inbatch import BatchChunk, BatchRun
+from dataflow.run.inprocess import ThreadRun
+from dataflow.run.jobenv import JobEnv
+from dataflow.store import open_store
+
+def work(chunks, group):
+    part = ",".join(v["dataid"] for v in chunks)
+    with open("done.txt", "a") as out:
+        out.write(f"{part} {os.getpid()} {time.time()} start\\n")
+    try:
+        time.sleep(0.1)
+        if any(v["dataid"] == "13" for v in chunks):
+            raise ValueError("thirteen")
+    finally:
+        with open("done.txt", "a") as out:
+            out.write(f"{part} {os.getpid()} {time.time()} end\\n")
+
+def batch(claimed):
+    chunks = [BatchChunk(v, claim.lock.fd, claim.logpath) for claim, v in claimed]
+    return BatchRun(work, chunks, group=f"g{claimed[0][0].runid}")
+
+with open_store(Path("dataflow.db")) as store:
+    job = lifecycle.load_job(store, "work")
+    claims.prepare(store, "work")
+    drain = Drain(store, job, JobEnv({}), ["in-process"], parallel=1, batch=4, in_batch=batch,
+                  in_process=lambda claim, v: ThreadRun(lambda v: work([v], "one"), v,
+                                                        lock_fd=claim.lock.fd,
+                                                        log_path=claim.logpath))
+    summary = drain.run()
+print(summary.ready, summary.failed)
+"""
+
+
+def test_two_processes_draining_in_batches_claim_each_chunk_once(cli, tmp_path):
+    import subprocess
+    import sys
+
+    from support import history, statuses
+
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid, itemtype, datasetid, itemvalue) values ('work', 'IN', 'src', null), "
+        "('work', 'OUT', 'dst', null), ('work', 'max_parallel', null, '6')",
+    )
+    cli.ok(
+        "dml",
+        "insert into datastatus (dataid, datasetid, jobid, locktype, modified, status) "
+        "with recursive s(n) as (select 1 union all select n + 1 from s where n < 30) "
+        "select n, 'src', 'feed', 'OUT', now(), 'READY' from s",
+    )
+    (tmp_path / "drainer.py").write_text(BATCH_DRAINER)
+    drains = [
+        subprocess.Popen(
+            [sys.executable, "drainer.py"],
+            cwd=tmp_path,
+            env=cli.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [drain.communicate(timeout=120) for drain in drains]
+    assert [drain.returncode for drain in drains] == [0, 0], outputs
+    runs = history(tmp_path, "work")
+    assert sorted(int(r[0]) for r in runs) == list(range(1, 31))  # each chunk claimed once
+    assert {r[1] for r in runs} == {1}  # a split batch used no attempt
+    assert statuses(tmp_path, "work") == {
+        str(n): "FAILED" if n == 13 else "READY" for n in range(1, 31)
+    }
+    assert [r[5] for r in runs if r[5]] == ["ValueError: thirteen"]
+    done = [line.split() for line in (tmp_path / "done.txt").read_text().splitlines()]
+    ready = {d for part, _, _, what in done if what == "end" for d in part.split(",")}
+    assert ready == {str(n) for n in range(1, 31)}
+    events = sorted(
+        (float(t), len(part.split(",")) * (1 if what == "start" else -1))
+        for part, _, t, what in done
+    )
+    live, most = 0, 0
+    for _, step in events:
+        live += step
+        most = max(most, live)
+    assert most <= 6  # max_parallel counts chunks: 6 across both drains, batches of 4
