@@ -65,6 +65,13 @@ def staging(table: str, dataid: str, token: str) -> str:
     return f"{table}/{ATTEMPTS}/{chunk_folder(dataid)}/run={token}"
 
 
+def batch_staging(table: str, dataid: str, token: str) -> str:
+    """The folder a batch whose first chunk is ``dataid`` (attempt ``token``) writes into
+    before each chunk's rows move to that chunk's attempt folder: beside the first
+    chunk's, so that its publish or discard removes what a batch killed midway left."""
+    return f"{table}/{ATTEMPTS}/{chunk_folder(dataid)}/batch={token}"
+
+
 def output_tables(outputs: Iterable[str], variables: Mapping[str, str]) -> list[str]:
     """The local folders of the file datasets among ``outputs``, from a job's variables."""
     found = []
@@ -99,7 +106,7 @@ def publish(tables: Iterable[str], dataid: str, token: str) -> list[str]:
             os.rename(staged, final)
             aside.append(trash)
             for number, older in enumerate(_listing(os.path.dirname(staged))):
-                if os.path.basename(older).startswith("run="):  # a late writer's
+                if os.path.basename(older).startswith(("run=", "batch=")):  # a late writer's
                     with contextlib.suppress(OSError):
                         os.rename(older, f"{trash}.{number}")
                         aside.append(f"{trash}.{number}")
@@ -125,7 +132,7 @@ def remove(paths: Iterable[str]) -> None:
 def discard(tables: Iterable[str], dataid: str, token: str) -> None:
     """Delete attempt ``token``'s folder of chunk ``dataid``: it failed, or was fenced."""
     for table in tables:
-        remove([staging(table, dataid, token)])
+        remove([staging(table, dataid, token), batch_staging(table, dataid, token)])
 
 
 def chunk_path(table: str, dataid: str) -> str:

@@ -75,7 +75,7 @@ def _job_arguments(parser: argparse.ArgumentParser) -> None:
         action="extend",
         default=[],
         metavar="NAME=VALUE",
-        help="settings: retries, max_parallel, timeout, spark_args, spark_remote",
+        help="settings: retries, max_parallel, timeout, spark_args, spark_remote, batch",
     )
     parser.add_argument(
         "--env",

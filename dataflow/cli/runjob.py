@@ -17,7 +17,8 @@ from ..store.address import for_job
 from . import guarded, say, seed_passkey_given, stamp, text_arguments, warn
 from .report import Report, live
 
-USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--validate CHECK] [--dry-run] SCRIPT [ARGS...]
+USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--batch K] [--validate CHECK] [--dry-run]
+              SCRIPT [ARGS...]
        RunJob [--db PATH] --all [--parallel N] FOLDER"""
 DESCRIPTION = """\
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
@@ -25,7 +26,9 @@ chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
 with the chunk's environment, and records READY (exit 0) or FAILED.
 A .py SCRIPT runs through spark-submit, or as a Spark Connect client of $SPARK_REMOTE
 (else the job's spark_remote setting); one that defines run(spark, job) is drained
-by one Spark driver or client (--all), which calls it per chunk. Passwords are decrypted with the passkey
+by one Spark driver or client (--all), which calls it per chunk; one that defines
+run_batch(spark, batch) gets up to K chunks per call (--batch K), each still its own
+chunk, a failed batch split until only the chunks that fail alone fail. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
 With --all, a FOLDER runs every job script in it (named after a registered job),
 producers before consumers, round after round until nothing is left to claim.
@@ -76,6 +79,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="run up to N chunks at once (implies --all)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="K",
+        help="a .py job with def run_batch(spark, batch): run up to K chunks per call "
+        "(implies --all; default: the job's batch setting, else 10)",
     )
     parser.add_argument(
         "--validate",
@@ -148,9 +159,11 @@ def run(options: argparse.Namespace) -> int:
     script = options.script
     jobid = runner.job_name(script)
     path = runner.resolve(script)
-    drain_mode = options.all or options.parallel is not None
+    drain_mode = options.all or options.parallel is not None or options.batch is not None
     if options.parallel is not None and options.parallel < 1:
         raise UsageError("--parallel needs a number >= 1")
+    if options.batch is not None and options.batch < 1:
+        raise UsageError("--batch needs a number >= 1")
     with open_store(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
@@ -171,6 +184,7 @@ def run(options: argparse.Namespace) -> int:
             env,
             every=drain_mode,
             parallel=options.parallel or 1,
+            batch=options.batch or 0,
             notify=pager.watch(report),
             validate=validate,
         )

@@ -2,6 +2,9 @@
 ``def run(spark, job)``): started by RunJob through spark-submit, it claims chunk after
 chunk (``--parallel`` of them at once, as concurrent Spark jobs of one application)
 with the same rules as RunJob, calls the entry point per chunk and records each end.
+A job that defines ``def run_batch(spark, batch)`` gets up to ``--batch`` chunks per
+call (each claimed in its own transaction, in natural order; :mod:`dataflow.run.inbatch`
+splits a batch that fails), and ``--parallel`` counts batches.
 
 Each chunk keeps what a run of its own has: its claim and finish transactions, its
 chunk lock (held by this process: if it dies, the chunks are free to be recovered),
@@ -31,6 +34,7 @@ from dataflow.run import keeper, lifecycle, sparkconnect
 from dataflow.run.claims import Claim
 from dataflow.run.drain import Drain
 from dataflow.run.driven import EventWriter
+from dataflow.run.inbatch import BatchChunk, BatchRun
 from dataflow.run.inprocess import ThreadRun, reason_of
 from dataflow.run.jobenv import JobEnv
 from dataflow.spark.engine import Engine
@@ -38,12 +42,24 @@ from dataflow.store import open_store
 from dataflow.store.address import locate
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# chunks per call of a job's run_batch unless its ``batch`` setting or --batch says: the
+# prototype of issue 23 came within 1.06x of one query over every chunk at 10 per query
+DEFAULT_BATCH = 10
+
+
+def batch_size(given: int, setting: int | None, has_batch_entry: bool) -> int:
+    """Chunks per call: ``--batch``, else the job's ``batch`` setting, else the default;
+    1 for a job without ``run_batch`` (its ``run`` takes one chunk)."""
+    if not has_batch_entry:
+        return 1
+    return max(given or setting or DEFAULT_BATCH, 1)
 
 
 def _options(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sparkmain.py drain")
     parser.add_argument("--job", required=True)
     parser.add_argument("--parallel", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=0)  # 0: the job's setting, or the default
     parser.add_argument("--events", required=True)
     parser.add_argument("--log", default="")
     parser.add_argument("--command", default="")
@@ -92,6 +108,22 @@ def main(argv: list[str]) -> int:
                 footer=footer,
             )
 
+        def batch(chunks: list[tuple[Claim, dict[str, str]]]) -> BatchRun:
+            group = f"dataflow-{job.jobid}-{chunks[0][0].runid}"
+            return BatchRun(
+                engine.call_batch,
+                [
+                    BatchChunk(variables, claim.lock.fd, claim.logpath)
+                    for claim, variables in chunks
+                ],
+                group=group,
+                cancel=engine.cancel,
+                secrets=env.secrets,
+                timeout=job.settings.timeout,
+                footer=footer,
+            )
+
+        size = batch_size(options.batch, job.settings.batch, engine.batch_entry is not None)
         drain = Drain(
             store,
             job,
@@ -102,6 +134,8 @@ def main(argv: list[str]) -> int:
             notify=events,
             validate=[options.validate] if options.validate else None,
             in_process=chunk,
+            in_batch=batch if size > 1 else None,
+            batch=size,
             healthy=_health(engine),
         )
         for number in SIGNALS:

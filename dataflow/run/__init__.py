@@ -1,7 +1,8 @@
 """The run path: claiming and finishing chunks (the rules), chunk locks, the job's
 environment, the child process, spark-submit's command line (or a Spark Connect
 client's, ``sparkconnect``), drains and run logs; chunks run in threads of one Spark
-driver or Connect client (``inprocess``, ``driven``).
+driver or Connect client (``inprocess``, ``driven``), or many chunks per call of the
+job's ``run_batch`` (``inbatch``: a failed batch split down to the chunks that fail alone).
 
 May import: store, errors, dataids, crypto, layout.
 

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import namedtuple
 from collections.abc import Callable
+from typing import Any
 
 from .. import layout
 from ..errors import DataflowError, RunFenced, StoreUnavailable
@@ -78,6 +79,8 @@ class Drain:
         validate: list[str] | None = None,
         run_with: Callable[..., Run] = Run,
         in_process: Callable[[Claim, dict[str, str]], Run] | None = None,
+        in_batch: Callable[[list[tuple[Claim, dict[str, str]]]], Any] | None = None,
+        batch: int = 1,
         healthy: Callable[[], bool] = lambda: True,
     ):
         self.store, self.job, self.env, self.argv = store, job, env, argv
@@ -85,6 +88,9 @@ class Drain:
         self.validate = validate  # a check run after each successful job, same environment
         # a chunk's run inside this process (a Spark driver's), instead of a job process
         self.in_process, self.healthy = in_process, healthy
+        # chunks claimed together and run as one (a driver's BatchRun): up to ``batch``;
+        # then ``parallel`` counts batches, and max_parallel still counts chunks
+        self.in_batch, self.batch = in_batch, max(batch, 1)
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
         self.summary = Summary()
         self._active: dict[int, tuple[Claim, Run]] = {}
@@ -156,10 +162,31 @@ class Drain:
         while (
             not self.summary.interrupted
             and self.failure is None
-            and len(self._active) < self.parallel
+            and self._units() < self.parallel
             and (self.limit is None or self.summary.started < self.limit)
             and self.healthy()  # an engine that is gone would fail every chunk claimed
         ):
+            wanted = self.batch if self.in_batch is not None else 1
+            if self.limit is not None:
+                wanted = min(wanted, self.limit - self.summary.started)
+            claimed, blocked = self._claim_some(wanted)
+            if len(claimed) > 1:
+                self._launch_batch(claimed)
+            elif claimed:
+                self._launch(claimed[0])
+            if blocked is not None or len(claimed) < wanted:
+                return blocked
+        return None
+
+    def _units(self) -> int:
+        """What runs now, as ``parallel`` counts it: a batch of chunks is one."""
+        return len({getattr(run, "unit", id(run)) for _, run in self._active.values()})
+
+    def _claim_some(self, wanted: int) -> tuple[list[Claim], Event | None]:
+        """Up to ``wanted`` chunks, each claimed in its own transaction, in natural order;
+        and the cap-full event if ``max_parallel`` (which counts chunks) stopped us."""
+        claimed: list[Claim] = []
+        while len(claimed) < wanted and not self.summary.interrupted:
             now = time.monotonic()
             recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
             if recover:
@@ -172,7 +199,7 @@ class Drain:
                 )
             except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # no more claims; the runs
                 self.failure = exc  # under way finish and are recorded, then it is raised
-                return None
+                break
             assert isinstance(result, claims.ClaimResult)
             for dataid in result.abandoned:
                 self.notify(Event("abandoned", dataid))
@@ -182,11 +209,11 @@ class Drain:
             if result.cap_full:
                 self.summary.cap_full = True
                 self._recovered_at = None  # dead runs may fill the cap: look next time
-                return Event("cap_full", live=result.live, cap=result.cap)
+                return claimed, Event("cap_full", live=result.live, cap=result.cap)
             if result.claim is None:
-                return None
-            self._launch(result.claim)
-        return None
+                break
+            claimed.append(result.claim)
+        return claimed, None
 
     def _launch(self, claim: Claim) -> None:
         self.summary.started += 1
@@ -210,6 +237,31 @@ class Drain:
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
         threading.Thread(target=self._wait, args=(claim, run), daemon=True).start()
+        self.summary.running = len(self._active)
+
+    def _launch_batch(self, batch: list[Claim]) -> None:
+        """Start chunks claimed together as one run of ``in_batch``; each chunk is still
+        recorded, finished and published on its own (its view's outcome)."""
+        assert self.in_batch is not None
+        self.summary.started += len(batch)
+        run = self.in_batch([(claim, self._variables(claim)) for claim in batch])
+        views = run.views()
+        for claim, view in zip(batch, views, strict=True):
+            self.notify(Event("launch", claim.dataid, claim))
+            self._active[claim.runid] = (claim, view)
+        try:
+            run.start()
+        except BaseException:  # it never started: the chunks are as they were
+            for claim in batch:
+                del self._active[claim.runid]
+                self.summary.started -= 1
+                claims.release(self.store, self.job.jobid, claim)
+            raise
+        for claim, view in zip(batch, views, strict=True):
+            liveness.started(self.store, self.job.jobid, claim.dataid, claim.runid, claim.token, 0)
+            threading.Thread(target=self._wait, args=(claim, view), daemon=True).start()
+        if self.summary.interrupted:  # the signal came while it was starting
+            run.signal(self.summary.interrupted)
         self.summary.running = len(self._active)
 
     def _variables(self, claim: Claim) -> dict[str, str]:

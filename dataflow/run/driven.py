@@ -125,6 +125,7 @@ class DriverDrain:
         launch: Callable[[list[str]], list[str]],
         *,
         parallel: int = 1,
+        batch: int = 0,
         command: str = "",
         notify: Callable[[Event], None] = lambda event: None,
         validate: Sequence[str] | None = None,
@@ -133,6 +134,7 @@ class DriverDrain:
         self.role = role  # or "Spark Connect client": what the messages call it
         self.store, self.address, self.job, self.env = store, address, job, env
         self.launch, self.parallel, self.command = launch, parallel, command
+        self.batch = batch  # chunks per call of run_batch (0: the job's setting, or default)
         self.notify, self.validate = notify, validate
         self.summary = Summary()
         self.log = driver_log(store.files, job.jobid)
@@ -161,6 +163,8 @@ class DriverDrain:
         options = ["--job", self.job.jobid]  # the store's address, which may hold a
         # password, goes in the environment (DATAFLOW_DB), never in the command line
         options += ["--parallel", str(self.parallel), "--events", events]
+        if self.batch:
+            options += ["--batch", str(self.batch)]
         options += ["--log", str(self.log), "--command", self.command]
         if self.validate:
             options += ["--validate", *self.validate[:1]]

@@ -99,6 +99,18 @@ def _ours(filename: str) -> bool:
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
+def open_log(path: Path | None) -> Sink:
+    """A chunk's log, new (a sink that writes nowhere, saying why, if it cannot be opened)."""
+    if path is None:
+        return Sink("log", None)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return LogSink(os.open(path, flags, 0o644))
+    except OSError as exc:  # checked before the claim; lost since: run without it
+        return Sink("log", None, f"log: {exc.strerror or exc}")
+
+
 class ThreadRun:
     """``work(variables)`` for one chunk in a thread; the same life as a job process:
     :meth:`start`, :meth:`signal`, :meth:`wait` -> Outcome."""
@@ -138,14 +150,7 @@ class ThreadRun:
             raise
 
     def _open_log(self) -> Sink:
-        if self.log_path is None:
-            return Sink("log", None)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        try:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            return LogSink(os.open(self.log_path, flags, 0o644))
-        except OSError as exc:  # checked before the claim; lost since: run without it
-            return Sink("log", None, f"log: {exc.strerror or exc}")
+        return open_log(self.log_path)
 
     def _main(self, held: int | None) -> None:
         writer = _route.writer = _ChunkWriter(self._sink, self.secrets)

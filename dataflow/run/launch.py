@@ -95,10 +95,12 @@ def drain(
     *,
     every: bool,
     parallel: int,
+    batch: int = 0,
     notify: Callable[[Event], None],
     validate: list[str] | None,
 ) -> Drain | DriverDrain:
-    """The drain that runs the job's chunks: one (``every`` false) or all of them.
+    """The drain that runs the job's chunks: one (``every`` false) or all of them;
+    ``batch``: chunks a driver claims together for ``run_batch`` (0: the job's setting).
 
     A job with an entry point drains in one Spark driver (or Connect client), started
     only when there is work: a chunk that turns up meanwhile is run by a job process of
@@ -111,6 +113,7 @@ def drain(
             env,
             launch.driver,
             parallel=parallel,
+            batch=batch,
             command=shlex.join(launch.driver([])),  # for the history: less the driver's options
             notify=notify,
             validate=validate,

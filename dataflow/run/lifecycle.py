@@ -31,6 +31,7 @@ SETTINGS = (
     "alerts",
     "ready_by",
     "retry_delay",
+    "batch",
 )
 ABANDONED = "abandoned"  # the reason recorded for a run that died without ending
 
@@ -43,7 +44,7 @@ ABANDONED = "abandoned"  # the reason recorded for a run that died without endin
 class Settings(
     namedtuple(
         "Settings",
-        "retries max_parallel timeout spark_args spark_remote alerts ready_by retry_delay",
+        "retries max_parallel timeout spark_args spark_remote alerts ready_by retry_delay batch",
     )
 ):
     """Job settings: ``job`` rows with a reserved itemtype, the value in itemvalue.
@@ -55,7 +56,9 @@ class Settings(
     alerts: Apprise URLs its alerts go to ("": the store-wide default, see :mod:`.alerts`);
     ready_by: when each day's chunk is due READY, ``HH:MM[+N]`` ("": no promise; see
     ``dataflow.ops.freshness``); retry_delay: (seconds, factor), the wait before the
-    first automatic retry and what each later one multiplies it by ((0, 1): none).
+    first automatic retry and what each later one multiplies it by ((0, 1): none);
+    batch: chunks a Spark driver runs as one call of the job's ``run_batch`` (None: the
+    driver's default, see ``dataflow.cli.sparkdrain``).
     """
 
     __slots__ = ()
@@ -70,6 +73,7 @@ class Settings(
         alerts="",
         ready_by="",
         retry_delay=(0.0, 1.0),
+        batch=None,
     ):
         return super().__new__(
             cls,
@@ -81,6 +85,7 @@ class Settings(
             alerts,
             ready_by,
             retry_delay,
+            batch,
         )
 
 
@@ -114,6 +119,7 @@ def settings_of(jobid: str, values: dict[str, str]) -> Settings:
     """Parse and check a job's settings."""
     timeout = values.get("timeout")
     cap = values.get("max_parallel")
+    batch = values.get("batch")
     return Settings(
         retries=int(_number(jobid, "retries", values.get("retries", "0"), int, 0)),
         max_parallel=int(_number(jobid, "max_parallel", cap, int, 1)) if cap else None,
@@ -123,6 +129,7 @@ def settings_of(jobid: str, values: dict[str, str]) -> Settings:
         alerts=_alerts(jobid, values.get("alerts", "")),
         ready_by=_due(jobid, values.get("ready_by", "")),
         retry_delay=_retry_delay(jobid, values.get("retry_delay", "")),
+        batch=int(_number(jobid, "batch", batch, int, 1)) if batch else None,
     )
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 SPARK_ARGS_ENV = "DATAFLOW_SPARK_ARGS"
 SPARK_ARGS_SETTING = "spark_args"
 ENTRY_POINT = "run"  # ``def run(spark, job)``: a job one Spark driver can call per chunk
+BATCH_ENTRY_POINT = "run_batch"  # ``def run_batch(spark, batch)``: many chunks per call
 
 
 def is_spark_job(script: str) -> bool:
@@ -33,7 +34,8 @@ def is_spark_job(script: str) -> bool:
 
 
 def has_entry_point(script: str) -> bool:
-    """Does the ``.py`` job define ``def run(spark, job)`` at its top level? Read with
+    """Does the ``.py`` job define ``def run(spark, job)`` (or ``def run_batch(spark,
+    batch)``) at its top level? Read with
     ``ast``, nothing of it executed (nor pyspark imported). A file that cannot be read
     or parsed has none: spark-submit will say what is wrong with it."""
     if not is_spark_job(script):
@@ -46,9 +48,10 @@ def has_entry_point(script: str) -> bool:
     except (OSError, SyntaxError, ValueError):
         return False
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == ENTRY_POINT:
+        if isinstance(node, ast.FunctionDef) and node.name in (ENTRY_POINT, BATCH_ENTRY_POINT):
             arguments = node.args
-            return len(arguments.posonlyargs + arguments.args) >= 2 or arguments.vararg is not None
+            if len(arguments.posonlyargs + arguments.args) >= 2 or arguments.vararg is not None:
+                return True
     return False
 
 

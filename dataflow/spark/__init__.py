@@ -25,14 +25,17 @@ pyspark is imported only when a session or a DataFrame is needed.
 
 This package is the job side, on its own beside the run and store packages:
 ``datasets`` (where a chunk lives), ``context`` (what RunJob told the job),
-``chunks`` (read and write one chunk), ``engine`` (a job's ``run(spark, job)`` called
-per chunk in one SparkSession), ``streaming`` (a stream's micro-batches as chunks),
+``chunks`` (read and write one chunk), ``batch`` (many chunks of a job as one query:
+``def run_batch(spark, batch)``, ``read(spark, batch.input())`` with a text ``dataid``
+column, ``write(frame, batch.output())`` into each dataid's own chunk), ``engine`` (a
+job's ``run(spark, job)`` or ``run_batch`` called in one SparkSession), ``streaming`` (a stream's micro-batches as chunks),
 ``landing`` (items dropped into a stream's landing folder), ``jdbc``, ``pipeline`` and
 ``testing``.
 
 May import: errors, crypto, store, layout.
 """
 
+from .batch import Batch, BatchDataset
 from .chunks import READ_DEFAULTS, WRITE_DEFAULTS, read, read_all, write
 from .context import JobContext, context, registered
 from .datasets import (
@@ -55,6 +58,8 @@ __all__ = [
     "JDBC_DRIVERS",
     "READ_DEFAULTS",
     "WRITE_DEFAULTS",
+    "Batch",
+    "BatchDataset",
     "Dataset",
     "JobContext",
     "StreamChunk",

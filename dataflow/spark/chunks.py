@@ -24,10 +24,14 @@ def read(
     options: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """Chunk ``dataset.dataid`` of ``dataset``: its folder, or its rows in the database.
+    Given a batch's dataset (``batch.input()``), every chunk of the batch, with a text
+    column ``dataid`` (:mod:`.batch`).
 
     ``schema`` (a DDL string or StructType) fixes the columns of a csv or json chunk;
     ``options`` go to Spark's reader (e.g. ``{"sep": ";"}``, ``{"fetchsize": "10000"}``).
     """
+    if not isinstance(dataset, Dataset):  # a batch's (it imports this module, not we it)
+        return dataset.read(spark, schema=schema, options=options)
     if dataset.kind == "jdbc":
         reader = spark.read.format("jdbc").options(**dataset.jdbc_options())
         return reader.option("dbtable", dataset.chunk_sql()).options(**(options or {})).load()
@@ -73,7 +77,14 @@ def write(df: DataFrame, dataset: Dataset, *, options: Mapping[str, str] | None 
     name holds it); a JDBC chunk's rows are deleted, then ``df`` is appended with the
     chunk column set to the dataid. If the write fails half-way the run is FAILED, so
     nobody reads the chunk, and the rerun replaces it again.
+
+    Given a batch's dataset (``batch.output()``), each dataid's rows of ``df`` (its
+    column ``dataid``) become that chunk, and a chunk of the batch without rows becomes
+    empty (:mod:`.batch`).
     """
+    if not isinstance(dataset, Dataset):
+        dataset.write(df, options=options)
+        return
     if dataset.kind == "jdbc":
         _write_jdbc(df, dataset, options or {})
         return

@@ -1,5 +1,6 @@
 """A job's entry point ``def run(spark, job)``, called in one Spark driver for chunk
-after chunk (``RunJob --all ./job.py``), or once (``RunJob ./job.py``).
+after chunk (``RunJob --all ./job.py``), or once (``RunJob ./job.py``); and
+``def run_batch(spark, batch)``, called for many chunks at once (:mod:`.batch`).
 
 The job script is imported as a module (a ``if __name__ == "__main__":`` block of it
 does not run), with ``sys.argv`` its own arguments and its folder on ``sys.path``, as
@@ -20,18 +21,23 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EntryPointError
+from .batch import Batch
 from .context import JobContext, current
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ENTRY_POINT = "run"
+BATCH_ENTRY_POINT = "run_batch"  # def run_batch(spark, batch): many chunks in one query
 REMOTE_ENV = "SPARK_REMOTE"  # set: this process is a Spark Connect client of that server
 _MODULE = "dataflow_job"  # the name the job script is imported under
 
 
-def load_entry_point(script: str, args: list[str] | tuple[str, ...] = ()) -> Callable[..., Any]:
-    """Import ``script`` and return its ``run``; errors of the script's own import propagate."""
+def load_entry_points(
+    script: str, args: list[str] | tuple[str, ...] = ()
+) -> tuple[Callable[..., Any] | None, Callable[..., Any] | None]:
+    """Import ``script`` and return its ``run`` and its ``run_batch`` (either may be None,
+    not both); errors of the script's own import propagate."""
     path = os.path.abspath(script)
     sys.argv = [script, *args]
     folder = os.path.dirname(path)
@@ -43,19 +49,24 @@ def load_entry_point(script: str, args: list[str] | tuple[str, ...] = ()) -> Cal
     module = importlib.util.module_from_spec(spec)
     sys.modules[_MODULE] = module
     spec.loader.exec_module(module)
-    entry = getattr(module, ENTRY_POINT, None)
-    if not callable(entry):
+    entry, batch = (getattr(module, name, None) for name in (ENTRY_POINT, BATCH_ENTRY_POINT))
+    entry, batch = (e if callable(e) else None for e in (entry, batch))
+    if entry is None and batch is None:
         raise EntryPointError(script, "it defines no function run(spark, job)")
-    return entry
+    return entry, batch
 
 
 def run_one(script: str, args: list[str]) -> None:
-    """One chunk, the job's context from the environment (a plain ``RunJob ./job.py``)."""
-    entry = load_entry_point(script, args)
+    """One chunk, the job's context from the environment (a plain ``RunJob ./job.py``);
+    a job with ``run_batch`` only runs it for a batch of that one chunk."""
+    entry, batch = load_entry_points(script, args)
     job = JobContext.from_environ()
     token = current.set(job)
     try:
-        entry(job.session(), job)
+        if entry is not None:
+            entry(job.session(), job)
+        else:
+            batch(job.session(), Batch((job,)))
     finally:
         current.reset(token)
 
@@ -94,7 +105,7 @@ class Engine:
 
     def __init__(self, script: str, args: list[str] | tuple[str, ...] = ()):
         self.script = script
-        self.entry = load_entry_point(script, args)
+        self.entry, self.batch_entry = load_entry_points(script, args)
         self.spark: SparkSession | None = None
         self.remote = is_remote()
         self._slots: set[int] = set()
@@ -121,33 +132,53 @@ class Engine:
     def call(self, environ: Mapping[str, str], group: str) -> None:
         """Run the entry point for the chunk ``environ`` describes, in this thread, its
         Spark jobs in job group ``group``."""
+        self.call_batch([environ], group)
+
+    def call_batch(self, environs: list[Mapping[str, str]], group: str) -> None:
+        """Run the chunks ``environs`` describe as one call, in this thread, their Spark
+        jobs in job group ``group``: ``run_batch(spark, batch)``, or ``run(spark, job)``
+        for one chunk of a job that defines it."""
         assert self.spark is not None, "start() first"
-        job = JobContext.from_environ({**os.environ, **environ})
-        if self.remote:
-            self._call_remote(job, group)
-            return
-        context = self.spark.sparkContext
-        slot = self._take_slot()
+        jobs = [JobContext.from_environ({**os.environ, **environ}) for environ in environs]
+        if len(jobs) == 1 and self.entry is not None:
+            job = jobs[0]
+
+            def work() -> None:
+                self.entry(self.spark, job)
+        else:
+            job = None  # df.context() names no one chunk in a batch
+
+            def work() -> None:
+                self.batch_entry(self.spark, Batch(tuple(jobs)))
+
         token = current.set(job)
         try:
-            context.setLocalProperty("spark.scheduler.pool", f"chunk{slot}")
-            context.setJobGroup(group, f"{job.jobid} {job.dataid}", interruptOnCancel=True)
-            self.entry(self.spark, job)
+            if self.remote:
+                self._call_remote(work, group)
+            else:
+                self._call_local(work, group, " ".join([jobs[0].jobid, *(j.dataid for j in jobs)]))
         finally:
             current.reset(token)
+
+    def _call_local(self, work: Callable[[], None], group: str, description: str) -> None:
+        context = self.spark.sparkContext
+        slot = self._take_slot()
+        try:
+            context.setLocalProperty("spark.scheduler.pool", f"chunk{slot}")
+            context.setJobGroup(group, description, interruptOnCancel=True)
+            work()
+        finally:
             with self._lock:
                 self._slots.discard(slot)
 
-    def _call_remote(self, job: JobContext, group: str) -> None:
+    def _call_remote(self, work: Callable[[], None], group: str) -> None:
         """The chunk's operations on the server carry the tag ``group`` (tags are the
         calling thread's, so chunks run at once keep theirs apart)."""
-        token = current.set(job)
         self.spark.addTag(group)
         try:
-            self.entry(self.spark, job)
+            work()
         finally:
             self.spark.removeTag(group)
-            current.reset(token)
 
     def _take_slot(self) -> int:
         with self._lock:

@@ -24,12 +24,14 @@ _SQL_TYPES = {-6: "int", 5: "int", 4: "int", -5: "bigint", 6: "double", 8: "doub
 _SQL_TYPES |= {7: "float", 91: "date", 93: "timestamp", 16: "boolean", -7: "boolean"}
 
 
-def empty_chunk(spark: SparkSession, dataset: Dataset) -> str | None:
-    """Delete the rows of the dataset's chunk from its table; return the Spark type of
-    the chunk column, or None when the table does not exist yet (Spark will create it)."""
+def empty_chunk(spark: SparkSession, dataset: Dataset, *more: Dataset) -> str | None:
+    """Delete the rows of the dataset's chunk (and of the chunks of ``more``, the same
+    dataset at other dataids: a batch's) from its table, in one statement; return the
+    Spark type of the chunk column, or None when the table does not exist yet (Spark
+    will create it)."""
     if is_connect(spark):
-        return _empty_chunk_remote(spark, dataset)
-    table, column, literal = dataset.table, dataset.chunk_column, dataset.chunk_literal()
+        return _empty_chunk_remote(spark, dataset, more)
+    table, column, literal = dataset.table, dataset.chunk_column, _literals(dataset, more)
     with connection(spark, dataset) as conn:
         if not _table_exists(conn, table):
             return None
@@ -37,7 +39,7 @@ def empty_chunk(spark: SparkSession, dataset: Dataset) -> str | None:
         try:
             query = f"SELECT {column} FROM {table} WHERE 1 = 0"
             column_type = _spark_type(statement.executeQuery(query).getMetaData())
-            statement.executeUpdate(f"DELETE FROM {table} WHERE {column} = {literal}")
+            statement.executeUpdate(f"DELETE FROM {table} WHERE {column} {literal}")
         except Exception as exc:
             reason = f"cannot empty chunk '{dataset.dataid}' of {table}: {java_message(exc)}"
             raise DatasetError(dataset.datasetid, reason) from None
@@ -46,17 +48,26 @@ def empty_chunk(spark: SparkSession, dataset: Dataset) -> str | None:
         return column_type
 
 
+def _literals(dataset: Dataset, more: tuple[Dataset, ...]) -> str:
+    """``= 'd'``, or ``IN ('d1', 'd2', ...)`` for a batch's chunks."""
+    if not more:
+        return f"= {dataset.chunk_literal()}"
+    return f"IN ({', '.join(d.chunk_literal() for d in (dataset, *more))})"
+
+
 def is_connect(spark: SparkSession) -> bool:
     """Is ``spark`` a Spark Connect client's session (no JVM of its own to call)?"""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def _empty_chunk_remote(spark: SparkSession, dataset: Dataset) -> str | None:
+def _empty_chunk_remote(
+    spark: SparkSession, dataset: Dataset, more: tuple[Dataset, ...] = ()
+) -> str | None:
     """:func:`empty_chunk` for a Spark Connect client, through Spark's own JDBC reader on
     the server: the table looked up in ``information_schema``, the chunk column's type
     read from an empty query, the DELETE run as that reader's ``sessionInitStatement``
     (autocommitted, before its query)."""
-    table, column, literal = dataset.table, dataset.chunk_column, dataset.chunk_literal()
+    table, column, literal = dataset.table, dataset.chunk_column, _literals(dataset, more)
     schema, _, name = table.rpartition(".")
     where = f"lower(table_name) = lower('{name}')"
     if schema:
@@ -73,7 +84,7 @@ def _empty_chunk_remote(spark: SparkSession, dataset: Dataset) -> str | None:
         if not found.collect()[0][0]:
             return None
         probe = f"SELECT {column} FROM {table} WHERE 1 = 0"
-        frame = query(probe, f"DELETE FROM {table} WHERE {column} = {literal}")
+        frame = query(probe, f"DELETE FROM {table} WHERE {column} {literal}")
         frame.collect()  # the reader's session ran the DELETE
         return frame.schema.fields[0].dataType.simpleString()
     except Exception as exc:
