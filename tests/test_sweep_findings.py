@@ -130,7 +130,8 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
     import time
 
     import psycopg
-    from test_lease import _keeper_backends, _ledger, _pid
+    from hosts import keeper_backends
+    from test_lease import _ledger, _pid
 
     from support import start_runjob
 
@@ -138,14 +139,14 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
     _lease_job(a, tmp_path)
     runner = start_runjob(a, "./work.sh")
     _pid(tmp_path, "job.pid")  # host A's job runs
-    wait_for(lambda: _keeper_backends(a.address), what="the run lock")
+    wait_for(lambda: keeper_backends(a.address), what="the run lock")
     a.ok("dml", "update run set lease = 0")
     stop = threading.Event()
 
     def terminate() -> None:  # every keeper session, again and again, while host B starts
         with psycopg.connect(a.address, autocommit=True) as conn:
             while not stop.is_set():
-                for backend in _keeper_backends(a.address):
+                for backend in keeper_backends(a.address):
                     conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
                 time.sleep(0.03)
 
