@@ -116,7 +116,7 @@ def test_the_keeper_is_forked_into_its_own_session_and_keeps_nothing_of_runjob(h
 
 
 def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(
-    hosts, tmp_path, pg_database, pg_server
+    hosts, tmp_path, pg_store, pg_server
 ):
     """A host that dies closes nothing: host A reaches the store through a proxy that
     stops forwarding before its processes are killed, so the server keeps the keeper's
@@ -125,7 +125,7 @@ def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(
     a, b = hosts
     proxy = Proxy(pg_server.port)
     try:
-        a.env["DATAFLOW_DB"] = pg_database.replace(f":{pg_server.port}/", f":{proxy.port}/")
+        a.env["DATAFLOW_DB"] = pg_store.replace(f":{pg_server.port}/", f":{proxy.port}/")
         _one_job(b, tmp_path, "echo $$ > job.pid; sleep 300")
         runner = start_runjob(a, "./work.sh")
         wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start on host A")
@@ -138,7 +138,7 @@ def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(
             os.kill(pid, signal.SIGKILL)
         died = time.monotonic()
         runner.wait(timeout=10)
-        assert keeper_backends(pg_database)  # the keeper's session outlives it
+        assert keeper_backends(pg_store)  # the keeper's session outlives it
         assert _recovered_after(b, died, timeout=BOUND + 30) <= BOUND + 2  # pings 1 s apart
         assert _status(tmp_path) == "FAILED"
         (run,) = rows(tmp_path, "select status, reason, host from run where jobid='work'")
@@ -175,12 +175,12 @@ def test_kill_9_of_runjob_alone_never_lets_another_host_start_the_chunk(hosts, t
 
 
 def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound(
-    hosts, tmp_path, pg_database, pg_server
+    hosts, tmp_path, pg_store, pg_server
 ):
     a, b = hosts
     proxy = Proxy(pg_server.port)
     try:
-        a.env["DATAFLOW_DB"] = pg_database.replace(f":{pg_server.port}/", f":{proxy.port}/")
+        a.env["DATAFLOW_DB"] = pg_store.replace(f":{pg_server.port}/", f":{proxy.port}/")
         _one_job(b, tmp_path, "echo $$ > job.pid; while :; do date +%s.%N > beat; sleep 0.1; done")
         runner = start_runjob(a, "./work.sh")
         wait_for(lambda: (tmp_path / "beat").exists(), what="the job to start on host A")
@@ -201,7 +201,7 @@ def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound
         proxy.close()
 
 
-def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, pg_database):
+def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, pg_store):
     """Host A's claim is looking at its first candidate (its transaction is open) when host
     B's RunJob starts: B takes the next chunk instead of saying there is nothing to do."""
     from dataflow.run import claims, lifecycle
@@ -209,7 +209,7 @@ def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, p
 
     a, b = hosts
     _one_job(a, tmp_path, "true", chunks=3)
-    with open_store(pg_database) as store, store.transaction():
+    with open_store(pg_store) as store, store.transaction():
         job = lifecycle.load_job(store, "work")
         assert next(claims._choose(store, job))[1] == "1"  # A's claim looks at chunk 1
         result = b.runjob("./work.sh")
