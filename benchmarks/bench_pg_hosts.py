@@ -181,7 +181,7 @@ def _one_death(address: str, work: Path, env_a: dict, partition: Proxy | None) -
     time.sleep(0.2)
     fenced = None
     if partition is None:
-        for pid in processes_of("hostA"):
+        for pid in processes_of(env_a):
             os.kill(pid, signal.SIGKILL)
         died = time.monotonic()
     else:
@@ -196,7 +196,7 @@ def _one_death(address: str, work: Path, env_a: dict, partition: Proxy | None) -
         runner.wait(timeout=120)
     else:
         runner.wait(timeout=30)
-    for pid in processes_of("hostA"):  # what is left of host A, if anything
+    for pid in processes_of(env_a):  # what is left of host A, if anything
         os.kill(pid, signal.SIGKILL)
     return event[1] - died, fenced
 

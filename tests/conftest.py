@@ -1,28 +1,26 @@
 """Shared fixtures: a real store (an SQLite file in tmp_path, or a database on a real
-PostgreSQL server started by pytest-postgresql), and the real CLIs in subprocesses.
+PostgreSQL server of this session's own), and the real CLIs in subprocesses.
 
 A module or test marked ``both_stores`` runs once per backend: its ``cli`` (and
-``address``) point at an SQLite file, then at a fresh PostgreSQL database.
+``address``) point at an SQLite file, then at a PostgreSQL database. That database holds
+the store's schema already (a copy of a template made once a session), as ``utility
+createtables`` would have made it; a test marked ``empty_store`` gets an empty database
+instead (a test of creation, or of what a command says where no store is), as an SQLite
+test gets a file that is not there yet. In a module or test marked ``in_process``,
+``cli.utility`` calls the CLI's main in this process (see support.InProcessCli).
 """
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
+import pgserver
 import pytest
-from pytest_postgresql import factories
 
 from dataflow.store import create_store
-from support import ADDRESSES, BOUND, Cli, two_hosts
+from support import ADDRESSES, BOUND, Cli, InProcessCli, two_hosts
 
 STORES = ("sqlite", "postgres")
-
-# pg_ctl refuses to run as root: tests/postgres/pg_ctl runs it as user postgres then
-pg_server = factories.postgresql_proc(
-    executable=str(Path(__file__).parent / "postgres" / "pg_ctl"),
-    postgres_options="-c fsync=off -c synchronous_commit=off -c max_connections=300",
-)
 
 
 def _names(argnames) -> list[str]:
@@ -49,26 +47,39 @@ def store_kind(request) -> str:
     return getattr(request, "param", "sqlite")
 
 
-@pytest.fixture
-def pg_database(request) -> str:
-    """A fresh, empty database on the session's PostgreSQL server; its URL."""
-    server = request.getfixturevalue("pg_server")
-    import psycopg
+@pytest.fixture(scope="session")
+def pg_server():
+    """This session's PostgreSQL server (see tests/pgserver.py): its own port and folder."""
+    with pgserver.own_server() as server:
+        yield server
 
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = f"postgresql://{server.user}@{server.host}:{server.port}/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server) -> str:
+    """The name of a database that holds a fresh store: what pg_store copies."""
+    return pgserver.make_template(pg_server)
+
+
+@pytest.fixture
+def pg_database(pg_server) -> str:
+    """A fresh, empty database on the session's PostgreSQL server; its URL."""
+    with pgserver.database(pg_server) as found:
+        yield found
+
+
+@pytest.fixture
+def pg_store(pg_server, pg_template) -> str:
+    """A fresh database that holds a fresh store (a copy of the template); its URL."""
+    with pgserver.database(pg_server, pg_template) as found:
+        yield found
 
 
 @pytest.fixture
 def address(store_kind, tmp_path, request):
     """The store's address: a file in tmp_path, or a PostgreSQL database's URL."""
     if store_kind == "postgres":
-        found = request.getfixturevalue("pg_database")
+        empty = request.node.get_closest_marker("empty_store")
+        found = request.getfixturevalue("pg_database" if empty else "pg_store")
     else:
         found = tmp_path / "dataflow.db"
     ADDRESSES[tmp_path] = found
@@ -77,8 +88,12 @@ def address(store_kind, tmp_path, request):
 
 
 @pytest.fixture
-def cli(tmp_path: Path, address) -> Cli:
-    return Cli(tmp_path, address)
+def cli(tmp_path: Path, address, request) -> Cli:
+    """The CLIs in tmp_path; in a test marked ``in_process``, ``utility`` runs in this
+    process (RunJob and shell lines never do)."""
+    marker = request.node.get_closest_marker("in_process")  # in_process(False): a process
+    in_process = marker is not None and (not marker.args or marker.args[0])
+    return (InProcessCli if in_process else Cli)(tmp_path, address)
 
 
 @pytest.fixture
@@ -106,10 +121,10 @@ def chain(cli, tmp_path):
 
 
 @pytest.fixture
-def hosts(tmp_path, pg_database):
+def hosts(tmp_path, pg_store):
     """Two hosts sharing a PostgreSQL store: their own folders and names, the same cwd
     (jobs), the liveness bound BOUND."""
-    a, b = two_hosts(tmp_path, pg_database, BOUND)
-    ADDRESSES[tmp_path] = pg_database
+    a, b = two_hosts(tmp_path, pg_store, BOUND)
+    ADDRESSES[tmp_path] = pg_store
     yield a, b
     ADDRESSES.pop(tmp_path, None)

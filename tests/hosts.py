@@ -1,6 +1,7 @@
 """Simulated hosts on one machine, for the multi-host tests and benchmarks: a TCP proxy
 to the store that can stop forwarding without closing anything (a network partition),
-and the processes of a host (those whose environment names it in DATAFLOW_HOST)."""
+and the processes of a host (those whose environment names its DATAFLOW_HOST and
+DATAFLOW_STATE)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import select
 import socket
 import threading
+from collections.abc import Mapping
 
 
 class Proxy:
@@ -52,15 +54,17 @@ class Proxy:
         self.server.close()
 
 
-def processes_of(host: str) -> list[int]:
-    """Every process of a simulated host: those whose environment names it."""
-    marker = f"DATAFLOW_HOST={host}".encode()
+def processes_of(env: Mapping[str, str]) -> list[int]:
+    """Every process of a simulated host, given its environment: those whose environment
+    names both its host (DATAFLOW_HOST) and its own folder (DATAFLOW_STATE), so that a
+    host of the same name in another test or test run is never one of them."""
+    markers = {f"{name}={env[name]}".encode() for name in ("DATAFLOW_HOST", "DATAFLOW_STATE")}
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit() and int(pid) != os.getpid():
             try:
                 with open(f"/proc/{pid}/environ", "rb") as file:
-                    if marker in file.read().split(b"\0"):
+                    if markers <= set(file.read().split(b"\0")):
                         found.append(int(pid))
             except OSError:
                 continue
@@ -73,3 +77,15 @@ def alive(pid: int) -> bool:
             return file.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def keeper_backends(address: str) -> list[int]:
+    """Server sessions holding a run lock (keepers')."""
+    import psycopg
+
+    with psycopg.connect(address, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
+            "AND granted AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [pid for (pid,) in found]

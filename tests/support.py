@@ -1,14 +1,17 @@
-"""Test helpers: the real CLIs in subprocesses, job scripts, the shapes of our output."""
+"""Test helpers: the real CLIs in subprocesses (``utility`` in this process where that is
+not the point), job scripts, the shapes of our output."""
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing, contextmanager
+import traceback
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +83,69 @@ class Cli:
         result = self.utility(*args, **kw)
         assert result.code == 0, result
         return result
+
+
+class InProcessCli(Cli):
+    """A :class:`Cli` whose ``utility`` runs in this process, as sqlite-utils tests its CLI
+    with click's CliRunner: ``dataflow.cli.utility.main(argv)`` with the CLI's environment,
+    working folder and standard input, its output and exit code captured. Milliseconds
+    where a process takes a second. RunJob, shell lines and anything about signals,
+    crashes, the environment of a process or secrets in its arguments still run as
+    processes (``runjob``, ``sh``, ``__call__``)."""
+
+    def utility(self, *args: str, env: dict[str, str] | None = None, **kw) -> Result:
+        kw.pop("timeout", None)  # a call in this process is not bounded from outside
+        unknown = set(kw) - {"input"}
+        if unknown:  # what only a process has (its own descriptors...): a process
+            return super().utility(*args, env=env, **kw)
+        return run_utility(args, self.cwd, {**self.env, **(env or {})}, kw.get("input"))
+
+
+@contextmanager
+def _as_its_own_process(cwd: Path, env: dict[str, str]):
+    """This process's environment, time zone, working folder and standard streams as a
+    process of ``utility`` started with ``env`` in ``cwd`` would have them; all put back
+    afterwards, whatever the command changed (it may set PASSKEY, or replace stdout)."""
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    os.environ.clear()
+    os.environ.update(env)
+    time.tzset()
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        time.tzset()
+
+
+def run_utility(argv, cwd: Path, env: dict[str, str], input: str | None = None) -> Result:
+    """``utility *argv`` in this process; its exit code and output as a process's."""
+    from dataflow.cli import utility
+
+    out, err = io.BytesIO(), io.BytesIO()
+    with _as_its_own_process(cwd, env):
+        sys.stdin = io.StringIO(input or "")
+        sys.stdout = stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+        sys.stderr = stderr = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
+        try:
+            code = utility.main([str(arg) for arg in argv])
+        except SystemExit as exc:  # argparse's --help, --version and usage errors
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        except BaseException:  # a bug: what Python prints as a process ends with one
+            traceback.print_exc()
+            code = 1
+        for stream in (stdout, stderr):
+            with suppress(ValueError):
+                stream.flush()
+    return Result(
+        code, out.getvalue().decode(errors="replace"), err.getvalue().decode(errors="replace")
+    )
 
 
 BOUND = 6  # DATAFLOW_LIVENESS_TIMEOUT of the multi-host tests, in seconds (default 20)

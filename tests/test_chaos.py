@@ -61,10 +61,10 @@ def _cmdline(pid: int) -> str:
         return file.read().replace(b"\0", b" ").decode(errors="replace")
 
 
-def _victims(host: str) -> dict[str, list[int]]:
+def _victims(host) -> dict[str, list[int]]:
     """A host's RunJobs, keepers (a RunJob's fork, a session of its own) and jobs."""
     found: dict[str, list[int]] = {"runjob": [], "keeper": [], "job": []}
-    for pid in processes_of(host):
+    for pid in processes_of(host.env):
         with contextlib.suppress(OSError, IndexError):
             command, stat = _cmdline(pid), _stat(pid)
             if "runjob" in command.lower():  # a keeper's parent is its RunJob
@@ -138,7 +138,7 @@ def test_two_hosts_under_chaos_never_run_a_chunk_twice(tmp_path, pg_database, pg
             if kind == "session":
                 _terminate_a_session(pg_database)
             else:
-                found = _victims(rng.choice(["hostA", "hostB"]))
+                found = _victims(rng.choice(hosts))
                 pool = found["runjob" if kind == "group" else kind]
                 if not pool:
                     continue

@@ -9,7 +9,7 @@ import pytest
 from dataflow.store import shown
 from support import script, state
 
-pytestmark = pytest.mark.both_stores
+pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
 
 # what each driver says of a statement that is wrong
 SAYS = {
@@ -50,6 +50,7 @@ def one_line_error(result, starts):
     assert "Traceback" not in result.err
 
 
+@pytest.mark.empty_store
 def test_read_commands_never_create_a_store(cli, tmp_path, store_kind):
     # an SQLite store is a file; a PostgreSQL one is a database's tables (its empty
     # database is the test's, made for it)
@@ -66,6 +67,7 @@ def test_read_commands_never_create_a_store(cli, tmp_path, store_kind):
         assert state(tmp_path) == before
 
 
+@pytest.mark.empty_store
 def test_createtables_is_idempotent(cli, address):
     assert cli.ok("createtables").out.startswith("tables created in")
     assert cli.ok("createtables").out == f"store {shown(address)} is up to date\n"

@@ -42,7 +42,6 @@ def test_garbage_is_a_clean_error(token):
         crypto.decrypt(token, "plugh")
 
 
-@pytest.mark.both_stores  # crypt needs no store: a PostgreSQL address changes nothing
 def test_cli_crypt(cli, tmp_path):
     assert cli.utility("crypt", "-d", SEED_VECTOR, env={"PASSKEY": "plugh"}).out == "plugh\n"
     # the seed's forms: passkey as first argument of utility, or inside crypt

@@ -14,8 +14,8 @@ import time
 from collections import Counter
 
 import pytest
-from hosts import Proxy, alive, processes_of
-from test_stress import CHUNKS, JOBS, LOOP, OUTPUT
+from hosts import Proxy, alive, keeper_backends, processes_of
+from test_stress import CHUNKS, JOBS, LOOP, OUTPUT, STALL_S, finished
 
 from support import BOUND, rows, script, start_runjob, wait_for, written
 
@@ -95,7 +95,13 @@ def test_the_keeper_is_forked_into_its_own_session_and_keeps_nothing_of_runjob(h
         assert targets[0] == targets[1] == os.devnull
         assert targets[2].endswith("/keeper.log")
         others = [t for fd, t in targets.items() if fd > 2]
-        assert not [t for t in others if not t.startswith(("socket:", "pipe:"))], targets
+        pipes = [t for t in others if t.startswith("pipe:")]
+        # its four pipes to RunJob (requests, answers, pings, pongs) and nothing else: each
+        # one's other end is RunJob's, none is the job's (its output RunJob copies)
+        assert len(set(pipes)) == len(pipes) == 4, targets
+        assert set(pipes) <= set(runjob.values())
+        assert not set(pipes) & set(_targets(job).values())
+        assert not [t for t in others if t not in pipes and not t.startswith("socket:")], targets
         assert len([t for t in others if t.startswith("socket:")]) == 1  # its own connection
         assert not set(others) & {runjob[0], runjob[1], runjob[2]}
         assert not {t for t in others if t.startswith("socket:")} & set(runjob.values())
@@ -104,22 +110,36 @@ def test_the_keeper_is_forked_into_its_own_session_and_keeps_nothing_of_runjob(h
         runner.wait(timeout=60)
 
 
-def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(hosts, tmp_path):
+def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(
+    hosts, tmp_path, pg_store, pg_server
+):
+    """A host that dies closes nothing: host A reaches the store through a proxy that
+    stops forwarding before its processes are killed, so the server keeps the keeper's
+    session (and its run lock) open, as it would for a power cut. Only the liveness bound
+    frees the chunk."""
     a, b = hosts
-    _one_job(a, tmp_path, "echo $$ > job.pid; sleep 300")
-    runner = start_runjob(a, "./work.sh")
-    wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start on host A")
-    assert _status(tmp_path) == "RUNNING"
-    assert "1 abandoned" not in b.ok("recover").out  # alive: host B leaves it alone
-    killed = processes_of("hostA")
-    assert len(killed) >= 3  # RunJob, its keeper, the job
-    for pid in killed:
-        os.kill(pid, signal.SIGKILL)
-    runner.wait(timeout=10)
-    assert _recovered_by(b, time.monotonic(), BOUND)
-    assert _status(tmp_path) == "FAILED"
-    (run,) = rows(tmp_path, "select status, reason, host from run where jobid='work'")
-    assert run == ("FAILED", "abandoned", "hostA")
+    proxy = Proxy(pg_server.port)
+    try:
+        a.env["DATAFLOW_DB"] = pg_store.replace(f":{pg_server.port}/", f":{proxy.port}/")
+        _one_job(b, tmp_path, "echo $$ > job.pid; sleep 300")
+        runner = start_runjob(a, "./work.sh")
+        wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start on host A")
+        assert _status(tmp_path) == "RUNNING"
+        assert "1 abandoned" not in b.ok("recover").out  # alive: host B leaves it alone
+        killed = processes_of(a.env)
+        assert len(killed) >= 3  # RunJob, its keeper, the job
+        proxy.flowing.clear()  # the host goes: what it had open stays open at the server
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        died = time.monotonic()
+        runner.wait(timeout=10)
+        assert keeper_backends(pg_store)  # the keeper's session outlives it
+        assert _recovered_by(b, died, BOUND + 2)  # pings 1 s apart
+        assert _status(tmp_path) == "FAILED"
+        (run,) = rows(tmp_path, "select status, reason, host from run where jobid='work'")
+        assert run == ("FAILED", "abandoned", "hostA")
+    finally:
+        proxy.close()
 
 
 def test_kill_9_of_runjob_alone_never_lets_another_host_start_the_chunk(hosts, tmp_path):
@@ -150,12 +170,12 @@ def test_kill_9_of_runjob_alone_never_lets_another_host_start_the_chunk(hosts, t
 
 
 def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound(
-    hosts, tmp_path, pg_database, pg_server
+    hosts, tmp_path, pg_store, pg_server
 ):
     a, b = hosts
     proxy = Proxy(pg_server.port)
     try:
-        a.env["DATAFLOW_DB"] = pg_database.replace(f":{pg_server.port}/", f":{proxy.port}/")
+        a.env["DATAFLOW_DB"] = pg_store.replace(f":{pg_server.port}/", f":{proxy.port}/")
         _one_job(b, tmp_path, "echo $$ > job.pid; while :; do date +%s.%N > beat; sleep 0.1; done")
         runner = start_runjob(a, "./work.sh")
         wait_for(lambda: (tmp_path / "beat").exists(), what="the job to start on host A")
@@ -176,7 +196,7 @@ def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound
         proxy.close()
 
 
-def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, pg_database):
+def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, pg_store):
     """Host A's claim is looking at its first candidate (its transaction is open) when host
     B's RunJob starts: B takes the next chunk instead of saying there is nothing to do."""
     from dataflow.run import claims, lifecycle
@@ -184,7 +204,7 @@ def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, p
 
     a, b = hosts
     _one_job(a, tmp_path, "true", chunks=3)
-    with open_store(pg_database) as store, store.transaction():
+    with open_store(pg_store) as store, store.transaction():
         job = lifecycle.load_job(store, "work")
         assert next(claims._choose(store, job))[1] == "1"  # A's claim looks at chunk 1
         result = b.runjob("./work.sh")
@@ -214,7 +234,7 @@ def test_two_hosts_sixteen_processes_run_every_chunk_exactly_once(hosts, tmp_pat
         )
         script(tmp_path, f"{jobid}.sh", 'echo "$jobid $dataid $DATAFLOW_HOST" >> ran.log')
     a.ok("ready", "src", "--from", "1", "--to", str(CHUNKS))
-    (tmp_path / "loop.sh").write_text(LOOP.format(chunks=CHUNKS))
+    (tmp_path / "loop.sh").write_text(LOOP.format(chunks=CHUNKS, stall=STALL_S))
     workers = []
     for host in (a, b):
         for jobid in JOBS:
@@ -229,8 +249,7 @@ def test_two_hosts_sixteen_processes_run_every_chunk_exactly_once(hosts, tmp_pat
         )
         for h, w in workers
     ]
-    outputs = [p.communicate(timeout=1500)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0] * 16, outputs
+    outputs = finished(procs, timeout=1500)
     for text in outputs:
         for bad in ("Traceback", "error", "deadlock"):
             assert bad not in text, text[-2000:]

@@ -20,7 +20,7 @@ import sys
 import time
 
 import pytest
-from hosts import alive
+from hosts import alive, keeper_backends
 from test_hosts import _children, _one_job
 
 from support import ADDRESSES, BOUND, Cli, rows, start_runjob, two_hosts, wait_for, written
@@ -115,18 +115,6 @@ def test_kill_9_of_runjobs_whole_process_group_leaves_the_lease_with_the_live_jo
     assert _attempts(tmp_path) == 2
 
 
-def _keeper_backends(address: str) -> list[int]:
-    """Server sessions holding a run lock (keepers')."""
-    import psycopg
-
-    with psycopg.connect(address, autocommit=True) as conn:
-        found = conn.execute(
-            "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
-            "AND granted AND pid <> pg_backend_pid()"
-        ).fetchall()
-    return [pid for (pid,) in found]
-
-
 def test_a_session_ended_by_the_server_is_not_proof_of_death(hosts, tmp_path):
     """Fault 2: ``pg_terminate_backend`` of the keeper's session (the store's own role may
     do it) freed the run lock; host B reclaimed while the job ran to its end."""
@@ -134,14 +122,14 @@ def test_a_session_ended_by_the_server_is_not_proof_of_death(hosts, tmp_path):
     _one_job(a, tmp_path, JOB + WAIT_GO)
     runner = start_runjob(a, "./work.sh")
     job = _pid(tmp_path, "job.pid")
-    wait_for(lambda: _keeper_backends(a.address), what="the run lock")
-    (backend,) = _keeper_backends(a.address)
+    wait_for(lambda: keeper_backends(a.address), what="the run lock")
+    (backend,) = keeper_backends(a.address)
     import psycopg
 
     with psycopg.connect(a.address, autocommit=True) as conn:  # the store's own role may
         conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
     _never_taken(b, BOUND * 1.5)
-    wait_for(lambda: _keeper_backends(a.address), what="the keeper to take its lock again")
+    wait_for(lambda: keeper_backends(a.address), what="the keeper to take its lock again")
     assert alive(job)
     (tmp_path / "go").touch()
     assert runner.wait(timeout=60) == 0, runner.stderr.read()

@@ -12,12 +12,12 @@ import re
 import shutil
 import sqlite3
 import subprocess
-import uuid
-from contextlib import closing, contextmanager
+from contextlib import closing
 from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+from pgserver import database
 
 import dataflow
 from dataflow.dataids import natural_key
@@ -199,22 +199,6 @@ def test_a_sqlite_store_of_every_version_upgrades_to_a_fresh_ones_schema(
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------
-
-
-@contextmanager
-def database(server):
-    """One more empty database on the test server; its URL."""
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = f"postgresql://{server.user}@{server.host}:{server.port}/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    try:
-        yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def pg_dump_for(address: str) -> str:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.both_stores
+pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
 
 
 def items(cli):

@@ -32,6 +32,7 @@ def run_lines(cli, lines):
 
 
 @pytest.mark.both_stores
+@pytest.mark.empty_store  # createtables says it made the tables
 def test_quickstart_to_the_letter(cli, tmp_path, address):
     (tmp_path / "utility.sh").symlink_to(BIN / "utility.sh")
     created, *inserts, _ = run_lines(cli, SETUP)

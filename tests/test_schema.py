@@ -109,6 +109,7 @@ def test_rebuilding_datastatus_keeps_rows_claims_and_what_users_added(cli, tmp_p
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.empty_store  # it makes a version 1 store there itself
 def test_a_version_1_postgresql_store_upgrades_with_its_data_and_offers(cli, tmp_path, address):
     """v2 replaces the per-row trigger on datastatus: the offers it made stay, and the
     new trigger makes the next ones."""

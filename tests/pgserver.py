@@ -1,0 +1,148 @@
+"""The test session's own PostgreSQL server, and its databases: empty, or cloned from a
+template that holds the store's schema already.
+
+The server is never shared with another test run. Its port is held for the whole
+session by a lock that every run of these tests takes (so two runs never pick the same
+port while one of them is still starting), and its data folder lives outside pytest's
+temporary folders: another pytest run makes ``/tmp/pytest-of-<user>`` private (user
+postgres, the server's owner, may not pass) and deletes all but its last three numbered
+folders, and a server whose data folder (its ``postmaster.pid``) is gone shuts itself
+down within a minute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import port_for
+from mirakuru.exceptions import AlreadyRunning
+from pytest_postgresql.executors import PostgreSQLExecutor
+
+PG_CTL = Path(__file__).parent / "postgres" / "pg_ctl"  # runs pg_ctl as user postgres
+OPTIONS = "-c fsync=off -c synchronous_commit=off -c max_connections=300"
+PORTS = Path(tempfile.gettempdir()) / "dataflow-test-ports"  # one lock file a port
+
+
+def _hold_a_port() -> tuple[int, int]:
+    """A free port, and the descriptor of its lock (held until closed)."""
+    PORTS.mkdir(mode=0o777, exist_ok=True)
+    while True:
+        port = port_for.select_random()
+        fd = os.open(PORTS / str(port), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another test run's
+            os.close(fd)
+            continue
+        return port, fd
+
+
+@contextlib.contextmanager
+def own_server() -> Iterator[PostgreSQLExecutor]:
+    """A PostgreSQL server of this session alone: its own port and data folder."""
+    folder = Path(tempfile.mkdtemp(prefix="dataflow-test-pg-"))
+    server, lock = None, None
+    try:
+        for _ in range(10):
+            port, lock = _hold_a_port()
+            server = PostgreSQLExecutor(
+                executable=str(PG_CTL),
+                host="127.0.0.1",
+                port=port,
+                datadir=str(folder / "data"),
+                unixsocketdir=str(folder),
+                logfile=str(folder / "server.log"),
+                startparams="-w",
+                dbname="tests",
+                postgres_options=OPTIONS,
+                timeout=120,  # a loaded machine starts it slowly
+            )
+            try:
+                server.start()
+                break
+            except AlreadyRunning:  # something that is not one of our runs has the port
+                os.close(lock)
+                server = lock = None
+        assert server is not None, "no free port for the test's PostgreSQL server"
+        _wait_until_ready(server, folder / "data")
+        yield server
+    finally:
+        if server is not None:
+            with contextlib.suppress(Exception):
+                server.stop()
+        if lock is not None:
+            os.close(lock)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wait_until_ready(server, datadir: Path, timeout: float = 120) -> None:
+    """Until the server accepts sessions (it answers "starting up" before), and is ours."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(admin_url(server), autocommit=True) as conn:
+                (found,) = conn.execute("SHOW data_directory").fetchone()
+            break
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    assert Path(found).resolve() == datadir.resolve(), f"port {server.port}: not our server"
+
+
+def admin_url(server) -> str:
+    return f"postgresql://{server.user}@{server.host}:{server.port}/postgres"
+
+
+def url(server, name: str) -> str:
+    return f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
+
+
+def make_template(server) -> str:
+    """A database that holds a fresh store (``createtables``'s work): the template of
+    :func:`database`; its name."""
+    import psycopg
+
+    from dataflow.store import create_store
+
+    name = f"store_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url(server), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    created, _ = create_store(url(server, name))
+    created.close()
+    with psycopg.connect(admin_url(server), autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+    return name
+
+
+@contextlib.contextmanager
+def database(server, template: str | None = None) -> Iterator[str]:
+    """A new database on ``server``, empty or a copy of ``template``; its URL."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url(server), autocommit=True) as conn:
+        create = f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else "")
+        for attempt in range(50):
+            try:
+                conn.execute(create)
+                break
+            except psycopg.errors.ObjectInUse:  # a session of the template is still ending
+                if attempt == 49:
+                    raise
+                time.sleep(0.1)
+    try:
+        yield url(server, name)
+    finally:
+        with psycopg.connect(admin_url(server), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
