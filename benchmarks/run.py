@@ -4,7 +4,7 @@ Environment:
   BENCH_QUICK=1        reduced sizes and repeats, for a smoke run (~1-2 min);
                        RESULTS.md and README are then left alone unless BENCH_WRITE=1
   BENCH_ONLY=a,b       only these benchmarks (runjob, claim, contention, spark, sparkdrain,
-                       streaming, serve, views, drain, postgres, peers); also leaves the
+                       streaming, serve, views, drain, postgres, peers, backfill); also leaves the
                        files alone unless BENCH_WRITE=1
   BENCH_SIZES=...      claim benchmark store sizes in rows, e.g. 10000,100000
   BENCH_TMP=DIR        where scratch stores go (default: the system temp folder; must
@@ -21,6 +21,7 @@ import time
 import traceback
 from pathlib import Path
 
+import bench_backfill
 import bench_claim
 import bench_contention
 import bench_drain
@@ -40,6 +41,7 @@ BENCHMARKS = (
     ("contention", bench_contention.bench),
     ("spark", bench_spark.bench),
     ("sparkdrain", bench_sparkdrain.bench),
+    ("backfill", bench_backfill.bench),
     ("streaming", bench_streaming.bench),
     ("serve", bench_serve.bench),
     ("views", bench_drain.bench_views),
