@@ -5,8 +5,10 @@
 busy cluster (seed 001): the chunk ends FAILED, the others go on, and a RESUBMIT
 reruns it later with nothing to clean up.
 
-``run(spark, job)`` is the entry point: ``RunJob --all ./load.py`` calls it for every
-shard in one Spark driver.
+``run_batch(spark, batch)`` is the entry point: ``RunJob --all ./load.py`` calls it in
+one Spark driver with up to 10 shards at a time (one Spark query for them all, each shard
+still its own chunk); a batch that fails is split until only the shard that fails alone
+is FAILED. ``run(spark, job)`` runs a shard alone (``RunJob ./load.py``).
 """
 
 import os
@@ -24,12 +26,27 @@ TARGET = [
 ]
 
 
+def typed(landed, *keep):
+    return landed.select(*[F.col(name).cast(kind).alias(name) for name, kind in TARGET], *keep)
+
+
+def chaos(dataids):
+    shard = os.environ.get("CHAOS_SHARD")
+    if shard in dataids:
+        raise SystemExit(f"load: shard {shard}: simulated failure (CHAOS_SHARD)")
+
+
+def run_batch(spark, batch):
+    chaos(batch.dataids)
+    landed = read(spark, batch.input("landing_orders"))  # with a column dataid: the shard
+    write(typed(landed, "dataid"), batch.output("lake_orders"))
+    for dataid in batch.dataids:
+        print(f"load: shard {dataid} loaded")
+
+
 def run(spark, job):
-    if os.environ.get("CHAOS_SHARD") == job.dataid:
-        raise SystemExit(f"load: shard {job.dataid}: simulated failure (CHAOS_SHARD)")
-    landed = read(spark, job.input("landing_orders"))
-    typed = landed.select(*[F.col(name).cast(kind).alias(name) for name, kind in TARGET])
-    write(typed, job.output("lake_orders"))
+    chaos([job.dataid])
+    write(typed(read(spark, job.input("landing_orders"))), job.output("lake_orders"))
     print(f"load: shard {job.dataid} loaded")
 
 
