@@ -4,11 +4,11 @@ The SQL both backends can share is inherited from the SQLite backend's query mod
 (written with ``?`` placeholders, translated by :mod:`.connection`); what differs is
 here. Writers are not serialized as SQLite's are: a claim locks the candidate rows it
 looks at (``FOR UPDATE SKIP LOCKED``, never a table lock) and takes a chunk's offer lock
-before checking it, and ``max_parallel`` takes the job's cap lock (:meth:`take_turn`).
+before checking it, and ``max_parallel`` takes the job's cap lock (:meth:`job_turn`).
 
-A run's liveness is a session-level advisory lock on its chunk, held by a keeper process
-on the run's host (:mod:`dataflow.run.keeper`) for as long as any process of the run
-lives there; the server ends a keeper's session when its host stops answering.
+A run's liveness is its lease: a session-level advisory lock on its chunk and a heartbeat
+on its history row, both held by a keeper process on the run's host
+(:mod:`dataflow.run.keeper`) for as long as any process of the run lives there.
 """
 
 from __future__ import annotations
