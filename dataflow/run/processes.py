@@ -23,10 +23,11 @@ import signal
 import time
 from collections.abc import Iterable
 
+from ..store.address import HOST_ENV
+
 VARIABLE = "DATAFLOW_RUN"
 STORE_VARIABLE = "DATAFLOW_STORE"  # the store a job's chunk is of (Store.identity)
-HOST_VARIABLE = "DATAFLOW_HOST"  # the host a process was started for, when it names one
-HOST_PREFIX = f"{HOST_VARIABLE}=".encode()
+HOST_PREFIX = f"{HOST_ENV}=".encode()  # the host a process was started for, if it names one
 
 
 def new_token() -> str:
@@ -39,9 +40,9 @@ def legacy_token(store_identity: str, runid: int) -> str:
     return f"{store_identity}:{runid}"
 
 
-def _scan(tokens: set[str]) -> Iterable[tuple[int, str]]:
-    """(pid, token) of every live process on this host that carries one of ``tokens``."""
-    wanted = {f"{VARIABLE}={t}".encode(): t for t in tokens}
+def _environments() -> Iterable[tuple[int, list[bytes]]]:
+    """(pid, environment variables) of every live process on this host we may read,
+    but this one."""
     me = os.getpid()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
@@ -51,9 +52,16 @@ def _scan(tokens: set[str]) -> Iterable[tuple[int, str]]:
                 variables = file.read().split(b"\0")
         except OSError:  # gone, or another user's
             continue
+        yield int(name), variables
+
+
+def _scan(tokens: set[str]) -> Iterable[tuple[int, str]]:
+    """(pid, token) of every live process on this host that carries one of ``tokens``."""
+    wanted = {f"{VARIABLE}={t}".encode(): t for t in tokens}
+    for pid, variables in _environments():
         for variable in variables:
             if variable in wanted:
-                yield int(name), wanted[variable]
+                yield pid, wanted[variable]
                 break
 
 
@@ -82,21 +90,13 @@ def chunks_alive(
     names another host in ``DATAFLOW_HOST`` is that host's: its lease speaks for it (two
     hosts declared on one machine see each other's processes here, not their leases)."""
     wanted = {f"{VARIABLE}={t}".encode(): chunk for t, chunk in tokens.items()}
-    ours_host = f"{HOST_VARIABLE}={host}".encode() if host is not None else None
+    ours_host = f"{HOST_ENV}={host}".encode() if host is not None else None
     identities = {
         (f"jobid={j}".encode(), f"dataid={d}".encode()): (j, d) for j, d in wanted.values()
     }
     ours = f"{STORE_VARIABLE}={store}".encode()
     found: set[tuple[str, str]] = set()
-    me = os.getpid()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as file:
-                variables = file.read().split(b"\0")
-        except OSError:  # gone, or another user's
-            continue
+    for _, variables in _environments():
         job = data = b""
         mine = False
         carried: set[tuple[str, str]] = set()
