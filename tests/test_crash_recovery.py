@@ -306,3 +306,63 @@ def test_ctrl_c_in_a_drain_leaves_nothing_stuck(chain, tmp_path):
     assert in_rows(tmp_path, "work") == []
     assert [h[4] for h in history(tmp_path, "work")] == ["SIGINT", "SIGINT"]
     assert not (tmp_path / "started.3").exists()  # stopped claiming
+
+
+def _ahead_chain(chain, tmp_path):
+    """Chunks 1..10; each job quick but chunk 5's, which waits: the drain, whose jobs are
+    short, claims chunk 6 ahead while 5 runs."""
+    chain.ok(
+        "dml",
+        "with recursive n(i) as (select 4 union all select i+1 from n where i < 10) "
+        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
+    )
+    script(
+        tmp_path,
+        "work.sh",
+        'echo "$dataid" >> ran; [ "$dataid" != 5 ] || { echo $$ > job.pid; sleep 60; }',
+    )
+    drain = start_runjob(chain, "--all", "./work.sh", start_new_session=True)
+    wait_for(lambda: written(tmp_path / "job.pid"), what="chunk 5 to start")
+    claimed = "select 1 from run where dataid = '6'"
+    wait_for(lambda: rows(tmp_path, claimed), what="chunk 6 to be claimed ahead")
+    return drain
+
+
+@pytest.mark.both_stores
+def test_a_chunk_claimed_ahead_is_given_back_when_the_drain_is_stopped(chain, tmp_path):
+    drain = _ahead_chain(chain, tmp_path)
+    assert statuses(tmp_path, "work")["6"] == "RUNNING"
+    drain.send_signal(signal.SIGTERM)
+    out, err = drain.communicate(timeout=60)
+    assert drain.returncode == 143, (out, err)
+    found = statuses(tmp_path, "work")
+    assert [found[d] for d in "12345"] == ["READY"] * 4 + ["FAILED"]
+    assert "6" not in found  # as it was: never started, no attempt used, no history row
+    assert not rows(tmp_path, "select 1 from run where dataid = '6'")
+    assert (tmp_path / "ran").read_text().split() == ["1", "2", "3", "4", "5"]
+    ran = chain.runjob("./work.sh")
+    assert "Launching ./work.sh with dataid 6" in ran.out, ran
+    assert [h[:3] for h in history(tmp_path, "work") if h[0] == "6"] == [("6", 1, "READY")]
+
+
+@pytest.mark.both_stores
+def test_a_chunk_claimed_ahead_by_a_killed_drain_is_recovered_and_never_runs_twice(chain, tmp_path):
+    drain = _ahead_chain(chain, tmp_path)
+    os.kill(drain.pid, signal.SIGKILL)  # RunJob alone: chunk 5's job lives on
+    drain.wait()
+    # chunk 6 never started: it is dead, and recovered (within the liveness bound on a
+    # shared store, whose lease its keeper let go of); chunk 5 lives and is left alone
+
+    def recovered() -> bool:
+        chain.ok("recover")
+        return statuses(tmp_path, "work")["6"] == "FAILED"
+
+    wait_for(recovered, timeout=60, what="chunk 6 to be recovered")
+    assert statuses(tmp_path, "work")["5"] == "RUNNING"
+    assert [h[5] for h in history(tmp_path, "work") if h[0] == "6"] == ["abandoned"]
+    chain.ok("endjob", "work", "6", "RESUBMIT")
+    chain.runjob("--all", "./work.sh")
+    found = statuses(tmp_path, "work")
+    assert found["5"] == "RUNNING" and found["6"] == "READY" and found["10"] == "READY"
+    assert sorted((tmp_path / "ran").read_text().split(), key=int) == [str(d) for d in range(1, 11)]
+    os.killpg(int((tmp_path / "job.pid").read_text()), signal.SIGKILL)

@@ -1,6 +1,9 @@
 """Running a job's chunks: one (a plain ``RunJob``) or every claimable one (``--all``),
 up to ``parallel`` at once. The store is used from this thread only; each running
-job has a thread that copies its output and waits for it.
+job has a thread that copies its output and waits for it, and a drain of many chunks
+records their ends in a thread of its own (:mod:`.recorder`). While its jobs are short
+(each ended within :data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims its
+next chunk ahead, to start it the moment a slot frees.
 
 Nothing here prints: progress is reported through ``notify(Event)``.
 """
@@ -16,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import layout
-from ..errors import DataflowError, RunFenced, StoreUnavailable
+from ..errors import DataflowError, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
-from . import claims, lifecycle, liveness
+from . import claims, liveness, recorder
 from .claims import Claim
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Job
@@ -27,7 +30,7 @@ from .runner import Outcome, Run, child_environment
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
-FINISH_PATIENCE = 3  # a finish waits this many times the store's patience for it
+AHEAD_BELOW_S = 1.0  # jobs that end this quickly: their drain claims one chunk ahead
 
 
 class Event(
@@ -94,14 +97,26 @@ class Drain:
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
         self.summary = Summary()
         self._active: dict[int, tuple[Claim, Run]] = {}
-        self._ended: queue.Queue[tuple[Claim, Outcome]] = queue.Queue()
+        # ("ended", (claim, outcome)) from a run's thread, ("recorded", Ended) and
+        # ("say", Event) from the recorder's: acted on in the drain's thread
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._recorder: recorder.Recorder | None = None  # None: ends are recorded here
+        self._recording = 0  # ends handed to the recorder, not yet recorded
+        self._ahead: Claim | None = None  # claimed while every slot was busy
+        self._quick = False  # the last job ended within AHEAD_BELOW_S
+        self._dry = False  # the last claim found nothing claimable
         self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
         self._said_store = False
+        self._owner = threading.current_thread()  # the drain's: it notifies and uses the store
         self._unusable_said: set[str] = set()  # dataids that cannot name a chunk, warned of
         # where runs stage their file outputs, published by their finish (layout.py); a
         # driver's drain has the job's variables in its own environment
         self.tables = layout.output_tables(job.outputs, {**os.environ, **env.variables})
+        if (limit is None or limit > 1) and in_process is None and in_batch is None:
+            self._recorder = recorder.Recorder(
+                store, job, self.tables, self._failed, lambda e: self._events.put(("recorded", e))
+            )
 
     def stop(self, number: int) -> None:
         """Stop claiming and pass signal ``number`` to every running job (a signal handler)."""
@@ -114,48 +129,43 @@ class Drain:
         return self.store.count_candidates(self.job.jobid)
 
     def run(self) -> Summary:
+        try:
+            return self._drain()
+        finally:
+            if self._ahead is not None:  # never started: the chunk is as it was
+                claims.release(self.store, self.job.jobid, self._ahead)
+                self._ahead = None
+            if self._recorder is not None:
+                self._recorder.close()
+
+    def _drain(self) -> Summary:
         cap_reported = False
         while True:
             blocked = self._start_more()
             if blocked and not cap_reported:
                 self.notify(blocked)
             cap_reported = cap_reported or blocked is not None
-            if not self._active:
+            if not self._active and not self._recording:
                 if self.failure is not None:  # every run it started is recorded (or lost)
                     raise self.failure
                 if blocked and self.limit is None and not self.summary.interrupted:
                     time.sleep(CAP_POLL_S)
                     continue
                 return self.summary
-            self._finish(*self._next_ended())
+            if self._active and self._room_ahead():
+                self._ahead = next(iter(self._claim_some(1, ahead=True)[0]), None)
+            self._take(self._next_event())
 
-    def _patiently(self, call: Callable[[], object], patience: float = 1.0) -> object:
-        """``call()``, tried again with backoff while the store fails in a way that passes
-        (a busy store, a connection lost or a server restarting), for up to the store's
-        patience (times ``patience``) after the first failure; a lasting failure is
-        raised."""
-        failed: tuple[float, BaseException] | None = None
-        delay = 0.05
-        while True:
-            try:
-                done = call()
-            except RunFenced:
-                raise
-            except (StoreUnavailable, *DRIVER_ERRORS) as exc:
-                if not self.store.passing(exc):
-                    raise
-                failed = failed or (time.monotonic(), exc)
-                if time.monotonic() + delay > failed[0] + patience * self.store.patience:
-                    raise  # one line says it all
-                time.sleep(delay)
-                delay = min(2 * delay, 2.0)
-                continue
-            if failed and not self._said_store:  # said once a drain: it went on
-                self._said_store = True
-                why = " ".join(str(failed[1]).split())[:300]
-                took = time.monotonic() - failed[0]
-                self.notify(Event("store", status=f"the store failed for {took:.1f} s ({why})"))
-            return done
+    def _failed(self, error: BaseException, seconds: float) -> None:
+        """The store failed for ``seconds`` and then answered: said once a drain."""
+        if not self._said_store:
+            self._said_store = True
+            why = " ".join(str(error).split())[:300]
+            event = Event("store", status=f"the store failed for {seconds:.1f} s ({why})")
+            if threading.current_thread() is self._owner:
+                self.notify(event)
+            else:
+                self._events.put(("say", event))
 
     def _start_more(self) -> Event | None:
         """Claim and start runs while there is room; the cap-full event if that stopped us."""
@@ -166,6 +176,10 @@ class Drain:
             and (self.limit is None or self.summary.started < self.limit)
             and self.healthy()  # an engine that is gone would fail every chunk claimed
         ):
+            if self._ahead is not None:  # claimed while every slot was busy
+                self._launch(self._ahead)
+                self._ahead = None
+                continue
             wanted = self.batch if self.in_batch is not None else 1
             if self.limit is not None:
                 wanted = min(wanted, self.limit - self.summary.started)
@@ -178,13 +192,28 @@ class Drain:
                 return blocked
         return None
 
+    def _room_ahead(self) -> bool:
+        """May a chunk be claimed ahead now: every slot busy with short jobs, more
+        wanted, and the last claim found one."""
+        return (
+            self._ahead is None
+            and self._quick
+            and not self._dry
+            and self.in_batch is None
+            and self.failure is None
+            and not self.summary.interrupted
+            and self._units() >= self.parallel
+            and (self.limit is None or self.summary.started < self.limit)
+        )
+
     def _units(self) -> int:
         """What runs now, as ``parallel`` counts it: a batch of chunks is one."""
         return len({getattr(run, "unit", id(run)) for _, run in self._active.values()})
 
-    def _claim_some(self, wanted: int) -> tuple[list[Claim], Event | None]:
+    def _claim_some(self, wanted: int, ahead: bool = False) -> tuple[list[Claim], Event | None]:
         """Up to ``wanted`` chunks, each claimed in its own transaction, in natural order;
-        and the cap-full event if ``max_parallel`` (which counts chunks) stopped us."""
+        and the cap-full event if ``max_parallel`` (which counts chunks) stopped us (not
+        said of a claim ``ahead``: its slot is not free yet)."""
         claimed: list[Claim] = []
         while len(claimed) < wanted and not self.summary.interrupted:
             now = time.monotonic()
@@ -192,10 +221,12 @@ class Drain:
             if recover:
                 self._recovered_at = now
             try:
-                result = self._patiently(
+                result = recorder.patiently(
+                    self.store,
                     lambda recover=recover: claims.claim(
                         self.store, self.job, command=" ".join(self.argv), recover_dead=recover
-                    )
+                    ),
+                    failed=self._failed,
                 )
             except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # no more claims; the runs
                 self.failure = exc  # under way finish and are recorded, then it is raised
@@ -206,6 +237,9 @@ class Drain:
             for dataid in set(result.unusable) - self._unusable_said:  # once per drain
                 self._unusable_said.add(dataid)
                 self.notify(Event("unusable", dataid))
+            self._dry = result.claim is None  # no claim ahead until one is found again
+            if result.cap_full and ahead:
+                break
             if result.cap_full:
                 self.summary.cap_full = True
                 self._recovered_at = None  # dead runs may fill the cap: look next time
@@ -299,85 +333,51 @@ class Drain:
                     passed = False
                 outcome = outcome._replace(validation="passed" if passed else "failed")
         finally:
-            self._ended.put((claim, outcome))
+            self._events.put(("ended", (claim, outcome)))
 
-    def _next_ended(self) -> tuple[Claim, Outcome]:
+    def _next_event(self) -> tuple[str, Any]:
         while True:  # a timeout, so that signal handlers run promptly
             try:
-                return self._ended.get(timeout=0.5)
+                return self._events.get(timeout=0.5)
             except queue.Empty:
                 continue
 
-    def _finish(self, claim: Claim, outcome: Outcome) -> None:
-        del self._active[claim.runid]
-        self.summary.running = len(self._active)
-        status = READY if outcome.ok else FAILED
-        self.notify(Event("ending", claim.dataid, claim, outcome, status))
-        try:
-            try:
-                *counts, status = self._record(claim, outcome, status)  # RESUBMIT if asked
-            except layout.PublishFailed as exc:  # its output is not there: not READY
-                outcome = outcome._replace(returncode=1, error=f"output not published: {exc}")
-                *counts, status = self._record(claim, outcome, FAILED)
-        except RunFenced as refused:
+    def _take(self, item: tuple[str, Any]) -> None:
+        """Act on what happened: a job ended, a run's end is recorded, or a recorder
+        thread has something to say."""
+        kind, what = item
+        if kind == "say":
+            self.notify(what)
+        elif kind == "recorded":
+            self._recording -= 1
+            self._report(what)
+        else:
+            claim, outcome = what
+            del self._active[claim.runid]
+            self.summary.running = len(self._active)
+            self._quick = outcome.duration < AHEAD_BELOW_S
+            status = READY if outcome.ok else FAILED
+            self.notify(Event("ending", claim.dataid, claim, outcome, status))
+            if self._recorder is None:
+                self._report(
+                    recorder.record(self.store, self.job, self.tables, claim, outcome, self._failed)
+                )
+            else:
+                self._recording += 1
+                self._recorder.record(claim, outcome)
+
+    def _report(self, ended: recorder.Ended) -> None:
+        claim, outcome = ended.claim, ended.outcome
+        if ended.kind == "fenced":
             self.summary.fenced += 1
-            self.notify(Event("fenced", claim.dataid, claim, outcome, str(refused)))
+            self.notify(Event("fenced", claim.dataid, claim, outcome, ended.status))
             return
-        except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # said once, when the drain ends:
-            self.failure = self.failure or exc  # the chunk stays RUNNING, recovered later
+        if ended.kind == "lost":  # said once, when the drain ends: the chunk stays
+            self.failure = self.failure or ended.status  # RUNNING, recovered later
             return
         self.summary.last = outcome
         if outcome.ok:
             self.summary.ready += 1
         else:
             self.summary.failed += 1
-        self.notify(Event("ended", claim.dataid, claim, outcome, status, tuple(counts)))
-
-    def _record(self, claim: Claim, outcome: Outcome, status: str) -> tuple[int, int, str]:
-        tries: list[int] = []
-        aside: list[str] = []  # moved aside by the publish, deleted once it is committed
-
-        def finish() -> tuple[int, int, str]:
-            tries.append(1)
-            try:
-                return lifecycle.finish(
-                    self.store,
-                    self.job.jobid,
-                    claim.dataid,
-                    status,
-                    runid=claim.runid,
-                    exitcode=outcome.returncode if outcome.returncode >= 0 else None,
-                    signal=outcome.signal,
-                    duration=outcome.duration,
-                    reason=outcome.note,
-                    validation=outcome.validation,
-                    publish=lambda: aside.extend(
-                        layout.publish(self.tables, claim.dataid, claim.token)
-                    ),
-                )
-            except RunFenced:
-                if len(tries) > 1 and self._recorded(claim, status):
-                    # a try whose COMMIT was lost with the connection had gone through
-                    outs = {s for _, s in self.store.out_status(self.job.jobid, claim.dataid)}
-                    final = outs.pop() if len(outs) == 1 else status
-                    return len(self.job.outputs), len(self.job.inputs), final
-                raise
-
-        published = False
-        try:
-            # a finish is worth more waiting than a claim: the run's work is done
-            counts = self._patiently(finish, patience=FINISH_PATIENCE)
-            published = status == READY
-            return counts  # type: ignore[return-value]
-        finally:
-            if published:  # what the chunk held before, and older attempts' folders
-                layout.remove(aside)
-            else:  # a failed or fenced attempt's output is never published
-                layout.discard(self.tables, claim.dataid, claim.token)
-            # Only now: the status is final before anyone else may take the chunk.
-            claim.lock.close()
-            liveness.ended(self.store, self.job.jobid, claim.dataid, claim.runid)
-
-    def _recorded(self, claim: Claim, status: str) -> bool:
-        last = self.store.last_run(self.job.jobid, claim.dataid)
-        return bool(last) and last["runid"] == claim.runid and last["status"] == status
+        self.notify(Event("ended", claim.dataid, claim, outcome, ended.status, ended.counts))

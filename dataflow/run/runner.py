@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -196,6 +197,27 @@ class Outcome(
         return "; ".join(part for part in (self.reason, lost, self.cluster) if part) or None
 
 
+def _wait_exit(process: subprocess.Popen, timeout: float) -> int | None:
+    """The process's exit code once it ends within ``timeout`` seconds, else None. Woken
+    by the exit itself (a pidfd), not by polling: a short job is not kept waiting for
+    the next look (``Popen.wait`` with a timeout sleeps up to 50 ms between looks)."""
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # no pidfd here, or the process is already reaped
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        if not poller.poll(timeout * 1000):
+            return None
+    finally:
+        os.close(pidfd)
+    return process.wait()
+
+
 class Run:
     """One job process, started in its own process group, its output tee'd to a log."""
 
@@ -288,11 +310,9 @@ class Run:
         assert self.process is not None
         timed_out, killed = None, False
         while True:
-            try:
-                code = self.process.wait(timeout=_POLL_S)
+            code = _wait_exit(self.process, _POLL_S)
+            if code is not None:
                 break
-            except subprocess.TimeoutExpired:
-                pass
             now = time.monotonic()
             if (
                 self.timeout is not None

@@ -1,0 +1,184 @@
+"""Recording a run's end: its chunk's status and history row, its staged output published
+(or discarded), then its chunk lock let go. A drain records in a thread of its own, over
+a store connection of its own, so that it starts its next job while the last one's end
+is written: its claims do not wait on its finishes.
+
+A store that fails in a way that passes (busy, a connection lost, a server restarting)
+is tried again with backoff for up to its patience (:func:`patiently`).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import namedtuple
+from collections.abc import Callable
+
+from .. import layout
+from ..errors import RunFenced, StoreUnavailable
+from ..store import DRIVER_ERRORS, Store
+from . import lifecycle, liveness
+from .claims import Claim
+from .lifecycle import FAILED, READY, Job
+from .runner import Outcome
+
+FINISH_PATIENCE = 3  # a finish waits this many times the store's patience for it
+
+
+class Ended(namedtuple("Ended", "claim outcome kind status counts")):
+    """A run's end as recorded. kind: ``ended`` (status: the chunk's status now),
+    ``fenced`` (its result was refused; status says why) or ``lost`` (the store failed
+    for longer than its patience; status is the error: the chunk stays RUNNING, and is
+    recovered later). counts: OUT rows updated and IN rows released."""
+
+    __slots__ = ()
+
+
+Failed = Callable[[BaseException, float], None]  # told of a store failure that passed
+
+
+def patiently(
+    store: Store, call: Callable[[], object], patience: float = 1.0, failed: Failed | None = None
+) -> object:
+    """``call()``, tried again with backoff while the store fails in a way that passes,
+    for up to the store's patience (times ``patience``) after the first failure; a
+    lasting failure is raised. ``failed(error, seconds)`` is told of one that passed."""
+    first: tuple[float, BaseException] | None = None
+    delay = 0.05
+    while True:
+        try:
+            done = call()
+        except RunFenced:
+            raise
+        except (StoreUnavailable, *DRIVER_ERRORS) as exc:
+            if not store.passing(exc):
+                raise
+            first = first or (time.monotonic(), exc)
+            if time.monotonic() + delay > first[0] + patience * store.patience:
+                raise  # one line says it all
+            time.sleep(delay)
+            delay = min(2 * delay, 2.0)
+            continue
+        if first and failed is not None:
+            failed(first[1], time.monotonic() - first[0])
+        return done
+
+
+def record(
+    store: Store, job: Job, tables: dict, claim: Claim, outcome: Outcome, failed: Failed
+) -> Ended:
+    """Record the end of ``claim``'s run (READY if its outcome is, else FAILED; RESUBMIT
+    if asked meanwhile), publish or discard its staged output, let go of its lock."""
+    status = READY if outcome.ok else FAILED
+    try:
+        try:
+            *counts, status = _finish(store, job, tables, claim, outcome, status, failed)
+        except layout.PublishFailed as exc:  # its output is not there: not READY
+            outcome = outcome._replace(returncode=1, error=f"output not published: {exc}")
+            *counts, status = _finish(store, job, tables, claim, outcome, FAILED, failed)
+    except RunFenced as refused:
+        return Ended(claim, outcome, "fenced", str(refused), ())
+    except (StoreUnavailable, *DRIVER_ERRORS) as exc:
+        return Ended(claim, outcome, "lost", exc, ())
+    return Ended(claim, outcome, "ended", status, tuple(counts))
+
+
+def _finish(
+    store: Store,
+    job: Job,
+    tables: dict,
+    claim: Claim,
+    outcome: Outcome,
+    status: str,
+    failed: Failed,
+) -> tuple[int, int, str]:
+    tries: list[int] = []
+    aside: list[str] = []  # moved aside by the publish, deleted once it is committed
+
+    def finish() -> tuple[int, int, str]:
+        tries.append(1)
+        try:
+            return lifecycle.finish(
+                store,
+                job.jobid,
+                claim.dataid,
+                status,
+                runid=claim.runid,
+                exitcode=outcome.returncode if outcome.returncode >= 0 else None,
+                signal=outcome.signal,
+                duration=outcome.duration,
+                reason=outcome.note,
+                validation=outcome.validation,
+                publish=lambda: aside.extend(layout.publish(tables, claim.dataid, claim.token)),
+            )
+        except RunFenced:
+            if len(tries) > 1 and _recorded(store, job, claim, status):
+                # a try whose COMMIT was lost with the connection had gone through
+                outs = {s for _, s in store.out_status(job.jobid, claim.dataid)}
+                final = outs.pop() if len(outs) == 1 else status
+                return len(job.outputs), len(job.inputs), final
+            raise
+
+    published = False
+    try:
+        # a finish is worth more waiting than a claim: the run's work is done
+        counts = patiently(store, finish, FINISH_PATIENCE, failed)
+        published = status == READY
+        return counts  # type: ignore[return-value]
+    finally:
+        if published:  # what the chunk held before, and older attempts' folders
+            layout.remove(aside)
+        else:  # a failed or fenced attempt's output is never published
+            layout.discard(tables, claim.dataid, claim.token)
+        # Only now: the status is final before anyone else may take the chunk.
+        claim.lock.close()
+        liveness.ended(store, job.jobid, claim.dataid, claim.runid)
+
+
+def _recorded(store: Store, job: Job, claim: Claim, status: str) -> bool:
+    last = store.last_run(job.jobid, claim.dataid)
+    return bool(last) and last["runid"] == claim.runid and last["status"] == status
+
+
+class Recorder:
+    """Records ends in a thread of its own, over its own connection to the store (opened
+    at the first end), in the order they come; each recorded end is handed to ``done``."""
+
+    def __init__(
+        self, store: Store, job: Job, tables: dict, failed: Failed, done: Callable[[Ended], None]
+    ):
+        self.store, self.job, self.tables, self.failed, self.done = store, job, tables, failed, done
+        self._queue: queue.Queue[tuple[Claim, Outcome] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def record(self, claim: Claim, outcome: Outcome) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, daemon=True)
+            self._thread.start()
+        self._queue.put((claim, outcome))
+
+    def close(self) -> None:
+        """Once every end handed to it is recorded (the drain waits for them)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+
+    def _serve(self) -> None:
+        own: Store | None = None
+        try:
+            while (item := self._queue.get()) is not None:
+                claim, outcome = item
+                ended: Ended | None = None
+                try:
+                    if own is None:
+                        own = type(self.store).open(self.store.path)
+                    ended = record(own, self.job, self.tables, claim, outcome, self.failed)
+                except BaseException as exc:  # the connection could not be opened, or a defect:
+                    ended = Ended(claim, outcome, "lost", exc, ())  # RUNNING, recovered later
+                    claim.lock.close()
+                finally:
+                    self.done(ended or Ended(claim, outcome, "lost", None, ()))
+        finally:
+            if own is not None:
+                own.close()
