@@ -201,6 +201,8 @@ def _wait_exit(process: subprocess.Popen, timeout: float) -> int | None:
     """The process's exit code once it ends within ``timeout`` seconds, else None. Woken
     by the exit itself (a pidfd), not by polling: a short job is not kept waiting for
     the next look (``Popen.wait`` with a timeout sleeps up to 50 ms between looks)."""
+    if process.returncode is not None:
+        return process.returncode
     try:
         pidfd = os.pidfd_open(process.pid)
     except (AttributeError, OSError):  # no pidfd here, or the process is already reaped
