@@ -82,6 +82,7 @@ class _State:
         self.lock = threading.Lock()  # one user of the store and of ``chunks`` at a time
         self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
         self.runjob_gone = False
+        self.woken = threading.Event()  # RunJob is gone: look at the runs now, not at a tick
 
     def connect(self) -> None:
         from ..store import open_store
@@ -156,6 +157,7 @@ def _serve_requests(state: _State, requests: int, answers: int) -> None:
         if answer is not None:
             os.write(answers, (answer + "\n").encode())
     state.runjob_gone = True
+    state.woken.set()
 
 
 def _serve_pings(pings: int, pongs: int) -> None:
@@ -204,7 +206,8 @@ def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) ->
     threading.Thread(target=_serve_pings, args=(pings, pongs), daemon=True).start()
     threading.Thread(target=_serve_requests, args=(state, requests, answers), daemon=True).start()
     while not (state.runjob_gone and not state.chunks):
-        time.sleep(TICK_S)
+        state.woken.wait(TICK_S)
+        state.woken.clear()
         with state.lock:
             if time.monotonic() - state.beat >= ping_every or state.store is None:
                 _renew(state)

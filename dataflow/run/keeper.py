@@ -212,7 +212,7 @@ class _Child:
         while not self.poll():
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-            self.ended.wait(0.02)
+            self.ended.wait(0.005)
         return True
 
 
