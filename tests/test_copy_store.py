@@ -9,7 +9,8 @@ import uuid
 import psycopg
 
 from dataflow.dataids import natural_key
-from support import Cli, script
+from support import InProcessCli as Cli  # utility in this process; RunJob a process
+from support import script
 
 
 def _tables(address) -> dict[str, list[tuple]]:

@@ -9,7 +9,8 @@ import json
 import re
 import sqlite3
 
-from support import Cli, script
+from support import InProcessCli as Cli  # utility in this process; RunJob a process
+from support import script
 
 SPARK = (
     "py4j.protocol.Py4JJavaError: An error occurred while calling o57.save. : "

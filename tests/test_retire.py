@@ -10,7 +10,8 @@ import sqlite3
 from dataflow.cli.commands import COMMANDS
 from dataflow.cli.utility import parser as _registers_commands  # noqa: F401
 from dataflow.store import shown
-from support import Cli, script
+from support import InProcessCli as Cli  # utility in this process; RunJob a process
+from support import script
 
 # every utility command that opens the store, with arguments it accepts
 REFUSED = {
