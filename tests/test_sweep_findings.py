@@ -185,12 +185,6 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
 
 
 @pytest.mark.both_stores
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run that RunJob did not live to finish (kill -9) ends FAILED through "
-    "`recover`, but nobody deletes its attempt folder: it stays until a later run of the "
-    "chunk is published",
-)
 def test_an_abandoned_runs_attempt_folder_is_deleted(cli, tmp_path):
     """Fenced output, statement 1: a run that fails... its attempt folder is deleted."""
     import os

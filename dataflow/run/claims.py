@@ -13,7 +13,7 @@ from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
 
-from .. import dataids
+from .. import dataids, layout
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
 from . import liveness, locks, logs, processes
@@ -80,9 +80,24 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
     live = liveness.live_runs(store, running, revoke=True) if running else set()
     dead = [chunk for chunk in running if chunk not in live]
     for job, dataid in dead:
+        last = store.last_run(job, dataid)
         store.finish(job, dataid, FAILED)
         store.abandon_runs(job, dataid, ABANDONED)
+        if last:  # nothing of the run lives: what it staged is never published
+            layout.discard(_staged_tables(store, job), dataid, liveness.run_token(store, last))
     return dead
+
+
+def _staged_tables(store: Store, jobid: str) -> list[str]:
+    """The local folders where the job's runs stage their file outputs (layout.py)."""
+    outputs = load_job(store, jobid).outputs
+    rows = store.datasets(outputs)
+    variables = {
+        f"{name}_{column}": str(row[column] or "")
+        for name, row in rows.items()
+        for column in ("database", "schemaname", "tablename")
+    }
+    return layout.output_tables(outputs, variables)
 
 
 def _choose(store: Store, job: Job, at: datetime | None = None) -> Iterator[tuple[str, str]]:
