@@ -366,3 +366,32 @@ def test_a_chunk_claimed_ahead_by_a_killed_drain_is_recovered_and_never_runs_twi
     assert found["5"] == "RUNNING" and found["6"] == "READY" and found["10"] == "READY"
     assert sorted((tmp_path / "ran").read_text().split(), key=int) == [str(d) for d in range(1, 11)]
     os.killpg(int((tmp_path / "job.pid").read_text()), signal.SIGKILL)
+
+
+@pytest.mark.both_stores
+def test_racing_drains_claiming_ahead_run_each_chunk_once_within_the_cap(chain, tmp_path):
+    """Three drains of short jobs, each claiming a chunk for each of its free slots in
+    one transaction and more ahead while its slots are busy: every chunk runs once, and
+    never more than max_parallel at a time (the chunks claimed ahead count)."""
+    chain.ok(
+        "dml",
+        "with recursive n(i) as (select 4 union all select i+1 from n where i < 90) "
+        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
+    )
+    setting(chain, "max_parallel", "4")
+    (tmp_path / "live").mkdir()
+    script(
+        tmp_path,
+        "work.sh",
+        'touch "live/$dataid"; echo "$dataid $(ls live | wc -l)" >> seen; sleep 0.05; '
+        'rm "live/$dataid"',
+    )
+    drains = [start_runjob(chain, "--all", "--parallel", "3", "./work.sh") for _ in range(3)]
+    for drain in drains:
+        out, err = drain.communicate(timeout=600)
+        assert drain.returncode == 0, (out, err)
+    seen = [line.split() for line in (tmp_path / "seen").read_text().splitlines()]
+    assert sorted(int(dataid) for dataid, _ in seen) == list(range(1, 91))
+    assert max(int(live) for _, live in seen) <= 4
+    assert set(statuses(tmp_path, "work").values()) == {"READY"}
+    assert len(rows(tmp_path, "select 1 from run")) == 90  # no attempt lost or repeated

@@ -35,6 +35,7 @@ class ClaimResult:
 
     def __init__(self) -> None:
         self.claim: Claim | None = None
+        self.more: list[Claim] = []  # claimed in the same transaction, after ``claim``
         self.live = 0  # runs of the job alive before this claim (counted when a cap is set)
         self.cap: int | None = None  # the max_parallel setting read by this claim
         self.cap_full = False  # max_parallel live runs already: nothing claimed
@@ -161,13 +162,17 @@ def claim(
     dry_run: bool = False,
     recover_dead: bool = True,
     at: datetime | None = None,
+    count: int = 1,
 ) -> ClaimResult:
     """Atomically claim the job's smallest claimable chunk, in one short transaction:
     recover dead runs (``recover_dead``: RunJob does at its start, a drain now and then),
     respect ``max_parallel``, lock the chunk, mark it RUNNING and open its history row.
-    With ``dry_run`` the transaction is always rolled back and no lock is taken. ``at``:
-    the time a job run by a clock reads (default now)."""
+    With ``count``, up to that many chunks in natural order, in the same transaction,
+    each with its own lock, attempt and history row (``result.more``: those after the
+    first). With ``dry_run`` the transaction is always rolled back and no lock is taken.
+    ``at``: the time a job run by a clock reads (default now)."""
     result = ClaimResult()
+    claimed: list[Claim] = []
     try:
         with store.transaction():
             if recover_dead:
@@ -178,13 +183,22 @@ def claim(
                 store.job_turn(job.jobid)  # one claim of the job at a time counts live runs
                 result.live = store.count_running(job.jobid)
                 result.cap_full = result.live >= settings.max_parallel
-            if not result.cap_full:
-                job = job._replace(settings=settings)
-                result.claim = _claim_first(store, job, command, dry_run, result.unusable, at)
+            job = job._replace(settings=settings)
+            room = settings.max_parallel - result.live if settings.max_parallel else count
+            while len(claimed) < min(count, room):
+                found = _claim_first(store, job, command, dry_run, result.unusable, at)
+                if found is None:
+                    break
+                claimed.append(found)
             if dry_run:
                 raise _DryRun
     except _DryRun:
         pass
+    except BaseException:  # nothing is claimed (a commit that failed too): no lock held
+        for found in claimed:
+            found.lock.close()
+        raise
+    result.claim, result.more = (claimed[0], claimed[1:]) if claimed else (None, [])
     return result
 
 

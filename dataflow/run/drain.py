@@ -30,6 +30,7 @@ from .runner import Outcome, Run, child_environment
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
+CLAIM_PATIENCE = 2  # a claim waits this many times the store's patience (its ends compete)
 AHEAD_BELOW_S = 1.0  # jobs that end this quickly: their drain claims one chunk ahead
 
 
@@ -102,7 +103,7 @@ class Drain:
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._recorder: recorder.Recorder | None = None  # None: ends are recorded here
         self._recording = 0  # ends handed to the recorder, not yet recorded
-        self._ahead: Claim | None = None  # claimed while every slot was busy
+        self._ahead: list[Claim] = []  # claimed while every slot was busy
         self._quick = False  # the last job ended within AHEAD_BELOW_S
         self._dry = False  # the last claim found nothing claimable
         self._recovered_at: float | None = None  # when dead runs were last looked for
@@ -132,9 +133,8 @@ class Drain:
         try:
             return self._drain()
         finally:
-            if self._ahead is not None:  # never started: the chunk is as it was
-                claims.release(self.store, self.job.jobid, self._ahead)
-                self._ahead = None
+            while self._ahead:  # never started: the chunk is as it was
+                claims.release(self.store, self.job.jobid, self._ahead.pop())
             if self._recorder is not None:
                 self._recorder.close()
 
@@ -153,7 +153,7 @@ class Drain:
                     continue
                 return self.summary
             if self._active and self._room_ahead():
-                self._ahead = next(iter(self._claim_some(1, ahead=True)[0]), None)
+                self._ahead = self._claim_some(self._wanted_ahead(), ahead=True)[0]
             self._take(self._next_event())
 
     def _failed(self, error: BaseException, seconds: float) -> None:
@@ -176,18 +176,18 @@ class Drain:
             and (self.limit is None or self.summary.started < self.limit)
             and self.healthy()  # an engine that is gone would fail every chunk claimed
         ):
-            if self._ahead is not None:  # claimed while every slot was busy
-                self._launch(self._ahead)
-                self._ahead = None
+            if self._ahead:  # claimed while every slot was busy
+                self._launch(self._ahead.pop(0))
                 continue
-            wanted = self.batch if self.in_batch is not None else 1
+            # a batch of chunks for a run of in_batch; else a chunk for each free slot
+            wanted = self.batch if self.in_batch is not None else self.parallel - self._units()
             if self.limit is not None:
                 wanted = min(wanted, self.limit - self.summary.started)
             claimed, blocked = self._claim_some(wanted)
-            if len(claimed) > 1:
+            if len(claimed) > 1 and self.in_batch is not None:
                 self._launch_batch(claimed)
-            elif claimed:
-                self._launch(claimed[0])
+            else:
+                self._launch_each(claimed)
             if blocked is not None or len(claimed) < wanted:
                 return blocked
         return None
@@ -196,7 +196,7 @@ class Drain:
         """May a chunk be claimed ahead now: every slot busy with short jobs, more
         wanted, and the last claim found one."""
         return (
-            self._ahead is None
+            not self._ahead
             and self._quick
             and not self._dry
             and self.in_batch is None
@@ -206,48 +206,63 @@ class Drain:
             and (self.limit is None or self.summary.started < self.limit)
         )
 
+    def _wanted_ahead(self) -> int:
+        """A chunk for each slot, within the limit."""
+        if self.limit is None:
+            return self.parallel
+        return min(self.parallel, self.limit - self.summary.started)
+
     def _units(self) -> int:
         """What runs now, as ``parallel`` counts it: a batch of chunks is one."""
         return len({getattr(run, "unit", id(run)) for _, run in self._active.values()})
 
     def _claim_some(self, wanted: int, ahead: bool = False) -> tuple[list[Claim], Event | None]:
-        """Up to ``wanted`` chunks, each claimed in its own transaction, in natural order;
-        and the cap-full event if ``max_parallel`` (which counts chunks) stopped us (not
-        said of a claim ``ahead``: its slot is not free yet)."""
-        claimed: list[Claim] = []
-        while len(claimed) < wanted and not self.summary.interrupted:
-            now = time.monotonic()
-            recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
-            if recover:
-                self._recovered_at = now
-            try:
-                result = recorder.patiently(
-                    self.store,
-                    lambda recover=recover: claims.claim(
-                        self.store, self.job, command=" ".join(self.argv), recover_dead=recover
-                    ),
-                    failed=self._failed,
-                )
-            except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # no more claims; the runs
-                self.failure = exc  # under way finish and are recorded, then it is raised
-                break
-            assert isinstance(result, claims.ClaimResult)
-            for dataid in result.abandoned:
-                self.notify(Event("abandoned", dataid))
-            for dataid in set(result.unusable) - self._unusable_said:  # once per drain
-                self._unusable_said.add(dataid)
-                self.notify(Event("unusable", dataid))
-            self._dry = result.claim is None  # no claim ahead until one is found again
-            if result.cap_full and ahead:
-                break
-            if result.cap_full:
-                self.summary.cap_full = True
-                self._recovered_at = None  # dead runs may fill the cap: look next time
-                return claimed, Event("cap_full", live=result.live, cap=result.cap)
-            if result.claim is None:
-                break
-            claimed.append(result.claim)
+        """Up to ``wanted`` chunks in natural order, claimed in one transaction (each its
+        own claim); and the cap-full event if ``max_parallel`` (which counts chunks)
+        stopped us (not said of a claim ``ahead``: its slot is not free yet)."""
+        if self.summary.interrupted:
+            return [], None
+        now = time.monotonic()
+        recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
+        if recover:
+            self._recovered_at = now
+        command = " ".join(self.argv)
+        try:
+            result = recorder.patiently(
+                self.store,
+                lambda: claims.claim(
+                    self.store, self.job, command=command, recover_dead=recover, count=wanted
+                ),
+                CLAIM_PATIENCE,
+                failed=self._failed,
+            )
+        except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # no more claims; the runs
+            if not ahead:  # under way finish and are recorded, then it is raised
+                self.failure = exc  # (a claim ahead is tried again once a slot frees)
+            return [], None
+        assert isinstance(result, claims.ClaimResult)
+        for dataid in result.abandoned:
+            self.notify(Event("abandoned", dataid))
+        for dataid in set(result.unusable) - self._unusable_said:  # once per drain
+            self._unusable_said.add(dataid)
+            self.notify(Event("unusable", dataid))
+        claimed = [result.claim, *result.more] if result.claim is not None else []
+        self._dry = not claimed  # no claim ahead until one is found again
+        if result.cap_full and not ahead:
+            self.summary.cap_full = True
+            self._recovered_at = None  # dead runs may fill the cap: look next time
+            return claimed, Event("cap_full", live=result.live, cap=result.cap)
         return claimed, None
+
+    def _launch_each(self, claimed: list[Claim]) -> None:
+        """Start each claim in turn; those not started when one fails to are given back."""
+        for n, claim in enumerate(claimed):
+            try:
+                self._launch(claim)
+            except BaseException:
+                for left in claimed[n + 1 :]:
+                    claims.release(self.store, self.job.jobid, left)
+                raise
 
     def _launch(self, claim: Claim) -> None:
         self.summary.started += 1
