@@ -1,16 +1,13 @@
 """PostgreSQL connections: how they are opened (TCP keepalives that bound how long a dead
 host or a cut network goes unnoticed), the rows they return, and what a driver error
-means to a user.
-
-Queries are written with SQLite's ``?`` and ``?N`` placeholders so that the SQL the two
-backends share is written once (:mod:`dataflow.store.sqlite.views` and friends); this
-connection turns them into psycopg's ``%s``.
+means to a user. Queries go to psycopg as they are written, with its own placeholders
+(``%s``, ``%(name)s``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 import psycopg
@@ -80,29 +77,9 @@ def _records(cursor: psycopg.Cursor):
     return make
 
 
-_MARK = re.compile(r"'(?:[^']|'')*'|%|\?(\d*)")
-
-
-def translate(sql: str, params: Sequence[object] = ()) -> tuple[str, list[object]]:
-    """``?`` and ``?N`` placeholders (outside quotes) to ``%s``; a literal ``%`` doubled."""
-    ordered: list[object] = []
-    position = 0
-
-    def swap(match: re.Match) -> str:
-        nonlocal position
-        text = match.group(0)
-        if text.startswith("'"):
-            return text.replace("%", "%%")
-        if text == "%":
-            return "%%"
-        if match.group(1):
-            ordered.append(params[int(match.group(1)) - 1])
-        else:
-            ordered.append(params[position])
-            position += 1
-        return "%s"
-
-    return _MARK.sub(swap, sql), ordered
+def marks(count: int) -> str:
+    """``count`` placeholders of this driver, comma separated."""
+    return ", ".join(["%s"] * count)
 
 
 class Cursor:
@@ -124,14 +101,13 @@ class Cursor:
 
 
 class Connection:
-    """A psycopg connection in autocommit mode (transactions are ours), speaking ``?``."""
+    """A psycopg connection in autocommit mode (transactions are ours)."""
 
     def __init__(self, raw: psycopg.Connection):
         self.raw = raw
 
-    def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
-        text, ordered = translate(sql, params)
-        return Cursor(self.raw.execute(text, ordered))
+    def execute(self, sql: str, params: Sequence[object] | Mapping[str, object] = ()) -> Cursor:
+        return Cursor(self.raw.execute(sql, params))
 
     def execute_text(self, sql: str) -> Cursor:
         """A statement typed by a user, sent as it is: one statement (the extended protocol

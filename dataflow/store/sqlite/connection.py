@@ -70,3 +70,8 @@ def statements(script: str) -> Iterator[str]:
             pending = ""
     if pending.strip():
         raise ValueError(f"incomplete statement in migration: {pending[:60]}")
+
+
+def marks(count: int) -> str:
+    """``count`` placeholders of this driver, comma separated."""
+    return ", ".join("?" * count)

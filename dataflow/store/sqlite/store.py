@@ -1,6 +1,7 @@
-"""The SQLite store: one file in WAL mode; its transactions, migrations and the claim's
-queries (its connection is opened by :mod:`.connection`). Its other queries live in :mod:`.views`, :mod:`.config` and
-:mod:`.history`.
+"""The SQLite store: one file in WAL mode; its transactions, migrations and the queries
+whose shape is SQLite's own (its connection is opened by :mod:`.connection`). Its SQL is
+the named queries of ``queries/*.sql``; the Python that every backend runs alike over
+them is in :mod:`dataflow.store.queries`.
 
 The store knows tables and transactions, nothing of processes or rules: the
 claim and finish rules are in :mod:`dataflow.run.lifecycle`.
@@ -10,27 +11,32 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from functools import cached_property
 from pathlib import Path
 
 from ...dataids import natural_key
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing, StoreVersion
-from ..base import JobItem, Row, Store
+from ..base import Row, Store, zoned_now
+from ..queries import NamedQueries
+from ..queries.chunks import ChunkQueries
+from ..queries.history import HistoryQueries
+from ..queries.registry import RegistryQueries
+from ..queries.views import ViewQueries
 from . import access, schema
-from .chunks import ChunkQueries
-from .config import ConfigQueries
-from .connection import as_stored, busy_timeout, connect, statements
+from .connection import as_stored, busy_timeout, connect, marks, statements
 from .filesystems import require_local
-from .history import HistoryQueries
-from .views import ViewQueries
+
+QUERIES = NamedQueries(__package__)
 
 
-class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Store):
+class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, Store):
     """An open SQLite store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION
+    q = QUERIES
+    marks = staticmethod(marks)
 
     @property
     def patience(self) -> float:  # type: ignore[override]
@@ -140,11 +146,7 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         table = schema.REBUILDS.get(version)
         theirs = []
         if table:
-            rows = self.conn.execute(
-                "SELECT name, sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL "
-                "AND type IN ('index', 'trigger')",
-                (table,),
-            )
+            rows = self.conn.execute(self.q.indexes_and_triggers, (table,))
             ours = schema.ours()
             theirs = [sql for name, sql in rows if name not in ours]
         for statement in statements(schema.migration(version)):
@@ -183,27 +185,7 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         else:
             self.conn.execute("COMMIT")
 
-    # -- configuration -------------------------------------------------------------
-
-    def job_items(self, jobid: str) -> list[JobItem]:
-        rows = self.conn.execute(
-            "SELECT itemtype, datasetid, itemvalue FROM job WHERE jobid = ? ORDER BY rowid",
-            (jobid,),
-        )
-        return [JobItem(*row) for row in rows]
-
-    def datasets(self, ids: Iterable[str] | None = None) -> dict[str, Row]:
-        """Dataset rows by datasetid: the given ones, or all."""
-        sql = "SELECT * FROM dataset"
-        params: tuple[str, ...] = ()
-        if ids is not None:
-            params = tuple(ids)
-            sql += f" WHERE datasetid IN ({', '.join('?' * len(params))})"
-        return {
-            row["datasetid"]: dict(row) for row in self.conn.execute(sql + " ORDER BY 1", params)
-        }
-
-    # -- the claim -------------------------------------------------------------------
+    # -- queries of SQLite's own shape ---------------------------------------------------
 
     def candidates(
         self, jobid: str, limit: int, after: tuple[str, str] | None = None
@@ -212,25 +194,39 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         past ``after`` (a pair as returned, so a row with a wrong key is passed, not looped
         over)."""
         if after is None:
-            rows = self.conn.execute(
-                "SELECT sortkey, dataid FROM candidate WHERE jobid = ? "
-                "ORDER BY sortkey, dataid LIMIT ?",
-                (jobid, limit),
-            )
+            rows = self.conn.execute(self.q.candidates, (jobid, limit))
         else:
-            rows = self.conn.execute(
-                "SELECT sortkey, dataid FROM candidate WHERE jobid = ? "
-                "AND (sortkey, dataid) > (CAST(? AS TEXT), CAST(? AS TEXT)) "
-                "ORDER BY sortkey, dataid LIMIT ?",
-                (jobid, *map(as_stored, after), limit),
-            )
+            params = (jobid, *map(as_stored, after), limit)
+            rows = self.conn.execute(self.q.candidates_after, params)
         return [tuple(row) for row in rows]
 
     def put_candidate(self, jobid: str, dataid: str) -> None:
-        self.conn.execute(
-            "INSERT OR IGNORE INTO candidate(jobid, sortkey, dataid) VALUES (?, ?, ?)",
-            (jobid, natural_key(dataid), dataid),
-        )
+        self.conn.execute(self.q.put_candidate, (jobid, natural_key(dataid), dataid))
+
+    def start_run(self, **run: object) -> int:
+        """Insert a RUNNING history row; returns its runid."""
+        sql = self.q.start_run.format(columns=", ".join(run), marks=marks(len(run)))
+        return self.conn.execute(sql, (zoned_now(), *run.values())).lastrowid
+
+    def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
+        """Run history, newest first, optionally for one job or one chunk (a query each:
+        each uses its own index)."""
+        given = tuple(value for value in (jobid, dataid) if value is not None)
+        if jobid is not None and dataid is not None:
+            sql = self.q.history_of_chunk
+        elif jobid is not None:
+            sql = self.q.history_of_job
+        elif dataid is not None:
+            sql = self.q.history_of_dataid
+        else:
+            sql = self.q.history
+        return [dict(row) for row in self.conn.execute(sql, (*given, limit))]
+
+    def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
+        """History rows that may go: ended, older than ``before``, and not the last run of a
+        FAILED chunk (its retry count gates automatic reruns)."""
+        params = {"jobid": jobid, "before": before}
+        return [dict(row) for row in self.conn.execute(self.q.purgeable_runs, params)]
 
     # -- SQL typed by users -------------------------------------------------------------
 
