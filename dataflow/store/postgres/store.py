@@ -31,7 +31,7 @@ from ..queries.registry import RegistryQueries
 from ..queries.views import ViewQueries
 from . import schema
 from .claims import ClaimQueries
-from .connection import Connection, connect, display, failure, marks
+from .connection import Connection, connect, display, failure, marks, passing
 
 STATE_ENV = "DATAFLOW_STATE"  # this host's folder for a shared store's logs and lock file
 QUERIES = NamedQueries(__package__)
@@ -57,9 +57,7 @@ class PostgresStore(ClaimQueries, ViewQueries, RegistryQueries, HistoryQueries, 
     def passing(self, exc: BaseException) -> bool:
         """A lost connection or a server going down or up (the next transaction connects
         again), a deadlock or serialization failure (rolled back whole)."""
-        state = getattr(exc, "sqlstate", None) or ""
-        lost = isinstance(exc, psycopg.OperationalError) and not state
-        return lost or state.startswith(("08", "57P", "40")) or super().passing(exc)
+        return passing(exc) or super().passing(exc)
 
     def __init__(self, address: str, conn: Connection):
         self.path = address  # type: ignore[assignment]
@@ -149,27 +147,14 @@ class PostgresStore(ClaimQueries, ViewQueries, RegistryQueries, HistoryQueries, 
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """A transaction. A connection lost while it was idle (during a long job, say) is
-        opened again first: nothing of the transaction has run yet."""
-        if self.conn.broken:
-            self.conn = connect(self.address)
-        try:
-            self.conn.execute("BEGIN")
-        except psycopg.OperationalError:
-            self.conn.close()
-            self.conn = connect(self.address)
-            self.conn.execute("BEGIN")
-        self._turns = {}  # an xact lock lasts as long as its transaction
-        try:
-            yield
-        except BaseException:
-            if not self.conn.broken:
-                self.conn.execute("ROLLBACK")
-            raise
-        else:
-            self.conn.execute("COMMIT")
-        finally:
-            self._turns = {}
+        """A transaction (:meth:`.connection.Connection.transaction`: a connection lost
+        while it was idle is opened again first)."""
+        with self.conn.transaction():
+            self._turns = {}  # an xact lock lasts as long as its transaction
+            try:
+                yield
+            finally:
+                self._turns = {}
 
     def job_turn(self, jobid: str) -> None:
         self.conn.execute(self.q.job_turn, (schema.CAP, jobid))
@@ -189,9 +174,7 @@ class PostgresStore(ClaimQueries, ViewQueries, RegistryQueries, HistoryQueries, 
         columns = ", ".join(TABLES[table])
         self.conn.execute(self.q.delete_rows.format(table=table))
         copying = self.q.copy_rows.format(table=table, columns=columns)
-        with self.conn.raw.cursor().copy(copying) as copy:
-            for row in rows:
-                copy.write_row(row)
+        self.conn.copy(copying, rows)
         if table == "run":
             self.conn.execute(self.q.renumber_runs)
 
@@ -220,9 +203,7 @@ class PostgresStore(ClaimQueries, ViewQueries, RegistryQueries, HistoryQueries, 
             raise BadSQL("empty statement")
         conn = connect(self.address)
         try:
-            with conn.raw.transaction(force_rollback=True):
-                conn.execute(self.q.read_only)
-                conn.execute(self.q.ping)  # after a query, nothing may make it read-write
+            with conn.read_only():
                 cursor = conn.execute_text(sql)
                 columns = [c.name for c in cursor.description or ()]
                 return columns, [tuple(row) for row in cursor.fetchall()]

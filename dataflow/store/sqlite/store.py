@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing
 from functools import cached_property
 from pathlib import Path
 
@@ -25,7 +24,17 @@ from ..queries.history import HistoryQueries
 from ..queries.registry import RegistryQueries
 from ..queries.views import ViewQueries
 from . import access, schema
-from .connection import as_stored, busy_timeout, connect, marks, statements
+from .connection import (
+    Connection,
+    as_stored,
+    busy_timeout,
+    connect,
+    failure,
+    marks,
+    open_failure,
+    passing,
+    statements,
+)
 from .filesystems import require_local
 
 QUERIES = NamedQueries(__package__)
@@ -45,10 +54,9 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
 
     def passing(self, exc: BaseException) -> bool:
         """Busy or locked: another writer holds the store; it will let go."""
-        name = getattr(exc, "sqlite_errorname", "") or ""
-        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or super().passing(exc)
+        return passing(exc) or super().passing(exc)
 
-    def __init__(self, path: Path, conn: sqlite3.Connection):
+    def __init__(self, path: Path, conn: Connection):
         self.path = path
         self.conn = conn
         self.files = self.files_of(path)
@@ -91,7 +99,7 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
         """Close; a driver error on its way out says what it means for the store."""
         self.close()
-        if isinstance(exc, sqlite3.Error) and (meaning := access.failure(self.path, exc)):
+        if isinstance(exc, sqlite3.Error) and (meaning := failure(self.path, exc)):
             raise meaning from None
 
     @classmethod
@@ -124,7 +132,7 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
             cls._one_name(path)
         store = cls(path, connect(path, "rwc"))
         try:
-            store.conn.execute("PRAGMA journal_mode = WAL")
+            store.conn.execute(store.q.wal)
             store._check_intact()  # before a transaction: a large store takes a while
             with store.transaction():
                 found = store._version()
@@ -132,10 +140,10 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
                     raise StoreVersion(str(path), found, schema.VERSION)
                 for version in range(found + 1, schema.VERSION + 1):
                     store._migrate(version)
-                store.conn.execute(f"PRAGMA user_version = {schema.VERSION}")
+                store.conn.execute(store.q.set_schema_version.format(version=schema.VERSION))
         except sqlite3.Error as exc:
             store.close()
-            raise access.failure(path, exc) or NotAStore(str(path), str(exc)) from None
+            raise failure(path, exc) or NotAStore(str(path), str(exc)) from None
         except BaseException:
             store.close()
             raise
@@ -157,14 +165,14 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
     def _version(self, reading: bool = False) -> int:
         """The schema version: the first read of the file, where opening it may yet fail."""
         try:
-            return self.conn.execute("PRAGMA user_version").fetchone()[0]
+            return self.conn.execute(self.q.schema_version).fetchone()[0]
         except sqlite3.Error as exc:
             self.close()
-            raise access.open_failure(self.path, exc, reading) from None
+            raise open_failure(self.path, exc, reading) from None
 
     def _check_intact(self) -> None:
         """Refuse a damaged file: its header may still read as up to date."""
-        problems = [row[0] for row in self.conn.execute("PRAGMA quick_check(1)")]
+        problems = [row[0] for row in self.conn.execute(self.q.quick_check)]
         if problems != ["ok"]:
             found = " ".join(problems[0].split())  # one line, as every error
             raise NotAStore(str(self.path), f"it is damaged ({found}); restore a backup")
@@ -172,18 +180,9 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
     def close(self) -> None:
         self.conn.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> AbstractContextManager[None]:
         """A write transaction taken up front (``BEGIN IMMEDIATE``)."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
-        else:
-            self.conn.execute("COMMIT")
+        return self.conn.transaction()
 
     # -- queries of SQLite's own shape ---------------------------------------------------
 
@@ -236,7 +235,7 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
         through: ATTACH (and VACUUM INTO), DETACH, PRAGMA x = y."""
         guard = access.ReadGuard()
         with closing(connect(self.path, "ro")) as conn:
-            conn.set_authorizer(guard)
+            conn.raw.set_authorizer(guard)
             try:
                 cursor = self._user_statement(sql, conn)
                 columns = [c[0] for c in cursor.description or ()]
@@ -245,7 +244,7 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
                 name = getattr(exc, "sqlite_errorname", None) or ""
                 if name == "SQLITE_AUTH" or name.startswith("SQLITE_READONLY"):
                     raise ReadOnlySQL(guard.refused) from None
-                raise access.failure(self.path, exc) or BadSQL(str(exc)) from None
+                raise failure(self.path, exc) or BadSQL(str(exc)) from None
 
     def execute(self, sql: str) -> tuple[list[str], list[tuple], int]:
         """Run one statement in its own write transaction; returns columns, rows, rows changed."""
@@ -259,12 +258,12 @@ class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, St
                 # itself, not of our triggers, but is stale after DDL: hence the guard.
                 changed = 0
                 if self.conn.total_changes != before:
-                    changed = self.conn.execute("SELECT changes()").fetchone()[0]
+                    changed = self.conn.execute(self.q.changes).fetchone()[0]
                 return columns, rows, changed
         except sqlite3.Error as exc:
-            raise access.failure(self.path, exc) or BadSQL(str(exc)) from None
+            raise failure(self.path, exc) or BadSQL(str(exc)) from None
 
-    def _user_statement(self, sql: str, conn: sqlite3.Connection | None = None) -> sqlite3.Cursor:
+    def _user_statement(self, sql: str, conn: Connection | None = None) -> sqlite3.Cursor:
         if not sql.strip():
             raise BadSQL("empty statement")
         try:

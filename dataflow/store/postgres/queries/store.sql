@@ -18,8 +18,5 @@ DELETE FROM dataflow_schema;
 -- name: add_schema_version
 INSERT INTO dataflow_schema VALUES (%s);
 
--- name: read_only
-SET TRANSACTION READ ONLY;
-
 -- name: ping
 SELECT 1;
