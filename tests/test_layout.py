@@ -307,3 +307,18 @@ def test_only_utility_serve_imports_the_server_and_only_when_it_runs():
         "dataflow.ops.sneaky imports dataflow.serve",
         "dataflow.ops.sneaky imports starlette",
     ]
+
+
+def test_the_run_path_asks_the_store_what_liveness_needs_never_its_kind():
+    from dataflow.run import liveness
+    from dataflow.store.postgres.store import PostgresStore
+    from dataflow.store.sqlite import SqliteStore
+
+    asking = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted((ROOT / "run").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "shared"
+    ]
+    assert asking == []
+    assert {SqliteStore.liveness, PostgresStore.liveness} <= set(liveness._KINDS)

@@ -98,6 +98,8 @@ def test_a_file_of_named_queries_reads_as_written():
         queries.three  # noqa: B018
     with pytest.raises(ValueError, match="here: a second query named one"):
         queries._add("-- name: one\nSELECT 2;\n", "here")
+    with pytest.raises(ValueError, match="here: a query may not be named names"):
+        queries._add("-- name: names\nSELECT 2;\n", "here")
 
 
 def test_the_files_are_package_data():

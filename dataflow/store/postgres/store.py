@@ -2,11 +2,13 @@
 
 Its SQL is the named queries of ``queries/*.sql`` (psycopg's own placeholders); the
 Python every backend runs alike over its queries is in :mod:`dataflow.store.queries`,
-what is PostgreSQL's own is here and in :mod:`.claims`. Writers are not serialized as SQLite's are: a claim locks the candidate rows it
-looks at (``FOR UPDATE SKIP LOCKED``, never a table lock) and takes a chunk's offer lock
-before checking it, and ``max_parallel`` takes the job's cap lock (:meth:`job_turn`).
+what is PostgreSQL's own is here and in :mod:`.claims`; connections and transactions are
+:mod:`.connection`'s. Writers are not serialized as SQLite's are: a claim locks the
+candidate rows it looks at (``FOR UPDATE SKIP LOCKED``, never a table lock) and takes a
+chunk's offer lock before checking it, and ``max_parallel`` takes the job's cap lock
+(:meth:`job_turn`).
 
-A run's liveness is its lease: a session-level advisory lock on its chunk and a heartbeat
+A run's liveness is its lease (``liveness = "lease"``): a session-level advisory lock on its chunk and a heartbeat
 on its history row, both held by a keeper process on the run's host
 (:mod:`dataflow.run.keeper`) for as long as any process of the run lives there.
 """
@@ -42,6 +44,7 @@ class PostgresStore(ClaimQueries, ViewQueries, RegistryQueries, HistoryQueries, 
 
     version = schema.VERSION
     shared = True
+    liveness = "lease"
     q = QUERIES
     marks = staticmethod(marks)
 

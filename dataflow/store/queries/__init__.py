@@ -29,12 +29,14 @@ class NamedQueries:
         for file in sorted(folder.iterdir(), key=lambda f: f.name):
             if file.name.endswith(".sql"):
                 self._add(file.read_text(encoding="utf-8"), f"{package} {file.name}")
+        vars(self).update(self._sql)  # found as plain attributes, without __getattr__
 
     def _add(self, text: str, where: str) -> None:
         parts = _NAME.split(text)  # a file's own comment first, then name, text, name...
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
-            if name in self._sql:
-                raise ValueError(f"{where}: a second query named {name}")
+            if name in self._sql or hasattr(type(self), name):
+                taken = "a second query" if name in self._sql else "a query may not be"
+                raise ValueError(f"{where}: {taken} named {name}")
             lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
             self._sql[name] = "\n".join(lines).strip().rstrip(";").strip()
 
