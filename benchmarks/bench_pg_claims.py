@@ -95,7 +95,7 @@ class _Tracer:
             finally:
                 text = " ".join(sql.split())
                 tracer.times[text].append(time.perf_counter() - start)
-                tracer.order.append((text, tuple(params)))
+                tracer.order.append((text, params if isinstance(params, dict) else tuple(params)))
 
         connection.Connection.execute = traced
         return self

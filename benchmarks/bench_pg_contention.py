@@ -114,7 +114,7 @@ def bench_contention_pg(config, server: pg_server.Server, section: Section, chun
         missing += quota * SLICES - len(counts)
         with open_store(address) as store:
             running = store.conn.execute(
-                "SELECT count(*) FROM datastatus WHERE jobid = ? AND locktype = 'OUT'"
+                "SELECT count(*) FROM datastatus WHERE jobid = %s AND locktype = 'OUT'"
                 " AND status = 'RUNNING'",
                 (JOB,),
             ).fetchone()[0]

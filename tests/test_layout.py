@@ -191,7 +191,8 @@ def test_the_import_users_write_in_their_jobs_keeps_working():
 DRIVERS = {"sqlite3", "psycopg", "psycopg2", "psycopg_pool", "asyncpg", "pg8000"}
 
 
-BACKENDS = {"sqlite", "postgres"}  # the subpackages of dataflow.store
+BACKENDS = {"sqlite", "postgres"}  # the subpackages of dataflow.store that are backends
+NEUTRAL = {"queries"}  # and those that are not: what every backend runs alike
 
 
 def _backend_of(name: str) -> str | None:
@@ -225,9 +226,10 @@ def _seam_violations(sources: dict[str, tuple[str, bool]]) -> list[str]:
                 if root in DRIVERS and not _backend_of(name):
                     wrong.append(f"{name} imports the driver {root}")
                 backend = next((b for b in backends if f"{target}.".startswith(f"{b}.")), None)
-                # one backend may build on another (postgres on sqlite's shared SQL), as
-                # its "May import:" line declares; nothing else picks one but dataflow.store
-                if backend and name != "dataflow.store" and not _backend_of(name):
+                # no backend builds on another's SQL; nothing else picks one but
+                # dataflow.store
+                own = _backend_of(name)
+                if backend and name != "dataflow.store" and own != backend:
                     wrong.append(f"{name} imports the backend {backend}")
     return sorted(set(wrong))
 
@@ -239,7 +241,7 @@ def _sources() -> dict[str, tuple[str, bool]]:
 
 def test_only_a_backend_holds_its_driver_and_only_the_store_picks_a_backend():
     packages = {p.parent.name for p in (ROOT / "store").glob("*/__init__.py")}
-    assert packages == BACKENDS  # a new backend is named here
+    assert packages == BACKENDS | NEUTRAL  # a new backend is named here
     assert _seam_violations(_sources()) == []
 
 
@@ -250,10 +252,12 @@ def test_the_seam_check_can_fail():
         False,
     )
     sources["dataflow.run"] = (sources["dataflow.run"][0] + "\nfrom ..store import sqlite\n", True)
+    sources["dataflow.store.postgres.borrowed"] = ("from ..sqlite import store\n", False)
     assert _seam_violations(sources) == [
         "dataflow.ops.sneaky imports the backend dataflow.store.sqlite",
         "dataflow.ops.sneaky imports the driver sqlite3",
         "dataflow.run imports the backend dataflow.store.sqlite",
+        "dataflow.store.postgres.borrowed imports the backend dataflow.store.sqlite",
     ]
 
 
@@ -303,3 +307,18 @@ def test_only_utility_serve_imports_the_server_and_only_when_it_runs():
         "dataflow.ops.sneaky imports dataflow.serve",
         "dataflow.ops.sneaky imports starlette",
     ]
+
+
+def test_the_run_path_asks_the_store_what_liveness_needs_never_its_kind():
+    from dataflow.run import liveness
+    from dataflow.store.postgres.store import PostgresStore
+    from dataflow.store.sqlite import SqliteStore
+
+    asking = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted((ROOT / "run").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "shared"
+    ]
+    assert asking == []
+    assert {SqliteStore.liveness, PostgresStore.liveness} <= set(liveness._KINDS)

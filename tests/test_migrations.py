@@ -151,7 +151,7 @@ def traced_create(path: Path, monkeypatch) -> list[str]:
 
     def connect(*args):
         conn = real(*args)
-        conn.set_trace_callback(ran.append)
+        conn.raw.set_trace_callback(ran.append)
         return conn
 
     real = lite_store.connect

@@ -50,10 +50,7 @@ class _DryRun(Exception):
 def prepare(store: Store, jobid: str) -> None:
     """Check, before anything is claimed, what a run needs on disk: its lock file and
     its log folder. A claim must never be spent on a failure that was foreseeable."""
-    if store.shared and store.count_candidates(jobid):  # work likely: its keeper starts
-        from .keeper import keeper_for  # now, while RunJob gets ready to claim (else at
-
-        keeper_for(store)  # the claim, if one is made: cron's idle calls start none)
+    liveness.prepare(store, jobid)
     try:
         locks.prepare(store.lockfile)
     except OSError as exc:
@@ -267,13 +264,7 @@ def _busy(store: Store, job: Job, dataid: str) -> bool:
     readers = store.readers(job.outputs, dataid)
     if any(liveness.is_live(store, reader, dataid) for reader in readers):
         return True
-    if not store.shared:
-        return liveness.is_live(store, job.jobid, dataid)
-    # a shared store's lease covers other hosts' processes (see liveness.take); this
-    # host's are looked at too: a helper whose keeper was killed after RunJob ended
-    last = store.last_run(job.jobid, dataid)
-    token = {liveness.run_token(store, last): (job.jobid, dataid)} if last else {}
-    return bool(processes.chunks_alive(token, store.identity, liveness.host_name()))
+    return liveness.last_run_lives(store, job.jobid, dataid)
 
 
 def _mark(

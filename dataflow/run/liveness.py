@@ -7,6 +7,9 @@ shared store, whose runs may live on other hosts, a run's keeper turns both into
 lease every host can see (:mod:`.keeper`): the store's run lock and the run's heartbeat.
 A run is dead there only when the lock is free *and* the heartbeat is older than the
 liveness bound.
+
+The store says which it needs (``Store.liveness``: ``"lock"`` or ``"lease"``); this
+module answers for both, and the rest of the run path asks it, never the store's kind.
 """
 
 from __future__ import annotations
@@ -20,6 +23,94 @@ HOST_ENV = address.HOST_ENV
 host_name = address.host_name  # $DATAFLOW_HOST, else the node name; checked
 
 
+class _Locks:
+    """Liveness on this host: a run lives while its chunk lock is held or a process
+    carries its token."""
+
+    def prepare(self, store: Store, jobid: str) -> None:
+        return None
+
+    def hold(self, store: Store, jobid: str, dataid: str, last: Row | None) -> bool:
+        return True  # the local lock is the whole of it
+
+    def started(self, store: Store, jobid: str, dataid: str, runid: int, token: str, group: int):
+        return None
+
+    def ended(self, store: Store, jobid: str, dataid: str, runid: int) -> None:
+        return None
+
+    def live_runs(self, store: Store, chunks: list[tuple[str, str]], revoke: bool):
+        live = {chunk for chunk in chunks if locks.is_held(store.lockfile, *chunk)}
+        tokens = {}
+        for chunk in set(chunks) - live:
+            last = store.last_run(*chunk)
+            if last:
+                tokens[run_token(store, last)] = chunk
+        return live | processes.chunks_alive(tokens, store.identity)
+
+    def last_run_lives(self, store: Store, jobid: str, dataid: str) -> bool:
+        return bool(self.live_runs(store, [(jobid, dataid)], False))
+
+
+class _Leases(_Locks):
+    """Liveness every host sees: a run's lease (its run lock and heartbeat in the
+    store), held by its RunJob's keeper, beside its local lock."""
+
+    def prepare(self, store: Store, jobid: str) -> None:
+        if store.count_candidates(jobid):  # work likely: its keeper starts now, while
+            from .keeper import keeper_for  # RunJob gets ready to claim (else at the
+
+            keeper_for(store)  # claim, if one is made: cron's idle calls start none)
+
+    def hold(self, store: Store, jobid: str, dataid: str, last: Row | None) -> bool:
+        from .keeper import keeper_for
+
+        keeper = keeper_for(store)
+        # a lease on the last run: fresh, it lives elsewhere; stale, it is revoked now
+        # under the row's lock, unless its keeper renewed it since the look
+        leased = last and last.get("seen") is not None and last["runid"] not in keeper.runs
+        if leased and (last["leased"] or store.live_leases([(jobid, dataid)], revoke=True)):
+            return False
+        return keeper.hold(jobid, dataid)
+
+    def started(self, store: Store, jobid: str, dataid: str, runid: int, token: str, group: int):
+        from .keeper import keeper_for
+
+        keeper_for(store).watch(jobid, dataid, runid, token, group)
+
+    def ended(self, store: Store, jobid: str, dataid: str, runid: int) -> None:
+        from .keeper import current
+
+        found = current(store)
+        if found is not None and found.ended(jobid, dataid, runid):
+            with store.transaction():  # its keeper is gone, its processes killed
+                store.release_leases([runid])
+
+    def live_runs(self, store: Store, chunks: list[tuple[str, str]], revoke: bool):
+        held = store.run_locks_held(chunks)
+        return held | store.live_leases([c for c in chunks if c not in held], revoke)
+
+    def last_run_lives(self, store: Store, jobid: str, dataid: str) -> bool:
+        # the lease covers other hosts' processes (see take); this host's are looked at
+        # too: a helper whose keeper was killed after RunJob ended
+        last = store.last_run(jobid, dataid)
+        token = {run_token(store, last): (jobid, dataid)} if last else {}
+        return bool(processes.chunks_alive(token, store.identity, host_name()))
+
+
+_KINDS = {"lock": _Locks(), "lease": _Leases()}
+
+
+def _of(store: Store) -> _Locks:
+    return _KINDS[store.liveness]
+
+
+def prepare(store: Store, jobid: str) -> None:
+    """Before a claim: what liveness needs ready (a shared store's keeper, when there is
+    work)."""
+    _of(store).prepare(store, jobid)
+
+
 def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str, last: Row | None) -> bool:
     """Lock a chunk for a run that is about to be claimed (inside the claim's
     transaction): its local lock, and on a shared store its lease too: no lease of its
@@ -27,19 +118,8 @@ def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str, last: Row
     its processes), and the run lock, held by this RunJob's keeper. Never waits."""
     if not lock.try_acquire():
         return False
-    if not store.shared:
-        return True
-    from .keeper import keeper_for
-
     try:
-        keeper = keeper_for(store)
-        # a lease on the last run: fresh, it lives elsewhere; stale, it is revoked now
-        # under the row's lock, unless its keeper renewed it since the look
-        leased = last and last.get("seen") is not None and last["runid"] not in keeper.runs
-        if leased and (last["leased"] or store.live_leases([(jobid, dataid)], revoke=True)):
-            lock.close()
-            return False
-        if keeper.hold(jobid, dataid):
+        if _of(store).hold(store, jobid, dataid, last):
             return True
     except BaseException:
         lock.close()
@@ -50,22 +130,13 @@ def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str, last: Row
 
 def started(store: Store, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:
     """A claimed chunk's job now runs as process group ``group``."""
-    if store.shared:
-        from .keeper import keeper_for
-
-        keeper_for(store).watch(jobid, dataid, runid, token, group)
+    _of(store).started(store, jobid, dataid, runid, token, group)
 
 
 def ended(store: Store, jobid: str, dataid: str, runid: int) -> None:
     """A run's end is recorded and its chunk lock closed (its keeper holds the lease on
     while a process of the run lives)."""
-    if store.shared:
-        from .keeper import current
-
-        found = current(store)
-        if found is not None and found.ended(jobid, dataid, runid):
-            with store.transaction():  # its keeper is gone, its processes killed
-                store.release_leases([runid])
+    _of(store).ended(store, jobid, dataid, runid)
 
 
 def run_token(store: Store, run: Row) -> str:
@@ -78,22 +149,19 @@ def is_live(store: Store, jobid: str, dataid: str) -> bool:
     return bool(live_runs(store, [(jobid, dataid)]))
 
 
+def last_run_lives(store: Store, jobid: str, dataid: str) -> bool:
+    """May the chunk's last run still have a process (one that left its job's process
+    group and closed its descriptors), so that its outputs may not be rewritten yet?"""
+    return _of(store).last_run_lives(store, jobid, dataid)
+
+
 def live_runs(
     store: Store, chunks: list[tuple[str, str]], revoke: bool = False
 ) -> set[tuple[str, str]]:
     """Those of ``chunks`` (jobid, dataid) whose last run has a live process; one look at
     the processes for all the chunks whose lock is free. On a shared store, with
     ``revoke`` (in a write transaction), the stale leases of the others are revoked."""
-    if store.shared:
-        held = store.run_locks_held(chunks)
-        return held | store.live_leases([c for c in chunks if c not in held], revoke)
-    live = {chunk for chunk in chunks if locks.is_held(store.lockfile, *chunk)}
-    tokens = {}
-    for chunk in set(chunks) - live:
-        last = store.last_run(*chunk)
-        if last:
-            tokens[run_token(store, last)] = chunk
-    return live | processes.chunks_alive(tokens, store.identity)
+    return _of(store).live_runs(store, chunks, revoke)
 
 
 def living(store: Store, runs: list[Row]) -> set[int]:

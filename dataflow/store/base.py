@@ -54,8 +54,7 @@ TABLES = {
     ),
     "hold": ("jobid", "dataid", "datasetid", "previous", "since"),
 }
-# Exception classes of the drivers of loaded backends (each adds its own on import):
-# the CLI reports them as store errors (disk full, I/O error, lost connection).
+# Exception classes of loaded backends' drivers: the CLI reports them as store errors.
 DRIVER_ERRORS: list[type[Exception]] = []
 
 
@@ -93,8 +92,10 @@ class Store(ABC):
         """Is ``exc`` a failure of the store that passes if tried again later?"""
         return getattr(exc, "passing", False)
 
-    # Runs of a shared store may live on other hosts: a run's liveness is then the
-    # store's run lock, held by a keeper process (dataflow.run.keeper), not a local lock.
+    # What a run's liveness needs (dataflow.run.liveness): "lock", this host's chunk lock
+    # and its run's token; "lease", also a run lock and heartbeat every host sees, held by
+    # a keeper (dataflow.run.keeper). ``shared``: runs may live on other hosts.
+    liveness = "lock"
     shared = False
 
     @abstractmethod
@@ -110,9 +111,8 @@ class Store(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """A write transaction taken up front: two claimers never read the same free chunk."""
 
-    # Turns: a write transaction may take a turn, held until it ends. SQLite's writers
-    # already take turns (BEGIN IMMEDIATE): there these are no-ops. A shared store's
-    # transactions run side by side and take them where the rules need one at a time.
+    # Turns, held until the transaction ends: no-ops where writers take turns already
+    # (SQLite's BEGIN IMMEDIATE); a shared store takes them where the rules need one.
 
     def job_turn(self, jobid: str) -> None:
         """Wait for the job's turn: claims under ``max_parallel`` count live runs one at a time."""
@@ -124,7 +124,7 @@ class Store(ABC):
         transaction ends. Without ``wait``, False when another transaction has it now."""
         return True
 
-    # Run locks of a shared store (see ``shared``): a keeper process holds them.
+    # Run locks of a store whose liveness is "lease": a keeper process holds them.
 
     def try_run_lock(self, jobid: str, dataid: str) -> bool:
         """Take the chunk's run lock for this connection, if nobody holds it."""
@@ -140,7 +140,7 @@ class Store(ABC):
         """Those chunks whose run lock a live run's keeper holds."""
         raise NotImplementedError
 
-    # Leases of a shared store: a run's heartbeat, renewed by its keeper (see ``shared``).
+    # Leases (liveness "lease"): a run's heartbeat, renewed by its keeper.
 
     def renew_leases(self, runids: Sequence[int]) -> set[int]:
         """Renew these runs' heartbeats (a ping when there are none); returns the runs

@@ -1,8 +1,8 @@
-"""PostgreSQL queries of the claim, its finish and the run locks that keepers hold.
-
-Part of the PostgreSQL backend (mixed into :class:`.store.PostgresStore`): SQL only.
-A claim locks the candidate rows it looks at (``FOR UPDATE SKIP LOCKED``: two claims
-never wait for each other, and never take the same chunk), never a table.
+"""PostgreSQL's own forms of the claim, its undoing, and the run locks and leases that
+keepers hold (mixed into :class:`.store.PostgresStore`; the SQL is ``queries/claim.sql``
+and ``queries/leases.sql``). A claim locks the candidate rows it looks at (``FOR UPDATE
+SKIP LOCKED``: two claims never wait for each other, and never take the same chunk),
+never a table.
 """
 
 from __future__ import annotations
@@ -11,16 +11,10 @@ from collections.abc import Sequence
 
 from ...dataids import chunk_hash
 from ..address import liveness_timeout
-from ..base import ChunkRow
+from ..base import ChunkRow, Row
+from ..queries import NamedQueries
+from ..queries.chunks import ChunkQueries
 from .connection import Connection
-from .schema import offer_lock
-
-
-def fresh(run: str = "") -> str:
-    """SQL: is the run's heartbeat younger than its lease (one ``?``: this host's bound)?
-    Never younger than this host's own bound: a store writer who shortens a lease
-    (``lease = 0``) cannot hasten a take-over."""
-    return f"{run}seen + greatest({run}lease, ?) * interval '1 second' > now()"
 
 
 def run_key(jobid: str, dataid: str) -> int:
@@ -29,8 +23,9 @@ def run_key(jobid: str, dataid: str) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-class ClaimQueries:
+class ClaimQueries(ChunkQueries):
     conn: Connection
+    q: NamedQueries
     _turns: dict[str, bool]  # chunk turns this transaction tried with its candidates
 
     # -- the claim ---------------------------------------------------------------------
@@ -45,111 +40,80 @@ class ClaimQueries:
         claim until this transaction ends, so a claim locks only the candidate it is about
         to check. A batch would hide the chunks after it too, and another RunJob would find
         "no suitable data" while they wait (a drain would end with work left)."""
-        sql = "SELECT sortkey, dataid FROM candidate WHERE jobid = ?"
-        params: tuple = (jobid,)
-        if after is not None:
-            sql += " AND (sortkey, dataid) > (?, ?)"
-            params += after
-        # the chunk's turn (see chunk_turn) is tried once its row is locked, in the same
-        # round trip
-        sql = (
-            f"WITH c AS MATERIALIZED ({sql} ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE "
-            f"SKIP LOCKED) SELECT sortkey, dataid, pg_try_advisory_xact_lock({offer_lock('dataid')}) "
-            "FROM c"
-        )
+        if after is None:
+            rows = self.conn.execute(self.q.candidates, (jobid,))
+        else:
+            rows = self.conn.execute(self.q.candidates_after, (jobid, *after))
         found = []
-        for sortkey, dataid, turned in self.conn.execute(sql, params):
+        for sortkey, dataid, turned in rows:
             self._turns[dataid] = bool(turned)
             found.append((sortkey, dataid))
         return found
 
     def put_candidate(self, jobid: str, dataid: str) -> None:
-        self.conn.execute(
-            "INSERT INTO candidate(jobid, sortkey, dataid) "
-            "VALUES (?, dataflow_natkey(?), ?) ON CONFLICT DO NOTHING",
-            (jobid, dataid, dataid),
-        )
+        self.conn.execute(self.q.put_candidate, {"jobid": jobid, "dataid": dataid})
 
     def mark_running(
         self, jobid: str, dataid: str, outputs: Sequence[str], inputs: Sequence[str]
     ) -> None:
         """Every row of the claim in one statement: one round trip to the server, not one
-        per row (a dataset is never both an IN and an OUT of a job: job_dataset_once)."""
-        rows = [(d, jobid, dataid, "OUT") for d in outputs]
-        rows += [(d, jobid, dataid, "IN") for d in inputs]
-        if not rows:
+        per row."""
+        if not outputs and not inputs:
             return
-        values = ", ".join(["(?, ?, ?, ?, 'RUNNING', now())"] * len(rows))
-        self.conn.execute(
-            "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
-            f"VALUES {values} ON CONFLICT (datasetid, jobid, dataid) "
-            "DO UPDATE SET locktype = excluded.locktype, status = 'RUNNING', modified = now()",
-            [value for row in rows for value in row],
-        )
-
-    # -- run locks (held by keepers; see dataflow.run.keeper) -------------------------------
+        params = {
+            "jobid": jobid,
+            "dataid": dataid,
+            "datasetids": [*outputs, *inputs],
+            "locktypes": ["OUT"] * len(outputs) + ["IN"] * len(inputs),
+        }
+        self.conn.execute(self.q.mark_running, params)
 
     def release_claim(
         self, jobid: str, dataid: str, runid: int, previous: Sequence[ChunkRow]
     ) -> None:
         """Undo a claim whose job never started, the run sequence too: the claim took
         ``runid`` from it, and a sequence is not rolled back. Inserts into ``run`` wait
-        (SHARE ROW EXCLUSIVE, taken first) so that nobody takes a number meanwhile; the
-        sequence goes back one only if ``runid`` is still the last it gave."""
-        self.conn.execute("LOCK TABLE run IN SHARE ROW EXCLUSIVE MODE")
-        super().release_claim(jobid, dataid, runid, previous)  # type: ignore[misc]
-        self.conn.execute(
-            "SELECT setval(s.id, GREATEST(?1::bigint - 1, 1), ?1::bigint > 1) "
-            "FROM (SELECT pg_get_serial_sequence('run', 'runid')::regclass AS id) s "
-            "WHERE pg_sequence_last_value(s.id) = ?1::bigint",
-            (runid,),
-        )
+        (taken first) so that nobody takes a number meanwhile; the sequence goes back one
+        only if ``runid`` is still the last it gave."""
+        self.conn.execute(self.q.lock_run_inserts)
+        super().release_claim(jobid, dataid, runid, previous)
+        self.conn.execute(self.q.rewind_run_sequence, {"runid": runid})
+
+    # -- run locks (held by keepers; see dataflow.run.keeper) -------------------------------
 
     def try_run_lock(self, jobid: str, dataid: str) -> bool:
         """Take the chunk's run lock for this session, if no session holds it."""
-        row = self.conn.execute(
-            "SELECT pg_try_advisory_lock(?)", (run_key(jobid, dataid),)
-        ).fetchone()
+        row = self.conn.execute(self.q.try_run_lock, (run_key(jobid, dataid),)).fetchone()
         return bool(row[0])
 
     def drop_run_lock(self, jobid: str, dataid: str) -> None:
         self.drop_run_locks([(jobid, dataid)])
 
     def drop_run_locks(self, chunks: Sequence[tuple[str, str]]) -> None:
-        keys = [run_key(*chunk) for chunk in chunks]
-        self.conn.execute("SELECT pg_advisory_unlock(k) FROM unnest(?::bigint[]) AS k", (keys,))
+        self.conn.execute(self.q.drop_run_locks, ([run_key(*chunk) for chunk in chunks],))
 
     def run_locks_held(self, chunks: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those chunks whose run lock some session (a live run's keeper) holds."""
         if not chunks:
             return set()
         keys = {run_key(*chunk): chunk for chunk in chunks}
-        rows = self.conn.execute(
-            "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
-            "WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        )
         held = set()
-        for (value,) in rows:
+        for (value,) in self.conn.execute(self.q.advisory_locks_held):
             key = value - (1 << 64) if value >= 1 << 63 else value
             if key in keys:
                 held.add(keys[key])
         return held
 
     def keep_alive(self) -> None:
-        bound = int(liveness_timeout() * 1000)
-        self.conn.execute(f"SET idle_session_timeout = {bound}")
+        self.conn.execute(self.q.keep_alive, (str(int(liveness_timeout() * 1000)),))
 
     def ping(self) -> None:
-        self.conn.execute("SELECT 1")
+        self.conn.execute(self.q.ping)
 
-    def last_run(self, jobid: str, dataid: str) -> dict | None:
+    def last_run(self, jobid: str, dataid: str) -> Row | None:
         """The chunk's last run; ``leased``: its lease is fresh now (on the server's clock)."""
-        row = self.conn.execute(
-            f"SELECT *, coalesce({fresh()}, false) AS leased "
-            "FROM run WHERE jobid = ? AND dataid = ? ORDER BY attempt DESC LIMIT 1",
-            (liveness_timeout(), jobid, dataid),
-        ).fetchone()
+        params = {"bound": liveness_timeout(), "jobid": jobid, "dataid": dataid}
+        row = self.conn.execute(self.q.last_run, params).fetchone()
         return dict(row) if row else None
 
     # -- leases: a run's heartbeat (run.seen, renewed by its keeper; NULL: none) -------------
@@ -159,16 +123,13 @@ class ClaimQueries:
         if not runids:
             self.ping()
             return set()
-        rows = self.conn.execute(
-            "UPDATE run SET seen = now() WHERE runid = ANY(?) AND seen IS NOT NULL RETURNING runid",
-            (list(runids),),
-        )
+        rows = self.conn.execute(self.q.renew_leases, (list(runids),))
         return {runid for (runid,) in rows}
 
     def release_leases(self, runids: Sequence[int]) -> None:
         """No process of these runs lives any more: their chunks are free at once."""
         if runids:
-            self.conn.execute("UPDATE run SET seen = NULL WHERE runid = ANY(?)", (list(runids),))
+            self.conn.execute(self.q.release_leases, (list(runids),))
 
     def live_leases(
         self, chunks: Sequence[tuple[str, str]], revoke: bool = False
@@ -179,13 +140,13 @@ class ClaimQueries:
         late finds its lease gone and fences its run."""
         if not chunks:
             return set()
-        lock = " FOR UPDATE OF r" if revoke else ""
-        rows = self.conn.execute(
-            f"SELECT r.runid, r.jobid, r.dataid, {fresh('r.')} "
-            "FROM run r JOIN unnest(?::text[], ?::text[]) AS c(jobid, dataid) "
-            f"ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL{lock}",
-            (liveness_timeout(), [j for j, _ in chunks], [d for _, d in chunks]),
-        ).fetchall()
+        sql = self.q.live_leases_to_revoke if revoke else self.q.live_leases
+        params = {
+            "bound": liveness_timeout(),
+            "jobids": [j for j, _ in chunks],
+            "dataids": [d for _, d in chunks],
+        }
+        rows = self.conn.execute(sql, params).fetchall()
         live = {(jobid, dataid) for _, jobid, dataid, fresh in rows if fresh}
         stale = [runid for runid, jobid, dataid, fresh in rows if not fresh]
         if revoke and stale:

@@ -1,16 +1,14 @@
 """PostgreSQL connections: how they are opened (TCP keepalives that bound how long a dead
 host or a cut network goes unnoticed), the rows they return, and what a driver error
-means to a user.
-
-Queries are written with SQLite's ``?`` and ``?N`` placeholders so that the SQL the two
-backends share is written once (:mod:`dataflow.store.sqlite.views` and friends); this
-connection turns them into psycopg's ``%s``.
+means to a user. Queries go to psycopg as they are written, with its own placeholders
+(``%s``, ``%(name)s``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 
 import psycopg
@@ -80,29 +78,9 @@ def _records(cursor: psycopg.Cursor):
     return make
 
 
-_MARK = re.compile(r"'(?:[^']|'')*'|%|\?(\d*)")
-
-
-def translate(sql: str, params: Sequence[object] = ()) -> tuple[str, list[object]]:
-    """``?`` and ``?N`` placeholders (outside quotes) to ``%s``; a literal ``%`` doubled."""
-    ordered: list[object] = []
-    position = 0
-
-    def swap(match: re.Match) -> str:
-        nonlocal position
-        text = match.group(0)
-        if text.startswith("'"):
-            return text.replace("%", "%%")
-        if text == "%":
-            return "%%"
-        if match.group(1):
-            ordered.append(params[int(match.group(1)) - 1])
-        else:
-            ordered.append(params[position])
-            position += 1
-        return "%s"
-
-    return _MARK.sub(swap, sql), ordered
+def marks(count: int) -> str:
+    """``count`` placeholders of this driver, comma separated."""
+    return ", ".join(["%s"] * count)
 
 
 class Cursor:
@@ -124,14 +102,44 @@ class Cursor:
 
 
 class Connection:
-    """A psycopg connection in autocommit mode (transactions are ours), speaking ``?``."""
+    """A psycopg connection in autocommit mode (transactions are ours), opened again when
+    it was lost between transactions."""
 
-    def __init__(self, raw: psycopg.Connection):
+    def __init__(self, raw: psycopg.Connection, address: str):
         self.raw = raw
+        self.address = address
 
-    def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
-        text, ordered = translate(sql, params)
-        return Cursor(self.raw.execute(text, ordered))
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction. A connection lost while it was idle (during a long job, say) is
+        opened again first: nothing of the transaction has run yet."""
+        if self.broken:
+            self.raw = _open(self.address)
+        try:
+            self.execute("BEGIN")
+        except psycopg.OperationalError:
+            self.raw.close()
+            self.raw = _open(self.address)
+            self.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            if not self.broken:
+                self.execute("ROLLBACK")
+            raise
+        else:
+            self.execute("COMMIT")
+
+    @contextmanager
+    def read_only(self) -> Iterator[None]:
+        """A read-only transaction, rolled back at its end."""
+        with self.raw.transaction(force_rollback=True):
+            self.execute("SET TRANSACTION READ ONLY")
+            self.execute("SELECT 1")  # after a query, nothing may make it read-write
+            yield
+
+    def execute(self, sql: str, params: Sequence[object] | Mapping[str, object] = ()) -> Cursor:
+        return Cursor(self.raw.execute(sql, params))
 
     def execute_text(self, sql: str) -> Cursor:
         """A statement typed by a user, sent as it is: one statement (the extended protocol
@@ -146,6 +154,12 @@ class Connection:
         for row in rows:
             self.execute(sql, row)
 
+    def copy(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        """``COPY ... FROM STDIN`` of these rows."""
+        with self.raw.cursor().copy(sql) as copy:
+            for row in rows:
+                copy.write_row(row)
+
     def close(self) -> None:
         self.raw.close()
 
@@ -156,13 +170,28 @@ class Connection:
 
 def connect(address: str) -> Connection:
     """An autocommit connection to the store's database."""
+    return Connection(_open(address), address)
+
+
+def _open(address: str) -> psycopg.Connection:
     try:
         raw = psycopg.connect(conninfo(address), autocommit=True)
     except psycopg.Error as exc:
         raise unavailable(address, exc) from None
     raw.cursor_factory = psycopg.Cursor
     raw.row_factory = _records
-    return Connection(raw)
+    return raw
+
+
+# -- what a driver error means -----------------------------------------------------------
+
+
+def passing(exc: BaseException) -> bool:
+    """A lost connection or a server going down or up (the next transaction connects
+    again), a deadlock or serialization failure (rolled back whole)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    lost = isinstance(exc, psycopg.OperationalError) and not state
+    return lost or state.startswith(("08", "57P", "40"))
 
 
 def _scrubbed(address: str, exc: psycopg.Error) -> str:

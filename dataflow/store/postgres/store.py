@@ -1,12 +1,14 @@
 """The PostgreSQL store: one database shared by RunJobs on many hosts.
 
-The SQL both backends can share is inherited from the SQLite backend's query modules
-(written with ``?`` placeholders, translated by :mod:`.connection`); what differs is
-here. Writers are not serialized as SQLite's are: a claim locks the candidate rows it
-looks at (``FOR UPDATE SKIP LOCKED``, never a table lock) and takes a chunk's offer lock
-before checking it, and ``max_parallel`` takes the job's cap lock (:meth:`job_turn`).
+Its SQL is the named queries of ``queries/*.sql`` (psycopg's own placeholders); the
+Python every backend runs alike over its queries is in :mod:`dataflow.store.queries`,
+what is PostgreSQL's own is here and in :mod:`.claims`; connections and transactions are
+:mod:`.connection`'s. Writers are not serialized as SQLite's are: a claim locks the
+candidate rows it looks at (``FOR UPDATE SKIP LOCKED``, never a table lock) and takes a
+chunk's offer lock before checking it, and ``max_parallel`` takes the job's cap lock
+(:meth:`job_turn`).
 
-A run's liveness is its lease: a session-level advisory lock on its chunk and a heartbeat
+A run's liveness is its lease (``liveness = "lease"``): a session-level advisory lock on its chunk and a heartbeat
 on its history row, both held by a keeper process on the run's host
 (:mod:`dataflow.run.keeper`) for as long as any process of the run lives there.
 """
@@ -23,41 +25,42 @@ from pathlib import Path
 import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
-from ..base import DATASET_COLUMNS, TABLES, JobItem, Row, Store
-from ..sqlite.chunks import ChunkQueries
-from ..sqlite.config import ConfigQueries
-from ..sqlite.history import HistoryQueries
-from ..sqlite.views import ViewQueries
+from ..address import liveness_timeout
+from ..base import TABLES, Row, Store, zoned_now
+from ..queries import NamedQueries
+from ..queries.history import HistoryQueries
+from ..queries.registry import RegistryQueries
+from ..queries.views import ViewQueries
 from . import schema
 from .claims import ClaimQueries
-from .connection import Connection, connect, display, failure
+from .connection import Connection, connect, display, failure, marks, passing
 
 STATE_ENV = "DATAFLOW_STATE"  # this host's folder for a shared store's logs and lock file
+QUERIES = NamedQueries(__package__)
 
 
-class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Store):
+class PostgresStore(ClaimQueries, ViewQueries, RegistryQueries, HistoryQueries, Store):
     """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION
     shared = True
+    liveness = "lease"
+    q = QUERIES
+    marks = staticmethod(marks)
 
     @property
     def patience(self) -> float:  # type: ignore[override]
         """A server that restarts or a connection cut for less than the liveness bound."""
-        from ..address import liveness_timeout
-
         return liveness_timeout()
 
     def clock(self) -> datetime:
         """The server's time: a host whose own clock is off does not move it."""
-        return datetime.fromisoformat(str(self.conn.execute("SELECT now()").fetchone()[0]))
+        return datetime.fromisoformat(str(self.conn.execute(self.q.clock).fetchone()[0]))
 
     def passing(self, exc: BaseException) -> bool:
         """A lost connection or a server going down or up (the next transaction connects
         again), a deadlock or serialization failure (rolled back whole)."""
-        state = getattr(exc, "sqlstate", None) or ""
-        lost = isinstance(exc, psycopg.OperationalError) and not state
-        return lost or state.startswith(("08", "57P", "40")) or super().passing(exc)
+        return passing(exc) or super().passing(exc)
 
     def __init__(self, address: str, conn: Connection):
         self.path = address  # type: ignore[assignment]
@@ -114,15 +117,14 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
         store = cls(address, connect(address))
         try:
             with store.transaction():
-                # one createtables at a time, whoever runs it
-                store.conn.execute("SELECT pg_advisory_xact_lock(0, 0)")
+                store.conn.execute(store.q.one_creator)
                 found = store._version()
                 if found > schema.VERSION:
                     raise StoreVersion(display(address), found, schema.VERSION)
                 for version in range(found + 1, schema.VERSION + 1):
                     store.conn.execute_script(schema.migration(version))
-                store.conn.execute("DELETE FROM dataflow_schema")
-                store.conn.execute("INSERT INTO dataflow_schema VALUES (?)", (schema.VERSION,))
+                store.conn.execute(store.q.clear_schema_version)
+                store.conn.execute(store.q.add_schema_version, (schema.VERSION,))
         except psycopg.Error as exc:
             store.close()
             raise failure(address, exc) or NotAStore(display(address), str(exc)) from None
@@ -132,10 +134,10 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
         return store, schema.VERSION - found
 
     def _version(self) -> int:
-        exists = self.conn.execute("SELECT to_regclass('dataflow_schema') IS NOT NULL").fetchone()
+        exists = self.conn.execute(self.q.schema_exists).fetchone()
         if not exists[0]:
             return 0
-        row = self.conn.execute("SELECT max(version) FROM dataflow_schema").fetchone()
+        row = self.conn.execute(self.q.schema_version).fetchone()
         return row[0] or 0
 
     def close(self) -> None:
@@ -148,152 +150,53 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """A transaction. A connection lost while it was idle (during a long job, say) is
-        opened again first: nothing of the transaction has run yet."""
-        if self.conn.broken:
-            self.conn = connect(self.address)
-        try:
-            self.conn.execute("BEGIN")
-        except psycopg.OperationalError:
-            self.conn.close()
-            self.conn = connect(self.address)
-            self.conn.execute("BEGIN")
-        self._turns = {}  # an xact lock lasts as long as its transaction
-        try:
-            yield
-        except BaseException:
-            if not self.conn.broken:
-                self.conn.execute("ROLLBACK")
-            raise
-        else:
-            self.conn.execute("COMMIT")
-        finally:
-            self._turns = {}
+        """A transaction (:meth:`.connection.Connection.transaction`: a connection lost
+        while it was idle is opened again first)."""
+        with self.conn.transaction():
+            self._turns = {}  # an xact lock lasts as long as its transaction
+            try:
+                yield
+            finally:
+                self._turns = {}
 
     def job_turn(self, jobid: str) -> None:
-        self.conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (schema.CAP, jobid))
+        self.conn.execute(self.q.job_turn, (schema.CAP, jobid))
 
     def chunk_turn(self, dataid: str, wait: bool = False) -> bool:
         """The chunk's offer lock, the one every datastatus trigger takes (schema.offer_lock);
         :meth:`candidates` took it already for the candidate it returned."""
         if self._turns.get(dataid):
             return True
-        keys = schema.offer_lock("?")
-        if wait:
-            sql = f"SELECT true FROM (SELECT pg_advisory_xact_lock({keys})) AS waited"
-        else:
-            sql = f"SELECT pg_try_advisory_xact_lock({keys})"
+        sql = self.q.chunk_turn if wait else self.q.try_chunk_turn
         return bool(self.conn.execute(sql, (dataid,)).fetchone()[0])
 
-    # -- configuration -----------------------------------------------------------------
-
-    def job_items(self, jobid: str) -> list[JobItem]:
-        rows = self.conn.execute(
-            f"SELECT itemtype, datasetid, itemvalue FROM job WHERE jobid = ? ORDER BY {self.INSERTION}",
-            (jobid,),
-        )
-        return [JobItem(*row) for row in rows]
-
-    def datasets(self, ids: Iterable[str] | None = None) -> dict[str, Row]:
-        sql, params = "SELECT * FROM dataset", ()
-        if ids is not None:
-            params = tuple(ids)
-            if not params:
-                return {}
-            sql += f" WHERE datasetid IN ({', '.join('?' * len(params))})"
-        rows = self.conn.execute(sql + " ORDER BY 1", params)
-        return {row["datasetid"]: dict(row) for row in rows}
-
-    INSERTION = "ctid"
+    # -- queries of PostgreSQL's own shape ------------------------------------------------
 
     def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
         """COPY: a million rows in seconds, not one round trip each."""
-        columns = TABLES[table]
-        self.conn.execute(f"DELETE FROM {table}")
-        with self.conn.raw.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        if table == "run":  # new runs number on from the copied ones
-            self.conn.execute(
-                "SELECT setval(pg_get_serial_sequence('run', 'runid'), "
-                "GREATEST((SELECT MAX(runid) FROM run), 1))"
-            )
-
-    def put_dataset(self, row: Row) -> None:
-        columns = ", ".join(DATASET_COLUMNS)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in DATASET_COLUMNS[1:])
-        self.conn.execute(
-            f"INSERT INTO dataset({columns}) VALUES ({', '.join('?' * len(DATASET_COLUMNS))}) "
-            f"ON CONFLICT (datasetid) DO UPDATE SET {updates}",
-            tuple(row.get(column) for column in DATASET_COLUMNS),
-        )
-
-    def put_out_status(
-        self, jobid: str, dataid: str, datasetids: Sequence[str], status: str
-    ) -> int:
-        changed = 0
-        for datasetid in datasetids:
-            changed += self.conn.execute(
-                "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
-                "VALUES (?, ?, ?, 'OUT', ?, now()) ON CONFLICT (datasetid, jobid, dataid) "
-                "DO UPDATE SET locktype = 'OUT', status = excluded.status, modified = now() "
-                "WHERE datastatus.status IS DISTINCT FROM excluded.status "
-                "OR datastatus.locktype IS DISTINCT FROM 'OUT'",
-                (datasetid, jobid, dataid, status),
-            ).rowcount
-        return changed
-
-    # -- history and views that differ ------------------------------------------------------
+        columns = ", ".join(TABLES[table])
+        self.conn.execute(self.q.delete_rows.format(table=table))
+        copying = self.q.copy_rows.format(table=table, columns=columns)
+        self.conn.copy(copying, rows)
+        if table == "run":
+            self.conn.execute(self.q.renumber_runs)
 
     def start_run(self, **run: object) -> int:
         """Insert a RUNNING history row whose lease starts now; returns its runid."""
-        from ..address import liveness_timeout
-        from ..base import zoned_now
-
-        columns = ", ".join(run)
-        marks = ", ".join("?" * len(run))
-        return self.conn.execute(
-            f"INSERT INTO run(status, started, seen, lease, {columns}) "
-            f"VALUES ('RUNNING', ?, now(), ?, {marks}) RETURNING runid",
-            (zoned_now(), liveness_timeout(), *run.values()),
-        ).fetchone()[0]
+        sql = self.q.start_run.format(columns=", ".join(run), marks=marks(len(run)))
+        params = (zoned_now(), liveness_timeout(), *run.values())
+        return self.conn.execute(sql, params).fetchone()[0]
 
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
         """Run history, newest first; ``last_seen``: when a live run's keeper last renewed
         its lease (empty once no process of the run lives)."""
-        sql = """
-            SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal,
-                   pid, host, command, logpath, reason,
-                   round(extract(epoch FROM now() - seen))::int || ' s ago' AS last_seen
-            FROM run WHERE (?1::text IS NULL OR jobid = ?1) AND (?2::text IS NULL OR dataid = ?2)
-            ORDER BY runid DESC LIMIT ?3"""
-        return [dict(row) for row in self.conn.execute(sql, (jobid, dataid, limit))]
+        params = {"jobid": jobid, "dataid": dataid, "limit": limit}
+        return [dict(row) for row in self.conn.execute(self.q.history, params)]
 
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
-        from ..address import liveness_timeout
-
-        sql = """
-            SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
-            WHERE r.status <> 'RUNNING' AND (?1::text IS NULL OR r.jobid = ?1)
-              AND NOT coalesce(r.seen + greatest(r.lease, ?3) * interval '1 second' > now(), false)
-              AND (?2::text IS NULL OR r.started < ?2)
-              AND NOT (r.status = 'FAILED' AND r.runid = (
-                  SELECT MAX(runid) FROM run WHERE jobid = r.jobid AND dataid = r.dataid))
-            ORDER BY r.runid"""
-        bound = liveness_timeout()  # a shortened lease does not free a live run's history
-        return [dict(row) for row in self.conn.execute(sql, (jobid, before, bound))]
-
-    def board(self, jobid: str | None = None) -> list[Row]:
-        sql = """
-            SELECT d.jobid, d.dataid, d.status, r.attempt, r.duration, r.exitcode, r.signal,
-                   r.reason, r.started, r.ended, r.host, r.pid
-            FROM (SELECT jobid, dataid, MIN(status) AS status FROM datastatus
-                  WHERE locktype = 'OUT' AND jobid IN (SELECT jobid FROM job)
-                    AND (?1::text IS NULL OR jobid = ?1)
-                  GROUP BY jobid, dataid) d
-            LEFT JOIN run r ON r.runid = (
-                SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)"""
-        return [dict(row) for row in self.conn.execute(sql, (jobid,))]
+        # a shortened lease does not free a live run's history: this host's bound
+        params = {"jobid": jobid, "before": before, "bound": liveness_timeout()}
+        return [dict(row) for row in self.conn.execute(self.q.purgeable_runs, params)]
 
     # -- SQL typed by users --------------------------------------------------------------
 
@@ -303,9 +206,7 @@ class PostgresStore(ClaimQueries, ChunkQueries, ViewQueries, ConfigQueries, Hist
             raise BadSQL("empty statement")
         conn = connect(self.address)
         try:
-            with conn.raw.transaction(force_rollback=True):
-                conn.execute("SET TRANSACTION READ ONLY")
-                conn.execute("SELECT 1")  # after a query, nothing may make it read-write
+            with conn.read_only():
                 cursor = conn.execute_text(sql)
                 columns = [c.name for c in cursor.description or ()]
                 return columns, [tuple(row) for row in cursor.fetchall()]

@@ -1,8 +1,8 @@
-"""How the SQLite store is opened (read-write, or read-only even from a read-only folder),
-what its driver's failures mean to a user, and the guard that keeps ``utility sql`` read-only.
+"""Where the SQLite store is opened from (read-write, or read-only even from a read-only
+folder), and the guard that keeps ``utility sql`` read-only.
 
-Part of the SQLite backend: :mod:`.store` opens its connections through :func:`uri` and
-:func:`read_only_uri`.
+Part of the SQLite backend: :mod:`.connection` opens its connections through :func:`uri`
+and :func:`read_only_uri`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-
-from ...errors import NotAStore, StoreUnavailable
 
 # Pragmas that only read, whatever their argument (a table or index name).
 READING_PRAGMAS = frozenset(
@@ -55,51 +53,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | None:
-    """What a driver error says about the store itself (disk full, I/O error, read-only,
-    damaged), or None when it is about the statement."""
-    name = getattr(exc, "sqlite_errorname", None) or ""
-    if name.startswith("SQLITE_BUSY"):
-        reason = "another process has held it locked for longer than the busy timeout"
-        why = f"{reason} (DATAFLOW_BUSY_TIMEOUT, default 60 s)"
-        return StoreUnavailable("write", path, why, passing=True)
-    if name == "SQLITE_FULL":
-        return StoreUnavailable("write", path, "the disk is full")
-    if name.startswith("SQLITE_IOERR"):
-        return StoreUnavailable("read or write", path, f"disk full or I/O error ({name})")
-    if name.startswith("SQLITE_READONLY"):
-        return StoreUnavailable("write", path, "it is read-only (its file, folder or disk)")
-    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
-        return NotAStore(str(path), str(exc))
-    return None
-
-
-def create_failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore:
-    """Why a new store could not be created: mostly a folder that cannot be written."""
-    if not os.access(path.parent, os.W_OK):
-        why = f"its folder {path.parent} cannot be written (permissions, or a read-only disk)"
-        return StoreUnavailable("create", path, why)
-    return failure(path, exc) or StoreUnavailable("create", path, str(exc))
-
-
-def open_failure(path: Path, exc: sqlite3.Error, reading: bool) -> StoreUnavailable | NotAStore:
-    """Why the store could not be opened (``reading``: for a read-only command)."""
-    name = getattr(exc, "sqlite_errorname", None) or ""
-    if not name.startswith("SQLITE_CANTOPEN"):
-        return failure(path, exc) or NotAStore(str(path), str(exc))
-    if path.is_dir():
-        return NotAStore(str(path), "it is a folder")
-    if not os.access(path, os.R_OK):
-        return StoreUnavailable("open", path, "permission denied")
-    if os.access(path.parent, os.W_OK):
-        return StoreUnavailable("open", path, str(exc))
-    if reading:  # read_only_uri kept the -wal file: it holds changes, but no -shm is beside it
-        why = "its folder is read-only and its -wal file needs a -shm file that is not there"
-        return StoreUnavailable("read", path, why + "; copy the store to a writable folder")
-    why = f"its folder {path.parent} is read-only (SQLite writes -wal and -shm files beside it)"
-    return StoreUnavailable("write", path, why)
 
 
 class ReadGuard:

@@ -1,14 +1,19 @@
-"""The SQLite connection: how it is opened (busy timeout, durability, our SQL functions,
-text that may not be UTF-8) and how a migration script is split into statements."""
+"""The SQLite connector: how a connection is opened (busy timeout, durability, our SQL
+functions, text that may not be UTF-8), its transactions, its placeholders, what a driver
+error means to a user, and how a migration script is split into statements. The queries
+it runs are the backend's named ones (``queries/*.sql``): this module moves them.
+"""
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from ...dataids import natural_key
-from ...errors import StoreMissing
+from ...errors import NotAStore, StoreMissing, StoreUnavailable
 from ..base import DRIVER_ERRORS, busy_timeout, now
 from . import access
 
@@ -31,7 +36,49 @@ def as_stored(text: str) -> str | bytes:
     return text
 
 
-def connect(path: Path, mode: str) -> sqlite3.Connection:
+class Connection:
+    """An open SQLite connection. Transactions are ours (``isolation_level=None``)."""
+
+    def __init__(self, raw: sqlite3.Connection):
+        self.raw = raw
+
+    def execute(
+        self, sql: str, params: Sequence[object] | Mapping[str, object] = ()
+    ) -> sqlite3.Cursor:
+        return self.raw.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> sqlite3.Cursor:
+        return self.raw.executemany(sql, rows)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A write transaction taken up front (``BEGIN IMMEDIATE``): two claimers never
+        read the same free chunk."""
+        self.raw.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if self.raw.in_transaction:
+                self.raw.execute("ROLLBACK")
+            raise
+        else:
+            self.raw.execute("COMMIT")
+
+    def close(self) -> None:
+        self.raw.close()
+
+    @property
+    def total_changes(self) -> int:
+        """Rows changed since the connection opened (ours, triggers' and users')."""
+        return self.raw.total_changes
+
+
+def marks(count: int) -> str:
+    """``count`` placeholders of this driver, comma separated."""
+    return ", ".join("?" * count)
+
+
+def connect(path: Path, mode: str) -> Connection:
     """A connection in ``mode``: rwc (create), rw, or ro (nothing it runs changes the store)."""
     address = access.read_only_uri(path) if mode == "ro" else access.uri(path, mode)
     conn = None
@@ -47,15 +94,15 @@ def connect(path: Path, mode: str) -> sqlite3.Connection:
         if conn is not None:
             conn.close()
         if not path.exists() and mode == "rwc":
-            raise access.create_failure(path, exc) from None
+            raise create_failure(path, exc) from None
         if not path.exists():
             raise StoreMissing(str(path)) from None
-        raise access.open_failure(path, exc, reading=mode == "ro") from None
+        raise open_failure(path, exc, reading=mode == "ro") from None
     conn.row_factory = sqlite3.Row
     conn.text_factory = _text
     conn.create_function("now", 0, now)
     conn.create_function("dataflow_natkey", 1, natural_key, deterministic=True)
-    return conn
+    return Connection(conn)
 
 
 def statements(script: str) -> Iterator[str]:
@@ -70,3 +117,57 @@ def statements(script: str) -> Iterator[str]:
             pending = ""
     if pending.strip():
         raise ValueError(f"incomplete statement in migration: {pending[:60]}")
+
+
+# -- what a driver error means -----------------------------------------------------------
+
+
+def passing(exc: BaseException) -> bool:
+    """Busy or locked: another writer holds the store; it will let go."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
+def failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | None:
+    """What a driver error says about the store itself (disk full, I/O error, read-only,
+    damaged), or None when it is about the statement."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    if name.startswith("SQLITE_BUSY"):
+        reason = "another process has held it locked for longer than the busy timeout"
+        why = f"{reason} (DATAFLOW_BUSY_TIMEOUT, default 60 s)"
+        return StoreUnavailable("write", path, why, passing=True)
+    if name == "SQLITE_FULL":
+        return StoreUnavailable("write", path, "the disk is full")
+    if name.startswith("SQLITE_IOERR"):
+        return StoreUnavailable("read or write", path, f"disk full or I/O error ({name})")
+    if name.startswith("SQLITE_READONLY"):
+        return StoreUnavailable("write", path, "it is read-only (its file, folder or disk)")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return NotAStore(str(path), str(exc))
+    return None
+
+
+def create_failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore:
+    """Why a new store could not be created: mostly a folder that cannot be written."""
+    if not os.access(path.parent, os.W_OK):
+        why = f"its folder {path.parent} cannot be written (permissions, or a read-only disk)"
+        return StoreUnavailable("create", path, why)
+    return failure(path, exc) or StoreUnavailable("create", path, str(exc))
+
+
+def open_failure(path: Path, exc: sqlite3.Error, reading: bool) -> StoreUnavailable | NotAStore:
+    """Why the store could not be opened (``reading``: for a read-only command)."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    if not name.startswith("SQLITE_CANTOPEN"):
+        return failure(path, exc) or NotAStore(str(path), str(exc))
+    if path.is_dir():
+        return NotAStore(str(path), "it is a folder")
+    if not os.access(path, os.R_OK):
+        return StoreUnavailable("open", path, "permission denied")
+    if os.access(path.parent, os.W_OK):
+        return StoreUnavailable("open", path, str(exc))
+    if reading:  # read_only_uri kept the -wal file: it holds changes, but no -shm is beside it
+        why = "its folder is read-only and its -wal file needs a -shm file that is not there"
+        return StoreUnavailable("read", path, why + "; copy the store to a writable folder")
+    why = f"its folder {path.parent} is read-only (SQLite writes -wal and -shm files beside it)"
+    return StoreUnavailable("write", path, why)

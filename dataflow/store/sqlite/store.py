@@ -1,6 +1,7 @@
-"""The SQLite store: one file in WAL mode; its transactions, migrations and the claim's
-queries (its connection is opened by :mod:`.connection`). Its other queries live in :mod:`.views`, :mod:`.config` and
-:mod:`.history`.
+"""The SQLite store: one file in WAL mode; its transactions, migrations and the queries
+whose shape is SQLite's own (its connection is opened by :mod:`.connection`). Its SQL is
+the named queries of ``queries/*.sql``; the Python that every backend runs alike over
+them is in :mod:`dataflow.store.queries`.
 
 The store knows tables and transactions, nothing of processes or rules: the
 claim and finish rules are in :mod:`dataflow.run.lifecycle`.
@@ -10,27 +11,41 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing
 from functools import cached_property
 from pathlib import Path
 
 from ...dataids import natural_key
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing, StoreVersion
-from ..base import JobItem, Row, Store
+from ..base import Row, Store, zoned_now
+from ..queries import NamedQueries
+from ..queries.chunks import ChunkQueries
+from ..queries.history import HistoryQueries
+from ..queries.registry import RegistryQueries
+from ..queries.views import ViewQueries
 from . import access, schema
-from .chunks import ChunkQueries
-from .config import ConfigQueries
-from .connection import as_stored, busy_timeout, connect, statements
+from .connection import (
+    Connection,
+    as_stored,
+    busy_timeout,
+    connect,
+    failure,
+    marks,
+    open_failure,
+    passing,
+    statements,
+)
 from .filesystems import require_local
-from .history import HistoryQueries
-from .views import ViewQueries
+
+QUERIES = NamedQueries(__package__)
 
 
-class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Store):
+class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, Store):
     """An open SQLite store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION
+    q = QUERIES
+    marks = staticmethod(marks)
 
     @property
     def patience(self) -> float:  # type: ignore[override]
@@ -39,10 +54,9 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
 
     def passing(self, exc: BaseException) -> bool:
         """Busy or locked: another writer holds the store; it will let go."""
-        name = getattr(exc, "sqlite_errorname", "") or ""
-        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or super().passing(exc)
+        return passing(exc) or super().passing(exc)
 
-    def __init__(self, path: Path, conn: sqlite3.Connection):
+    def __init__(self, path: Path, conn: Connection):
         self.path = path
         self.conn = conn
         self.files = self.files_of(path)
@@ -85,7 +99,7 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
         """Close; a driver error on its way out says what it means for the store."""
         self.close()
-        if isinstance(exc, sqlite3.Error) and (meaning := access.failure(self.path, exc)):
+        if isinstance(exc, sqlite3.Error) and (meaning := failure(self.path, exc)):
             raise meaning from None
 
     @classmethod
@@ -118,7 +132,7 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
             cls._one_name(path)
         store = cls(path, connect(path, "rwc"))
         try:
-            store.conn.execute("PRAGMA journal_mode = WAL")
+            store.conn.execute(store.q.wal)
             store._check_intact()  # before a transaction: a large store takes a while
             with store.transaction():
                 found = store._version()
@@ -126,10 +140,10 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
                     raise StoreVersion(str(path), found, schema.VERSION)
                 for version in range(found + 1, schema.VERSION + 1):
                     store._migrate(version)
-                store.conn.execute(f"PRAGMA user_version = {schema.VERSION}")
+                store.conn.execute(store.q.set_schema_version.format(version=schema.VERSION))
         except sqlite3.Error as exc:
             store.close()
-            raise access.failure(path, exc) or NotAStore(str(path), str(exc)) from None
+            raise failure(path, exc) or NotAStore(str(path), str(exc)) from None
         except BaseException:
             store.close()
             raise
@@ -140,11 +154,7 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         table = schema.REBUILDS.get(version)
         theirs = []
         if table:
-            rows = self.conn.execute(
-                "SELECT name, sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL "
-                "AND type IN ('index', 'trigger')",
-                (table,),
-            )
+            rows = self.conn.execute(self.q.indexes_and_triggers, (table,))
             ours = schema.ours()
             theirs = [sql for name, sql in rows if name not in ours]
         for statement in statements(schema.migration(version)):
@@ -155,14 +165,14 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
     def _version(self, reading: bool = False) -> int:
         """The schema version: the first read of the file, where opening it may yet fail."""
         try:
-            return self.conn.execute("PRAGMA user_version").fetchone()[0]
+            return self.conn.execute(self.q.schema_version).fetchone()[0]
         except sqlite3.Error as exc:
             self.close()
-            raise access.open_failure(self.path, exc, reading) from None
+            raise open_failure(self.path, exc, reading) from None
 
     def _check_intact(self) -> None:
         """Refuse a damaged file: its header may still read as up to date."""
-        problems = [row[0] for row in self.conn.execute("PRAGMA quick_check(1)")]
+        problems = [row[0] for row in self.conn.execute(self.q.quick_check)]
         if problems != ["ok"]:
             found = " ".join(problems[0].split())  # one line, as every error
             raise NotAStore(str(self.path), f"it is damaged ({found}); restore a backup")
@@ -170,40 +180,11 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
     def close(self) -> None:
         self.conn.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> AbstractContextManager[None]:
         """A write transaction taken up front (``BEGIN IMMEDIATE``)."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
-        else:
-            self.conn.execute("COMMIT")
+        return self.conn.transaction()
 
-    # -- configuration -------------------------------------------------------------
-
-    def job_items(self, jobid: str) -> list[JobItem]:
-        rows = self.conn.execute(
-            "SELECT itemtype, datasetid, itemvalue FROM job WHERE jobid = ? ORDER BY rowid",
-            (jobid,),
-        )
-        return [JobItem(*row) for row in rows]
-
-    def datasets(self, ids: Iterable[str] | None = None) -> dict[str, Row]:
-        """Dataset rows by datasetid: the given ones, or all."""
-        sql = "SELECT * FROM dataset"
-        params: tuple[str, ...] = ()
-        if ids is not None:
-            params = tuple(ids)
-            sql += f" WHERE datasetid IN ({', '.join('?' * len(params))})"
-        return {
-            row["datasetid"]: dict(row) for row in self.conn.execute(sql + " ORDER BY 1", params)
-        }
-
-    # -- the claim -------------------------------------------------------------------
+    # -- queries of SQLite's own shape ---------------------------------------------------
 
     def candidates(
         self, jobid: str, limit: int, after: tuple[str, str] | None = None
@@ -212,25 +193,39 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         past ``after`` (a pair as returned, so a row with a wrong key is passed, not looped
         over)."""
         if after is None:
-            rows = self.conn.execute(
-                "SELECT sortkey, dataid FROM candidate WHERE jobid = ? "
-                "ORDER BY sortkey, dataid LIMIT ?",
-                (jobid, limit),
-            )
+            rows = self.conn.execute(self.q.candidates, (jobid, limit))
         else:
-            rows = self.conn.execute(
-                "SELECT sortkey, dataid FROM candidate WHERE jobid = ? "
-                "AND (sortkey, dataid) > (CAST(? AS TEXT), CAST(? AS TEXT)) "
-                "ORDER BY sortkey, dataid LIMIT ?",
-                (jobid, *map(as_stored, after), limit),
-            )
+            params = (jobid, *map(as_stored, after), limit)
+            rows = self.conn.execute(self.q.candidates_after, params)
         return [tuple(row) for row in rows]
 
     def put_candidate(self, jobid: str, dataid: str) -> None:
-        self.conn.execute(
-            "INSERT OR IGNORE INTO candidate(jobid, sortkey, dataid) VALUES (?, ?, ?)",
-            (jobid, natural_key(dataid), dataid),
-        )
+        self.conn.execute(self.q.put_candidate, (jobid, natural_key(dataid), dataid))
+
+    def start_run(self, **run: object) -> int:
+        """Insert a RUNNING history row; returns its runid."""
+        sql = self.q.start_run.format(columns=", ".join(run), marks=marks(len(run)))
+        return self.conn.execute(sql, (zoned_now(), *run.values())).lastrowid
+
+    def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
+        """Run history, newest first, optionally for one job or one chunk (a query each:
+        each uses its own index)."""
+        given = tuple(value for value in (jobid, dataid) if value is not None)
+        if jobid is not None and dataid is not None:
+            sql = self.q.history_of_chunk
+        elif jobid is not None:
+            sql = self.q.history_of_job
+        elif dataid is not None:
+            sql = self.q.history_of_dataid
+        else:
+            sql = self.q.history
+        return [dict(row) for row in self.conn.execute(sql, (*given, limit))]
+
+    def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
+        """History rows that may go: ended, older than ``before``, and not the last run of a
+        FAILED chunk (its retry count gates automatic reruns)."""
+        params = {"jobid": jobid, "before": before}
+        return [dict(row) for row in self.conn.execute(self.q.purgeable_runs, params)]
 
     # -- SQL typed by users -------------------------------------------------------------
 
@@ -240,7 +235,7 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
         through: ATTACH (and VACUUM INTO), DETACH, PRAGMA x = y."""
         guard = access.ReadGuard()
         with closing(connect(self.path, "ro")) as conn:
-            conn.set_authorizer(guard)
+            conn.raw.set_authorizer(guard)
             try:
                 cursor = self._user_statement(sql, conn)
                 columns = [c[0] for c in cursor.description or ()]
@@ -249,7 +244,7 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
                 name = getattr(exc, "sqlite_errorname", None) or ""
                 if name == "SQLITE_AUTH" or name.startswith("SQLITE_READONLY"):
                     raise ReadOnlySQL(guard.refused) from None
-                raise access.failure(self.path, exc) or BadSQL(str(exc)) from None
+                raise failure(self.path, exc) or BadSQL(str(exc)) from None
 
     def execute(self, sql: str) -> tuple[list[str], list[tuple], int]:
         """Run one statement in its own write transaction; returns columns, rows, rows changed."""
@@ -263,12 +258,12 @@ class SqliteStore(ChunkQueries, ViewQueries, ConfigQueries, HistoryQueries, Stor
                 # itself, not of our triggers, but is stale after DDL: hence the guard.
                 changed = 0
                 if self.conn.total_changes != before:
-                    changed = self.conn.execute("SELECT changes()").fetchone()[0]
+                    changed = self.conn.execute(self.q.changes).fetchone()[0]
                 return columns, rows, changed
         except sqlite3.Error as exc:
-            raise access.failure(self.path, exc) or BadSQL(str(exc)) from None
+            raise failure(self.path, exc) or BadSQL(str(exc)) from None
 
-    def _user_statement(self, sql: str, conn: sqlite3.Connection | None = None) -> sqlite3.Cursor:
+    def _user_statement(self, sql: str, conn: Connection | None = None) -> sqlite3.Cursor:
         if not sql.strip():
             raise BadSQL("empty statement")
         try:

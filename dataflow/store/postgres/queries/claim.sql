@@ -1,0 +1,117 @@
+-- PostgreSQL: the claim and finish of a chunk (psycopg's placeholders: %s, %(name)s).
+-- A claim locks the candidate rows it looks at (FOR UPDATE SKIP LOCKED: two claims never
+-- wait for each other, and never take the same chunk), never a table. The offer lock
+-- (1, hashtext(dataid) & 1023) is the one every datastatus trigger takes (schema.offer_lock).
+
+-- name: candidates
+-- The job's next candidate, locked for this transaction, and its chunk's offer lock tried
+-- once its row is locked, in the same round trip.
+WITH c AS MATERIALIZED (
+    SELECT sortkey, dataid FROM candidate WHERE jobid = %s
+    ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE SKIP LOCKED)
+SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) FROM c;
+
+-- name: candidates_after
+-- The same, past a (sortkey, dataid) pair.
+WITH c AS MATERIALIZED (
+    SELECT sortkey, dataid FROM candidate WHERE jobid = %s AND (sortkey, dataid) > (%s, %s)
+    ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE SKIP LOCKED)
+SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) FROM c;
+
+-- name: put_candidate
+INSERT INTO candidate(jobid, sortkey, dataid)
+VALUES (%(jobid)s, dataflow_natkey(%(dataid)s), %(dataid)s) ON CONFLICT DO NOTHING;
+
+-- name: drop_candidate
+DELETE FROM candidate WHERE jobid = %s AND sortkey = %s AND dataid = %s;
+
+-- name: count_candidates
+SELECT COUNT(*) FROM candidate WHERE jobid = %s;
+
+-- name: ready_inputs
+-- How many of these datasets ({marks}) have a READY output row at a dataid.
+SELECT COUNT(DISTINCT datasetid) FROM datastatus WHERE datasetid IN ({marks})
+  AND dataid = %s AND locktype = 'OUT' AND status = 'READY';
+
+-- name: chunk_rows
+SELECT datasetid, locktype, status FROM datastatus WHERE jobid = %s AND dataid = %s;
+
+-- name: mark_running
+-- Every row of a claim in one statement, one round trip (a dataset is never both an IN
+-- and an OUT of a job: job_dataset_once).
+INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified)
+SELECT r.datasetid, %(jobid)s, %(dataid)s, r.locktype, 'RUNNING', now()
+FROM unnest(%(datasetids)s::text[], %(locktypes)s::text[]) WITH ORDINALITY
+     AS r(datasetid, locktype, n)
+ORDER BY r.n
+ON CONFLICT (datasetid, jobid, dataid)
+DO UPDATE SET locktype = excluded.locktype, status = 'RUNNING', modified = now();
+
+-- name: set_out_status
+UPDATE datastatus SET status = %s, modified = now()
+WHERE jobid = %s AND dataid = %s AND locktype = 'OUT';
+
+-- name: drop_inputs
+DELETE FROM datastatus WHERE jobid = %s AND dataid = %s AND locktype = 'IN';
+
+-- name: delete_chunk
+DELETE FROM datastatus WHERE jobid = %s AND dataid = %s;
+
+-- name: running
+SELECT DISTINCT jobid, dataid FROM datastatus WHERE status = 'RUNNING' AND locktype = 'OUT';
+
+-- name: running_of_job
+SELECT DISTINCT jobid, dataid FROM datastatus
+WHERE status = 'RUNNING' AND locktype = 'OUT' AND jobid = %s;
+
+-- name: count_running
+SELECT COUNT(DISTINCT dataid) FROM datastatus
+WHERE jobid = %s AND status = 'RUNNING' AND locktype = 'OUT';
+
+-- name: put_out_status
+-- Create or set one OUT row; a row already so is not touched (not counted).
+INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified)
+VALUES (%s, %s, %s, 'OUT', %s, now()) ON CONFLICT (datasetid, jobid, dataid)
+DO UPDATE SET locktype = 'OUT', status = excluded.status, modified = now()
+WHERE datastatus.status IS DISTINCT FROM excluded.status
+   OR datastatus.locktype IS DISTINCT FROM 'OUT';
+
+-- name: readers
+-- IN rows are written only for a job's registered IN datasets: seek them per job.
+SELECT DISTINCT d.jobid FROM job j JOIN datastatus d ON d.jobid = j.jobid
+  AND d.dataid = %s AND d.datasetid = j.datasetid WHERE j.datasetid IN ({marks})
+  AND j.itemtype = 'IN' AND d.locktype = 'IN';
+
+-- name: delete_run
+DELETE FROM run WHERE runid = %s;
+
+-- name: out_datasets
+SELECT datasetid FROM datastatus WHERE jobid = %s AND dataid = %s AND locktype = 'OUT';
+
+-- name: set_row_status
+UPDATE datastatus SET status = %s, modified = now()
+WHERE jobid = %s AND dataid = %s AND datasetid = %s;
+
+-- name: delete_row
+DELETE FROM datastatus WHERE jobid = %s AND dataid = %s AND datasetid = %s;
+
+-- name: lock_run_inserts
+-- Inserts into run wait (SHARE ROW EXCLUSIVE) while a claim is undone.
+LOCK TABLE run IN SHARE ROW EXCLUSIVE MODE;
+
+-- name: rewind_run_sequence
+-- The run sequence back one, if the undone claim's runid is still the last it gave.
+SELECT setval(s.id, GREATEST(%(runid)s::bigint - 1, 1), %(runid)s::bigint > 1)
+FROM (SELECT pg_get_serial_sequence('run', 'runid')::regclass AS id) s
+WHERE pg_sequence_last_value(s.id) = %(runid)s::bigint;
+
+-- name: job_turn
+-- The job's cap lock (its space: schema.CAP), for this transaction.
+SELECT pg_advisory_xact_lock(%s, hashtext(%s));
+
+-- name: chunk_turn
+-- The chunk's offer lock, waited for.
+SELECT true FROM (SELECT pg_advisory_xact_lock(1, hashtext(%s) & 1023)) AS waited;
+
+-- name: try_chunk_turn
+SELECT pg_try_advisory_xact_lock(1, hashtext(%s) & 1023);

@@ -1,0 +1,39 @@
+-- PostgreSQL: run locks (session advisory locks held by keepers, dataflow.run.keeper)
+-- and leases (a run's heartbeat: run.seen, renewed by its keeper; NULL: none).
+
+-- name: try_run_lock
+SELECT pg_try_advisory_lock(%s);
+
+-- name: drop_run_locks
+SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS k;
+
+-- name: advisory_locks_held
+-- The keys of the session advisory locks (of one bigint) granted in this database.
+SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database());
+
+-- name: keep_alive
+-- The server ends this session once it stops pinging for this long (milliseconds).
+SELECT set_config('idle_session_timeout', %s, false);
+
+-- name: renew_leases
+UPDATE run SET seen = now() WHERE runid = ANY(%s) AND seen IS NOT NULL RETURNING runid;
+
+-- name: release_leases
+UPDATE run SET seen = NULL WHERE runid = ANY(%s);
+
+-- name: live_leases
+-- The runs of these chunks that have a lease, and whether it is fresh (%(bound)s: this
+-- host's bound).
+SELECT r.runid, r.jobid, r.dataid,
+       r.seen + greatest(r.lease, %(bound)s) * interval '1 second' > now()
+FROM run r JOIN unnest(%(jobids)s::text[], %(dataids)s::text[]) AS c(jobid, dataid)
+  ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL;
+
+-- name: live_leases_to_revoke
+-- The same, their rows locked until the transaction ends.
+SELECT r.runid, r.jobid, r.dataid,
+       r.seen + greatest(r.lease, %(bound)s) * interval '1 second' > now()
+FROM run r JOIN unnest(%(jobids)s::text[], %(dataids)s::text[]) AS c(jobid, dataid)
+  ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL FOR UPDATE OF r;

@@ -1,0 +1,22 @@
+-- PostgreSQL: what the store itself asks of the server.
+
+-- name: clock
+SELECT now();
+
+-- name: schema_exists
+SELECT to_regclass('dataflow_schema') IS NOT NULL;
+
+-- name: schema_version
+SELECT max(version) FROM dataflow_schema;
+
+-- name: one_creator
+-- One createtables at a time, whoever runs it.
+SELECT pg_advisory_xact_lock(0, 0);
+
+-- name: clear_schema_version
+DELETE FROM dataflow_schema;
+-- name: add_schema_version
+INSERT INTO dataflow_schema VALUES (%s);
+
+-- name: ping
+SELECT 1;

@@ -1,0 +1,49 @@
+-- PostgreSQL: the read-only views (status, lineage, explain).
+
+-- name: status_counts
+SELECT jobid, status, COUNT(DISTINCT dataid) AS chunks FROM datastatus
+WHERE locktype = 'OUT' AND jobid IN (SELECT jobid FROM job)
+GROUP BY jobid, status;
+
+-- name: job_ids
+SELECT DISTINCT jobid FROM job WHERE jobid <> '*' ORDER BY 1;
+
+-- name: last_failure
+-- Newest failures first (index run_failures); one that a later run or an operator has
+-- fixed is passed over.
+SELECT r.dataid, r.attempt, r.ended, r.reason FROM run r
+WHERE r.jobid = %(jobid)s AND r.status = 'FAILED'
+  AND r.runid = (SELECT MAX(runid) FROM run WHERE jobid = %(jobid)s AND dataid = r.dataid)
+  AND EXISTS (SELECT 1 FROM datastatus d WHERE d.jobid = %(jobid)s AND d.dataid = r.dataid
+              AND d.locktype = 'OUT' AND d.status = 'FAILED')
+ORDER BY r.runid DESC LIMIT 1;
+
+-- name: chunk_of_dataset
+-- A consumer's IN row is found through the jobs that list the dataset as IN (only
+-- RunJob writes IN rows, for them).
+SELECT jobid, locktype, status, modified FROM datastatus
+WHERE datasetid = %(datasetid)s AND dataid = %(dataid)s AND locktype = 'OUT'
+UNION ALL
+SELECT d.jobid, d.locktype, d.status, d.modified FROM job j JOIN datastatus d
+  ON d.jobid = j.jobid AND d.dataid = %(dataid)s AND d.datasetid = %(datasetid)s
+WHERE j.datasetid = %(datasetid)s AND j.itemtype = 'IN' AND d.locktype = 'IN'
+ORDER BY 2 DESC, 1;
+
+-- name: jobs_using
+SELECT DISTINCT jobid FROM job WHERE datasetid = %s AND itemtype = %s ORDER BY 1;
+
+-- name: out_status
+SELECT datasetid, status FROM datastatus WHERE jobid = %s AND dataid = %s
+  AND locktype = 'OUT' ORDER BY 1;
+
+-- name: dataids_of_job
+SELECT DISTINCT dataid FROM datastatus WHERE jobid = %s AND locktype = 'OUT';
+
+-- name: dataids_of_job_in
+-- Those whose status is one of {marks}.
+SELECT DISTINCT dataid FROM datastatus WHERE jobid = %s AND locktype = 'OUT'
+  AND status IN ({marks});
+
+-- name: waiting_upstream
+SELECT dataid, jobid, status FROM datastatus WHERE datasetid = %s
+  AND locktype = 'OUT' AND status <> 'READY';

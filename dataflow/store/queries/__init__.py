@@ -1,0 +1,50 @@
+"""What both backends do alike around their SQL, and how a backend's SQL is kept.
+
+A backend keeps its SQL as named queries in the ``queries/*.sql`` files of its package:
+each query is a block that starts with a line ``-- name: NAME``, and its comment lines
+say what it does. The text goes to the driver as it is, with the driver's own
+placeholders (SQLite's ``?`` and ``:name``, psycopg's ``%s`` and ``%(name)s``). A field in
+braces (``{marks}``, ``{columns}``, ``{table}``) is filled with :meth:`str.format` by the
+caller, with placeholders or names of :data:`dataflow.store.base.TABLES`: never a value.
+
+The mixins of this package (:mod:`.chunks`, :mod:`.config`, :mod:`.history`,
+:mod:`.views`) hold the Python that is the same on every backend: which query, which
+parameters, the shape of the result. They run ``self.q.<name>``, the backend's own text.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+
+
+class NamedQueries:
+    """The named queries of a backend package (its ``queries/*.sql``), as attributes."""
+
+    def __init__(self, package: str):
+        self._sql: dict[str, str] = {}
+        folder = resources.files(package).joinpath("queries")
+        for file in sorted(folder.iterdir(), key=lambda f: f.name):
+            if file.name.endswith(".sql"):
+                self._add(file.read_text(encoding="utf-8"), f"{package} {file.name}")
+        vars(self).update(self._sql)  # found as plain attributes, without __getattr__
+
+    def _add(self, text: str, where: str) -> None:
+        parts = _NAME.split(text)  # a file's own comment first, then name, text, name...
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in self._sql or hasattr(type(self), name):
+                taken = "a second query" if name in self._sql else "a query may not be"
+                raise ValueError(f"{where}: {taken} named {name}")
+            lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+            self._sql[name] = "\n".join(lines).strip().rstrip(";").strip()
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self.__dict__["_sql"][name]
+        except KeyError:
+            raise AttributeError(f"no query named {name}") from None
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._sql)

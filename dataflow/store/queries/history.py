@@ -1,0 +1,64 @@
+"""The run history (table ``run``) and the views built on it, as every backend runs them
+over its own named queries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..base import Row, zoned_now
+from . import NamedQueries
+
+
+class HistoryQueries:
+    conn: Any
+    q: NamedQueries
+    marks: Callable[[int], str]
+
+    # -- run history -----------------------------------------------------------------
+
+    def last_run(self, jobid: str, dataid: str) -> Row | None:
+        row = self.conn.execute(self.q.last_run, (jobid, dataid)).fetchone()
+        return dict(row) if row else None
+
+    def end_run(self, runid: int, status: str, **outcome: object) -> bool:
+        """Close a RUNNING history row; False if it was not RUNNING any more."""
+        sets = "".join(f", {name} = {self.marks(1)}" for name in outcome)
+        params = (status, zoned_now(), *outcome.values(), runid)
+        return self.conn.execute(self.q.end_run.format(sets=sets), params).rowcount == 1
+
+    def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
+        """Close the RUNNING history rows of a chunk whose run died."""
+        self.conn.execute(self.q.abandon_runs, (zoned_now(), reason, jobid, dataid))
+
+    def note_runs(self, runids: Sequence[int], note: str) -> None:
+        """Add ``note`` to the reason of these history rows, after what it says."""
+        self.conn.executemany(self.q.note_run, [(note, note, runid) for runid in runids])
+
+    def request_rerun(self, jobid: str, dataid: str, why: str) -> int:
+        return self.conn.execute(self.q.request_rerun, (why, jobid, dataid)).rowcount
+
+    def rerun_request(self, runid: int) -> str | None:
+        row = self.conn.execute(self.q.rerun_request, (runid,)).fetchone()
+        return row[0] if row else None
+
+    def run_log(self, jobid: str, dataid: str, attempt: int | None) -> Row | None:
+        """The history row of one attempt (the last one when ``attempt`` is None)."""
+        if attempt is None:
+            return self.last_run(jobid, dataid)
+        row = self.conn.execute(self.q.run_attempt, (jobid, dataid, attempt)).fetchone()
+        return dict(row) if row else None
+
+    def delete_runs(self, runids: list[int]) -> int:
+        self.conn.executemany(self.q.delete_run, [(r,) for r in runids])
+        return len(runids)
+
+    # -- listings --------------------------------------------------------------------
+
+    def runs(self, limit: int = 20) -> list[Row]:
+        """The newest OUT rows, newest first."""
+        return [dict(row) for row in self.conn.execute(self.q.runs, (limit,))]
+
+    def board(self, jobid: str | None = None) -> list[Row]:
+        """Per registered job and dataid: the status of its OUT rows and its last run."""
+        return [dict(row) for row in self.conn.execute(self.q.board, {"jobid": jobid})]

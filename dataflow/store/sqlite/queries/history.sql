@@ -1,0 +1,71 @@
+-- SQLite: the run history (table run) and the listings built on it.
+
+-- name: last_run
+SELECT * FROM run WHERE jobid = ? AND dataid = ? ORDER BY attempt DESC LIMIT 1;
+
+-- name: start_run
+-- A RUNNING row: its start, then the {columns} given, one of {marks} each.
+INSERT INTO run(status, started, {columns}) VALUES ('RUNNING', ?, {marks});
+
+-- name: end_run
+-- {sets}: ", column = ?" for each part of the outcome.
+UPDATE run SET status = ?, ended = ?{sets} WHERE runid = ? AND status = 'RUNNING';
+
+-- name: abandon_runs
+UPDATE run SET status = 'FAILED', ended = ?, reason = ?
+WHERE jobid = ? AND dataid = ? AND status = 'RUNNING';
+
+-- name: note_run
+UPDATE run SET reason = CASE WHEN reason IS NULL OR reason = '' THEN ?
+ELSE reason || '; ' || ? END WHERE runid = ?;
+
+-- name: request_rerun
+UPDATE run SET rerun = ? WHERE jobid = ? AND dataid = ? AND status = 'RUNNING';
+
+-- name: rerun_request
+SELECT rerun FROM run WHERE runid = ?;
+
+-- name: history
+SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal,
+       pid, host, command, logpath, reason FROM run
+ORDER BY runid DESC LIMIT ?;
+
+-- name: history_of_job
+SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal,
+       pid, host, command, logpath, reason FROM run WHERE jobid = ?
+ORDER BY runid DESC LIMIT ?;
+
+-- name: history_of_dataid
+SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal,
+       pid, host, command, logpath, reason FROM run WHERE dataid = ?
+ORDER BY runid DESC LIMIT ?;
+
+-- name: history_of_chunk
+SELECT jobid, dataid, attempt, status, started, ended, duration, exitcode, signal,
+       pid, host, command, logpath, reason FROM run WHERE jobid = ? AND dataid = ?
+ORDER BY runid DESC LIMIT ?;
+
+-- name: run_attempt
+SELECT * FROM run WHERE jobid = ? AND dataid = ? AND attempt = ?;
+
+-- name: runs
+SELECT dataid, datasetid, jobid, locktype, modified, status FROM datastatus
+WHERE locktype = 'OUT' ORDER BY modified DESC LIMIT ?;
+
+-- name: board
+SELECT d.jobid, d.dataid, MIN(d.status) AS status, r.attempt, r.duration,
+       r.exitcode, r.signal, r.reason, r.started, r.ended, r.host, r.pid
+FROM datastatus d
+LEFT JOIN run r ON r.runid = (
+    SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)
+WHERE d.locktype = 'OUT' AND d.jobid IN (SELECT jobid FROM job)
+  AND (:jobid IS NULL OR d.jobid = :jobid)
+GROUP BY d.jobid, d.dataid;
+
+-- name: purgeable_runs
+SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
+WHERE r.status <> 'RUNNING' AND (:jobid IS NULL OR r.jobid = :jobid)
+  AND (:before IS NULL OR r.started < :before)
+  AND NOT (r.status = 'FAILED' AND r.runid = (
+      SELECT MAX(runid) FROM run WHERE jobid = r.jobid AND dataid = r.dataid))
+ORDER BY r.runid;

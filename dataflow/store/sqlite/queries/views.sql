@@ -1,0 +1,49 @@
+-- SQLite: the read-only views (status, lineage, explain) and purge.
+
+-- name: status_counts
+SELECT jobid, status, COUNT(DISTINCT dataid) AS chunks FROM datastatus
+WHERE locktype = 'OUT' AND jobid IN (SELECT jobid FROM job)
+GROUP BY jobid, status;
+
+-- name: job_ids
+SELECT DISTINCT jobid FROM job WHERE jobid <> '*' ORDER BY 1;
+
+-- name: last_failure
+-- Newest failures first (index run_failures); one that a later run or an operator has
+-- fixed is passed over.
+SELECT r.dataid, r.attempt, r.ended, r.reason FROM run r
+WHERE r.jobid = :jobid AND r.status = 'FAILED'
+  AND r.runid = (SELECT MAX(runid) FROM run WHERE jobid = :jobid AND dataid = r.dataid)
+  AND EXISTS (SELECT 1 FROM datastatus d WHERE d.jobid = :jobid AND d.dataid = r.dataid
+              AND d.locktype = 'OUT' AND d.status = 'FAILED')
+ORDER BY r.runid DESC LIMIT 1;
+
+-- name: chunk_of_dataset
+-- datastatus_by_chunk holds OUT rows only; a consumer's IN row is found through the jobs
+-- that list the dataset as IN (only RunJob writes IN rows, for them).
+SELECT jobid, locktype, status, modified FROM datastatus
+WHERE datasetid = :datasetid AND dataid = :dataid AND locktype = 'OUT'
+UNION ALL
+SELECT d.jobid, d.locktype, d.status, d.modified FROM job j JOIN datastatus d
+  ON d.jobid = j.jobid AND d.dataid = :dataid AND d.datasetid = :datasetid
+WHERE j.datasetid = :datasetid AND j.itemtype = 'IN' AND d.locktype = 'IN'
+ORDER BY 2 DESC, 1;
+
+-- name: jobs_using
+SELECT DISTINCT jobid FROM job WHERE datasetid = ? AND itemtype = ? ORDER BY 1;
+
+-- name: out_status
+SELECT datasetid, status FROM datastatus WHERE jobid = ? AND dataid = ?
+  AND locktype = 'OUT' ORDER BY 1;
+
+-- name: dataids_of_job
+SELECT DISTINCT dataid FROM datastatus WHERE jobid = ? AND locktype = 'OUT';
+
+-- name: dataids_of_job_in
+-- Those whose status is one of {marks}.
+SELECT DISTINCT dataid FROM datastatus WHERE jobid = ? AND locktype = 'OUT'
+  AND status IN ({marks});
+
+-- name: waiting_upstream
+SELECT dataid, jobid, status FROM datastatus WHERE datasetid = ?
+  AND locktype = 'OUT' AND status <> 'READY';
