@@ -81,12 +81,12 @@ def register(store: Store, jobid: str, inputs: list[str], outputs: list[str]) ->
     """Datasets (if new) and job rows, as the quickstart's ``utility dml`` lines do."""
     for datasetid in inputs + outputs:
         store.conn.execute(
-            "INSERT INTO dataset(datasetid) VALUES (?) ON CONFLICT DO NOTHING", (datasetid,)
+            "INSERT INTO dataset(datasetid) VALUES (%s) ON CONFLICT DO NOTHING", (datasetid,)
         )
     for itemtype, names in (("OUT", outputs), ("IN", inputs)):
         for datasetid in names:
             store.conn.execute(
-                "INSERT INTO job(jobid, itemtype, datasetid) VALUES (?, ?, ?)",
+                "INSERT INTO job(jobid, itemtype, datasetid) VALUES (%s, %s, %s)",
                 (jobid, itemtype, datasetid),
             )
 
@@ -95,7 +95,7 @@ def ready(store: Store, datasetid: str, jobid: str, first: int, end: int) -> Non
     """READY OUT rows of ``datasetid`` for dataids first..end-1, one statement."""
     store.conn.execute(
         "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
-        "SELECT ?, ?, g::text, 'OUT', 'READY', now() FROM generate_series(?::int, ?::int) g",
+        "SELECT %s, %s, g::text, 'OUT', 'READY', now() FROM generate_series(%s::int, %s::int) g",
         (datasetid, jobid, first, end - 1),
     )
 
