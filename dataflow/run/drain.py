@@ -25,6 +25,7 @@ from . import claims, liveness, recorder
 from .claims import Claim
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Job
+from .output import start_thread
 from .processes import STORE_VARIABLE, VARIABLE
 from .runner import Outcome, Run, child_environment
 
@@ -285,7 +286,7 @@ class Drain:
         liveness.started(self.store, self.job.jobid, claim.dataid, claim.runid, claim.token, group)
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
-        threading.Thread(target=self._wait, args=(claim, run), daemon=True).start()
+        start_thread(lambda claim=claim, run=run: self._wait(claim, run))
         self.summary.running = len(self._active)
 
     def _launch_batch(self, batch: list[Claim]) -> None:
@@ -308,7 +309,7 @@ class Drain:
             raise
         for claim, view in zip(batch, views, strict=True):
             liveness.started(self.store, self.job.jobid, claim.dataid, claim.runid, claim.token, 0)
-            threading.Thread(target=self._wait, args=(claim, view), daemon=True).start()
+            start_thread(lambda claim=claim, view=view: self._wait(claim, view))
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
         self.summary.running = len(self._active)

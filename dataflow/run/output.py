@@ -9,10 +9,11 @@ through Python's buffered streams, whose locks a blocked write would hold at exi
 
 from __future__ import annotations
 
+import _thread
 import os
 import selectors
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .logs import Redactor
 
@@ -120,6 +121,13 @@ class Tail(Sink):
         return None
 
 
+def start_thread(function: Callable[[], object]) -> None:
+    """Run ``function`` in a new thread, as a daemon, without waiting for the thread to
+    start (``threading.Thread.start`` does: a drain starting a job would wait for a core
+    to run the new thread on). Its caller learns of its end through what it reports."""
+    _thread.start_new_thread(function, ())
+
+
 class Copier:
     """Copies each pipe, with the job's secrets masked, to its sinks until every pipe
     is at its end (or :meth:`stop` is called: a grandchild may keep a pipe open)."""
@@ -127,17 +135,23 @@ class Copier:
     def __init__(self, routes: Iterable[tuple[object, Iterable[Sink]]], secrets: Iterable[str]):
         self.routes = {pipe: (Redactor(secrets), tuple(sinks)) for pipe, sinks in routes}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._copy, daemon=True)
+        self._done = threading.Event()
 
     def start(self) -> None:
-        self._thread.start()
+        start_thread(self._run)
 
     def stop(self, grace: float) -> None:
         """Wait up to ``grace`` seconds for the pipes to end, then stop copying."""
-        self._thread.join(grace)
+        self._done.wait(grace)
         self._stop.set()
         # bounded: a console that blocks (a reader that stopped reading) must not hang us
-        self._thread.join(grace)
+        self._done.wait(grace)
+
+    def _run(self) -> None:
+        try:
+            self._copy()
+        finally:
+            self._done.set()
 
     def lost(self) -> list[str]:
         """The destinations that failed, with why."""
