@@ -143,15 +143,18 @@ class Lifecycle(RuleBasedStateMachine):
                 conn.execute("commit")
         self.src.add(dataid)
 
-    @rule(jobid=st.sampled_from(sorted(JOBS)))
-    def claim(self, jobid):
-        expected = min(self.claimable(jobid), key=reference_order, default=None)
-        claim = claims.claim(self.store, self.jobs[jobid]).claim
-        got = claim and claim.dataid
+    @rule(jobid=st.sampled_from(sorted(JOBS)), count=st.integers(1, 3))
+    def claim(self, jobid, count):
+        """Up to ``count`` chunks in one transaction (a drain's free slots): the smallest
+        claimable ones, each its own claim."""
+        expected = sorted(self.claimable(jobid), key=reference_order)[:count]
+        result = claims.claim(self.store, self.jobs[jobid], count=count)
+        got = [claim.dataid for claim in ([result.claim, *result.more] if result.claim else [])]
         assert got == expected, f"{jobid} claimed {got!r}, model says {expected!r}"
-        if claim is not None:  # run in this process, as a driver's chunk is (no group)
-            liveness.started(self.store, jobid, got, claim.runid, claim.token, 0)
-            key = (jobid, got)
+        for claim in [result.claim, *result.more] if result.claim else []:
+            # run in this process, as a driver's chunk is (no group)
+            liveness.started(self.store, jobid, claim.dataid, claim.runid, claim.token, 0)
+            key = (jobid, claim.dataid)
             self.retry[key] = self.retry[key] + 1 if self.out.get(key) == "FAILED" else 0
             self.live[key] = claim
             self.out[key] = "RUNNING"
