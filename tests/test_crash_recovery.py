@@ -234,24 +234,37 @@ def test_network_file_systems_are_refused(tmp_path):
     require_local(tmp_path, str(table))
 
 
+def _chunks_up_to(chain, last: int) -> None:
+    """Chunks 4..last of src READY too (the chain has 1..3)."""
+    chain.ok(
+        "dml",
+        f"with recursive n(i) as (select 4 union all select i+1 from n where i < {last}) "
+        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
+    )
+
+
+def _counting_live_runs(chain, tmp_path, last: int, cap: int, work: str) -> None:
+    """Chunks up to ``last``, max_parallel ``cap``, and a job that appends its dataid and
+    the number of live jobs to ``seen`` as it starts, then does ``work``."""
+    _chunks_up_to(chain, last)
+    setting(chain, "max_parallel", str(cap))
+    (tmp_path / "live").mkdir()
+    script(
+        tmp_path,
+        "work.sh",
+        f'touch "live/$dataid"; echo "$dataid $(ls live | wc -l)" >> seen; {work}; '
+        'rm "live/$dataid"',
+    )
+
+
 @pytest.mark.both_stores
 def test_cap_lowered_and_raised_during_a_drain(chain, tmp_path):
     """Each job records how many runs are live when it starts: never above the cap in
     force when it was claimed (the claim time is the run's ``started``). Jobs wait while
     the cap is being changed, so the drain cannot end before the change, however slow
     the ``utility`` that makes it."""
-    chain.ok(
-        "dml",
-        "with recursive n(i) as (select 4 union all select i+1 from n where i < 60) "
-        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
-    )
-    setting(chain, "max_parallel", "2")
-    (tmp_path / "live").mkdir()
-    script(
-        tmp_path,
-        "work.sh",
-        'touch "live/$dataid"; echo "$dataid $(ls live | wc -l)" >> seen; sleep 0.2; '
-        'while [ -e pause ]; do sleep 0.05; done; rm "live/$dataid"',
+    _counting_live_runs(
+        chain, tmp_path, 60, 2, "sleep 0.2; while [ -e pause ]; do sleep 0.05; done"
     )
     drain = start_runjob(chain, "--parallel", "4", "./work.sh")
     done = lambda n: lambda: len(rows(tmp_path, "select 1 from run where status='READY'")) >= n  # noqa: E731
@@ -311,11 +324,7 @@ def test_ctrl_c_in_a_drain_leaves_nothing_stuck(chain, tmp_path):
 def _ahead_chain(chain, tmp_path):
     """Chunks 1..10; each job quick but chunk 5's, which waits: the drain, whose jobs are
     short, claims chunk 6 ahead while 5 runs."""
-    chain.ok(
-        "dml",
-        "with recursive n(i) as (select 4 union all select i+1 from n where i < 10) "
-        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
-    )
+    _chunks_up_to(chain, 10)
     script(
         tmp_path,
         "work.sh",
@@ -373,19 +382,7 @@ def test_racing_drains_claiming_ahead_run_each_chunk_once_within_the_cap(chain, 
     """Three drains of short jobs, each claiming a chunk for each of its free slots in
     one transaction and more ahead while its slots are busy: every chunk runs once, and
     never more than max_parallel at a time (the chunks claimed ahead count)."""
-    chain.ok(
-        "dml",
-        "with recursive n(i) as (select 4 union all select i+1 from n where i < 90) "
-        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
-    )
-    setting(chain, "max_parallel", "4")
-    (tmp_path / "live").mkdir()
-    script(
-        tmp_path,
-        "work.sh",
-        'touch "live/$dataid"; echo "$dataid $(ls live | wc -l)" >> seen; sleep 0.05; '
-        'rm "live/$dataid"',
-    )
+    _counting_live_runs(chain, tmp_path, 90, 4, "sleep 0.05")
     drains = [start_runjob(chain, "--all", "--parallel", "3", "./work.sh") for _ in range(3)]
     for drain in drains:
         out, err = drain.communicate(timeout=600)
