@@ -42,8 +42,8 @@ from dataflow.store import open_store
 from dataflow.store.address import locate
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# chunks per call of a job's run_batch unless its ``batch`` setting or --batch says: the
-# prototype of issue 23 came within 1.06x of one query over every chunk at 10 per query
+# chunks per call of a job's run_batch unless its ``batch`` setting or --batch says; a
+# sweep of K (benchmarks/findings.md, 18) found no K from 5 to 40 clearly better
 DEFAULT_BATCH = 10
 
 
