@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="K",
         help="a .py job with def run_batch(spark, batch): run up to K chunks per call "
-        "(implies --all; default: the job's batch setting, else 10)",
+        "(implies --all; default: the job's batch setting, else 20)",
     )
     parser.add_argument(
         "--validate",

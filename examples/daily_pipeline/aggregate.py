@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stage 3 (job ``aggregate``): a day's clean orders to totals per store, in Parquet.
 
-``RunJob --all ./aggregate.py`` totals every waiting day, up to 10 per query
+``RunJob --all ./aggregate.py`` totals every waiting day, up to 20 per query
 (``run_batch``: totals per day and store); ``RunJob ./aggregate.py`` the next day
 alone (``run``).
 """

@@ -2,7 +2,7 @@
 """Stage 2 (job ``clean``): raw orders of the day through the pipeline ``pipelines/clean``
 (drop invalid rows, normalise, deduplicate: each step tested by ``utility validate``).
 
-``RunJob --all ./clean.py`` cleans every waiting day, up to 10 per query
+``RunJob --all ./clean.py`` cleans every waiting day, up to 20 per query
 (``run_batch``: the transformations keep each row's ``dataid``, a day deduplicated on
 its own); ``RunJob ./clean.py`` the next day alone (``run``).
 """

@@ -6,7 +6,7 @@ the store, nothing is hard-coded here. A file whose columns are not the agreed o
 fails its day, so nothing downstream sees that day.
 
 ``RunJob ./extract.py`` runs the next day alone (``run``); ``RunJob --all ./extract.py``
-catches up on every waiting day in one Spark driver, up to 10 days per query
+catches up on every waiting day in one Spark driver, up to 20 days per query
 (``run_batch``). A bad file fails its batch, which is split until that day fails
 alone: the other days of the batch end READY.
 """

@@ -70,7 +70,7 @@ done
 show ls "$data/landing"
 
 say "Each job catches up on every day it can: ${days[2]} fails at extract, the others go through"
-# many days of one job: one Spark driver, up to 10 days per query (run_batch); a batch
+# many days of one job: one Spark driver, up to 20 days per query (run_batch); a batch
 # with the bad file is split until that day fails alone
 catch_up extract
 catch_up clean
