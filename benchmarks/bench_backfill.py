@@ -13,10 +13,15 @@ it, in the same run and on the same data and Spark options:
   ./idle.sh`` with nothing to claim.
 
 Every drain's output is checked equal to the limit's, dataid by dataid.
+
+``BENCH_K=1,5,10,20,40``: a sweep of the batch size instead (how the default K was
+chosen): at both shapes, the limit and ``RunJob --all --batch K`` for each K, their order
+turned round by round; each figure with the 1-minute load average at its runs.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -220,11 +225,17 @@ def bench(config: Config, work: Path) -> Section:
         section.skip("every backfill figure", "spark-submit or java not found")
         return section
     rounds = 1 if config.quick else 2
+    sweep = [int(k) for k in os.environ.get("BENCH_K", "").split(",") if k.strip()]
     for shape, (chunks, rows) in SIZES.items():
         if config.quick:
             chunks, rows = chunks // 4, rows // 20
-        _shape(section, work / shape.replace(" ", "-"), shape, chunks, rows, rounds)
-    _idle(section, work / "idle")
+        folder = work / shape.replace(" ", "-")
+        if sweep:
+            _sweep(section, folder, shape, chunks, rows, rounds, sweep)
+        else:
+            _shape(section, folder, shape, chunks, rows, rounds)
+    if not sweep:
+        _idle(section, work / "idle")
     section.text(
         "The job: read a chunk of CSV orders, cast and clean, broadcast-join a 500-row "
         "customer dimension, aggregate per customer, write Parquet. The limit: one "
@@ -235,7 +246,8 @@ def bench(config: Config, work: Path) -> Section:
     return section
 
 
-def _shape(section: Section, work: Path, shape: str, chunks: int, rows: int, rounds: int) -> None:
+def _generate(work: Path, chunks: int, rows: int) -> tuple[Path, Path, list[str]]:
+    """The orders (``lake/orders``, a chunk per dataid), the dimension, the dataids."""
     work.mkdir(parents=True)
     lake, dims = work / "lake", work / "customers"
     _spark_submit(
@@ -246,6 +258,67 @@ def _shape(section: Section, work: Path, shape: str, chunks: int, rows: int, rou
     dataids = sorted(p.name.split("=", 1)[1] for p in (lake / "orders").glob("dataid=*"))
     if len(dataids) != chunks:
         raise RuntimeError(f"generated {len(dataids)} chunks, not {chunks}")
+    return lake, dims, dataids
+
+
+def _drain(
+    work: Path, lake: Path, dims: Path, dataids: list[str], name: str, options: list[str]
+) -> float:
+    """Seconds of ``RunJob --all OPTIONS ./orders.py`` over every chunk, written into
+    table ``name`` of the lake; every chunk must end READY."""
+    folder = work / name
+    path = _drain_store(folder, lake, dataids, name)
+    argv = [str(BIN / "RunJob"), "--all", *options, "./orders.py"]
+    run = run_once(argv, folder, _env(path, {"BENCH_CUSTOMERS": str(dims)}))
+    if run.code != 0 or _ready(path) != len(dataids):
+        raise RuntimeError(f"{name}: exited {run.code}, {_ready(path)} of {len(dataids)} READY")
+    return run.seconds
+
+
+def _sweep(
+    section: Section, work: Path, shape: str, chunks: int, rows: int, rounds: int, ks: list[int]
+) -> None:
+    """The limit and ``RunJob --all --batch K`` for each K, each figure with its load."""
+    lake, dims, dataids = _generate(work, chunks, rows)
+    limit_script = write_script(work / "limit.py", LIMIT)
+    limits: list[float] = []
+    seconds: dict[int, list[float]] = {k: [] for k in ks}
+    loads: dict[int, list[float]] = {k: [] for k in ks}
+    for r in range(rounds):
+        target = lake / f"limit{r}"
+        limits.append(
+            _spark_submit(limit_script, [str(lake / "orders"), str(dims), str(target)], work)
+        )
+        for k in ks[r % len(ks) :] + ks[: r % len(ks)]:  # turned round by round
+            loads[k].append(load_average())
+            name = f"k{k}r{r}"
+            seconds[k].append(_drain(work, lake, dims, dataids, name, ["--batch", str(k)]))
+            loads[k].append(load_average())
+            took, limit = seconds[k][-1], limits[-1]
+            said = f"{took:.1f} s, limit {limit:.1f} s ({took / limit:.2f}×)"
+            print(f"   {shape} K={k} round {r + 1}: {said}, load {loads[k][-2]:.1f}", flush=True)
+            if not _same(lake / name, target, dataids):
+                raise RuntimeError(f"--batch {k}: output differs from the limit's")
+    for k in ks:
+        ratio = paired(seconds[k], limits, lambda a, b: a / b)
+        each = ", ".join(f"{a / b:.2f}×" for a, b in zip(seconds[k], limits, strict=True))
+        section.add(
+            Row(
+                TITLE,
+                f"{shape}: `RunJob --all --batch {k}` ÷ limit",
+                times(ratio.median),
+                times(ratio.p95),
+                "report",
+                "",
+                f"{chunks} × {rows:,} rows; rounds {each}; {Dist.of(seconds[k]).median:.1f} s "
+                f"against {Dist.of(limits).median:.1f} s; load {min(loads[k]):.1f}–"
+                f"{max(loads[k]):.1f}",
+            )
+        )
+
+
+def _shape(section: Section, work: Path, shape: str, chunks: int, rows: int, rounds: int) -> None:
+    lake, dims, dataids = _generate(work, chunks, rows)
     limit_script = write_script(work / "limit.py", LIMIT)
     times_: dict[str, list[float]] = {"limit": [], "batch": [], "one": [], "submit": []}
     loads = []
@@ -256,15 +329,9 @@ def _shape(section: Section, work: Path, shape: str, chunks: int, rows: int, rou
             _spark_submit(limit_script, [str(lake / "orders"), str(dims), str(target)], work)
         )
         for kind, options in (("batch", []), ("one", ["--batch", "1"])):
-            folder = work / f"{kind}{r}"
-            path = _drain_store(folder, lake, dataids, f"{kind}{r}")
-            argv = [str(BIN / "RunJob"), "--all", *options, "./orders.py"]
-            run = run_once(argv, folder, _env(path, {"BENCH_CUSTOMERS": str(dims)}))
-            if run.code != 0 or _ready(path) != chunks:
-                raise RuntimeError(f"{kind}: exited {run.code}, {_ready(path)} of {chunks} READY")
+            times_[kind].append(_drain(work, lake, dims, dataids, f"{kind}{r}", options))
             if not _same(lake / f"{kind}{r}", target, dataids):
                 raise RuntimeError(f"{kind}: output differs from the limit's")
-            times_[kind].append(run.seconds)
         folder = work / f"submit{r}"
         path = _drain_store(folder, lake, dataids[:ALONE], f"submit{r}")
         seconds = 0.0

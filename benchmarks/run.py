@@ -7,6 +7,8 @@ Environment:
                        streaming, serve, views, drain, postgres, peers, backfill); also leaves the
                        files alone unless BENCH_WRITE=1
   BENCH_SIZES=...      claim benchmark store sizes in rows, e.g. 10000,100000
+  BENCH_K=1,5,10,...   backfill: a sweep of the batch size K (RunJob --all --batch K ÷
+                       the one-query limit at each K) instead of its usual rows
   BENCH_TMP=DIR        where scratch stores go (default: the system temp folder; must
                        be a local disk, as for a real store)
 """

@@ -67,9 +67,20 @@ def test_a_folder_takes_no_script_options(cli, tmp_path):
     refused = cli.runjob("--all", "--dry-run", "./etl")
     assert (refused.code, refused.err) == (
         2,
-        "error: a folder takes --all [--parallel N] only: name a script for the rest\n",
+        "error: a folder takes --all [--parallel N] [--batch K] only: name a script for the rest\n",
     )
+    zero = cli.runjob("--batch", "0", "./etl")
+    assert (zero.code, zero.err) == (2, "error: --batch needs a number >= 1\n")
     empty = tmp_path / "empty"
     empty.mkdir()
     nothing = cli.runjob("--all", str(empty))
     assert nothing.code == 2 and "names a registered job" in nothing.err
+
+
+def test_batch_implies_all_for_a_folder_too_and_shell_jobs_run_one_chunk_each(cli, tmp_path):
+    _chain(cli, tmp_path, 3)
+    done = cli.runjob("--batch", "2", "./etl")  # as RunJob --batch 2 SCRIPT for each job
+    assert done.code == 0, done
+    ledger = (tmp_path / "ledger").read_text().splitlines()
+    assert ledger == [f"{job} {n}" for job in "abc" for n in (1, 2, 3)]
+    assert rows(tmp_path, "select count(*) from run where status = 'READY'") == [(9,)]

@@ -322,3 +322,37 @@ def test_the_run_path_asks_the_store_what_liveness_needs_never_its_kind():
     ]
     assert asking == []
     assert {SqliteStore.liveness, PostgresStore.liveness} <= set(liveness._KINDS)
+
+
+def _driver_violations(graph: dict[str, set[str]]) -> list[str]:
+    """The Spark driver program (``dataflow.driver``) is started by path, never imported:
+    no module outside it imports it."""
+    return sorted(
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        if not f"{name}.".startswith("dataflow.driver.")
+        for target in targets
+        if f"{target}.".startswith("dataflow.driver.")
+    )
+
+
+def test_the_spark_driver_program_is_a_package_of_its_own_started_by_path():
+    from dataflow.run import launch
+
+    modules = _modules()
+    assert _rule("dataflow.driver", modules) == [
+        "dataflow.run",
+        "dataflow.spark",
+        "dataflow.store",
+        "dataflow.errors",
+    ]
+    assert Path(launch.LAUNCHER) == modules["dataflow.driver.sparkmain"]
+    assert not [name for name in modules if name.startswith("dataflow.cli.spark")]
+    graph = _graph()
+    assert _driver_violations(graph) == []
+    graph["dataflow.cli.runjob"] = graph["dataflow.cli.runjob"] | {"dataflow.driver.sparkdrain"}
+    assert _driver_violations(graph) == ["dataflow.cli.runjob imports dataflow.driver.sparkdrain"]
+    graph["dataflow.driver.sparkdrain"] |= {"dataflow.cli.report"}  # it prints via events
+    assert "dataflow.driver.sparkdrain imports dataflow.cli.report" in " ".join(
+        _layer_violations(graph)
+    )

@@ -23,7 +23,9 @@ MAX_ROUNDS = 100  # a pipeline whose producers never stop producing still ends
 
 def drain(options: argparse.Namespace) -> int:
     if options.dry_run or options.validate or options.args:
-        raise UsageError("a folder takes --all [--parallel N] only: name a script for the rest")
+        raise UsageError(
+            "a folder takes --all [--parallel N] [--batch K] only: name a script for the rest"
+        )
     folder = Path(options.script)
     scripts = _scripts(folder)
     with open_store(locate(options.db)) as store:
@@ -36,6 +38,7 @@ def drain(options: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "dataflow.cli.runjob", "--all"]
     command += ["--db", options.db] if options.db else []
     command += ["--parallel", str(options.parallel)] if options.parallel else []
+    command += ["--batch", str(options.batch)] if options.batch else []
     worst, stopped, child = 0, [], []
 
     def stop(number: int, _frame: object) -> None:  # passed on to the RunJob under way

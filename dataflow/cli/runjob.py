@@ -19,7 +19,7 @@ from .report import Report, live
 
 USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--batch K] [--validate CHECK] [--dry-run]
               SCRIPT [ARGS...]
-       RunJob [--db PATH] --all [--parallel N] FOLDER"""
+       RunJob [--db PATH] --all [--parallel N] [--batch K] FOLDER"""
 DESCRIPTION = """\
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
 chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
@@ -31,7 +31,8 @@ run_batch(spark, batch) gets up to K chunks per call (--batch K), each still its
 chunk, a failed batch split until only the chunks that fail alone fail. Passwords are decrypted with the passkey
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
 With --all, a FOLDER runs every job script in it (named after a registered job),
-producers before consumers, round after round until nothing is left to claim.
+producers before consumers, round after round until nothing is left to claim;
+--parallel and --batch apply to each of its jobs.
 """
 EXIT_CODES = """exit codes:
   0        the chunk is READY, or there was nothing to do (cron calls again later)
@@ -86,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="K",
         help="a .py job with def run_batch(spark, batch): run up to K chunks per call "
-        "(implies --all; default: the job's batch setting, else 10)",
+        "(implies --all; default: the job's batch setting, else 20)",
     )
     parser.add_argument(
         "--validate",
@@ -148,7 +149,12 @@ def _hold_standard_descriptors() -> None:
 
 def run(options: argparse.Namespace) -> int:
     _hold_standard_descriptors()
-    if (options.all or options.parallel is not None) and os.path.isdir(options.script):
+    drain_mode = options.all or options.parallel is not None or options.batch is not None
+    if options.parallel is not None and options.parallel < 1:
+        raise UsageError("--parallel needs a number >= 1")
+    if options.batch is not None and options.batch < 1:
+        raise UsageError("--batch needs a number >= 1")
+    if drain_mode and os.path.isdir(options.script):
         from . import folder
 
         return folder.drain(options)
@@ -159,11 +165,6 @@ def run(options: argparse.Namespace) -> int:
     script = options.script
     jobid = runner.job_name(script)
     path = runner.resolve(script)
-    drain_mode = options.all or options.parallel is not None or options.batch is not None
-    if options.parallel is not None and options.parallel < 1:
-        raise UsageError("--parallel needs a number >= 1")
-    if options.batch is not None and options.batch < 1:
-        raise UsageError("--batch needs a number >= 1")
     with open_store(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)

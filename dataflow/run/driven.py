@@ -1,6 +1,6 @@
 """One Spark driver for a whole drain: ``RunJob --all ./job.py`` when the job defines
 ``def run(spark, job)``. RunJob starts one ``spark-submit`` of the driver program
-(:mod:`dataflow.cli.sparkdrain`), which claims, runs and finishes chunk after chunk
+(:mod:`dataflow.driver.sparkdrain`), which claims, runs and finishes chunk after chunk
 itself (a :class:`~.drain.Drain` whose runs are threads), and tells RunJob what happens
 through an events file of JSON lines, which this module writes and reads.
 

@@ -26,7 +26,7 @@ from .runner import Run
 
 # the launcher spark-submit (or a Connect client's Python) runs to call an entry point:
 # a path, never imported here
-LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "cli", "sparkmain.py")
+LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "driver", "sparkmain.py")
 
 
 @dataclass

@@ -58,7 +58,7 @@ class Settings(
     ``dataflow.ops.freshness``); retry_delay: (seconds, factor), the wait before the
     first automatic retry and what each later one multiplies it by ((0, 1): none);
     batch: chunks a Spark driver runs as one call of the job's ``run_batch`` (None: the
-    driver's default, see ``dataflow.cli.sparkdrain``).
+    driver's default, see ``dataflow.driver.sparkdrain``).
     """
 
     __slots__ = ()

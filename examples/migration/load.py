@@ -6,7 +6,7 @@ busy cluster (seed 001): the chunk ends FAILED, the others go on, and a RESUBMIT
 reruns it later with nothing to clean up.
 
 ``run_batch(spark, batch)`` is the entry point: ``RunJob --all ./load.py`` calls it in
-one Spark driver with up to 10 shards at a time (one Spark query for them all, each shard
+one Spark driver with up to 20 shards at a time (one Spark query for them all, each shard
 still its own chunk); a batch that fails is split until only the shard that fails alone
 is FAILED. ``run(spark, job)`` runs a shard alone (``RunJob ./load.py``).
 """

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dataflow.layout import chunk_folder
 from dataflow.run.logs import log_path
-from support import Cli, rows, start_runjob, statuses, wait_for
+from support import Cli, rows, script, start_runjob, statuses, wait_for
 
 SPARK_ARGS = (
     "--master local[2] --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
@@ -375,8 +375,8 @@ def test_a_batch_replaces_its_jdbc_chunks_in_one_delete(spark, postgres):
     ]
 
 
-def test_a_job_with_run_batch_only_runs_one_chunk_alone_and_batches_of_10(cli):
-    chunks = {str(n): 1 for n in range(1, 14)}
+def test_a_job_with_run_batch_only_runs_one_chunk_alone_and_batches_of_20(cli):
+    chunks = {str(n): 1 for n in range(1, 24)}
     data = setup(cli, chunks)
     script = cli.cwd / "job.py"
     script.write_text(re.sub(r"\ndef run\(spark, job\):\n(    .*\n)+", "", JOB))
@@ -384,13 +384,33 @@ def test_a_job_with_run_batch_only_runs_one_chunk_alone_and_batches_of_10(cli):
     one = cli.runjob("./job.py", timeout=900)  # one chunk: run_batch of that one
     assert one.code == 0, one
     assert statuses(cli.cwd, "job") == {"1": "READY"}
-    rest = cli.runjob("--all", "./job.py", timeout=900)  # the default: 10 per call
+    rest = cli.runjob("--all", "./job.py", timeout=900)  # the default: 20 per call
     assert rest.code == 0, rest
     assert (
-        set(statuses(cli.cwd, "job").values()) == {"READY"} and len(statuses(cli.cwd, "job")) == 13
+        set(statuses(cli.cwd, "job").values()) == {"READY"} and len(statuses(cli.cwd, "job")) == 23
     )
     logs = cli.cwd / "dataflow.db.d" / "logs" / "job"
     assert "job: batch 1\n" in (logs / "1.1.log").read_text()
-    assert "job: batch 2 3 4 5 6 7 8 9 10 11\n" in (logs / "2.1.log").read_text()
-    assert "job: batch 12 13\n" in (logs / "13.1.log").read_text()
-    assert chunk_files(data / "out_job", "13")[1]
+    first = " ".join(str(n) for n in range(2, 22))
+    assert f"job: batch {first}\n" in (logs / "2.1.log").read_text()
+    assert "job: batch 22 23\n" in (logs / "23.1.log").read_text()
+    assert chunk_files(data / "out_job", "23")[1]
+
+
+def test_a_pipeline_folder_drain_passes_its_batch_to_each_job(cli):
+    chunks = {str(n): 1 for n in range(1, 8)}
+    setup(cli, chunks)
+    etl = cli.cwd / "etl"
+    etl.mkdir()
+    (cli.cwd / "job.py").rename(etl / "job.py")
+    cli.ok("register-dataset", "after_out")
+    cli.ok("register-job", "after", "--in", "job_out", "--out", "after_out")
+    script(etl, "after.sh", 'echo "$dataid" >> after.ledger')
+    done = cli.runjob("--all", "--batch", "3", "./etl", timeout=900)
+    assert done.code == 0, done
+    assert statuses(cli.cwd, "job") == {d: "READY" for d in chunks}
+    logs = cli.cwd / "dataflow.db.d" / "logs" / "job"
+    assert "job: batch 1 2 3\n" in (logs / "1.1.log").read_text()
+    assert "job: batch 4 5 6\n" in (logs / "4.1.log").read_text()
+    assert "job: batch" not in (logs / "7.1.log").read_text()  # alone: its run
+    assert sorted((cli.cwd / "after.ledger").read_text().split()) == sorted(chunks)

@@ -27,16 +27,20 @@ def test_daily_pipeline_catches_up_after_a_failure_and_rebuilds_one_day(cli, tmp
     assert "4 transformations: 4 ok, 0 failed, 0 untested" in out
 
     first = section(out, "Each job catches up")
-    assert "extract: the landing file of 2025-11-03 has columns" in first
-    assert (
-        "1 rows updated to FAILED for extract and 2025-11-03 1 IN file-local locks released"
-        in first
-    )
-    launched = re.findall(r"Launching \./(\w+)\.py with dataid (\S+)", first)
-    # every job goes on with the days it can do; 2025-11-03 stops at extract
-    assert launched == [("extract", d) for d in DAYS] + [
-        (job, d) for job in ("clean", "aggregate") for d in DAYS if d != "2025-11-03"
+    # one Spark driver per job, the days batched: each day still ends on its own, and
+    # the bad file, split out of its batch, fails alone with its own reason
+    ended = re.findall(r": (\w+) (\S+) (READY|FAILED) \(attempt 1, [\d.]+ s\)(.*)", first)
+    assert [e[0] for e in ended] == ["extract"] * 4 + ["clean"] * 3 + ["aggregate"] * 3
+    assert sorted(e[1:3] for e in ended if e[0] == "extract") == [
+        (d, "FAILED" if d == "2025-11-03" else "READY") for d in DAYS
     ]
+    for job in ("clean", "aggregate"):  # every job goes on with the days it can do
+        assert sorted(e[1:3] for e in ended if e[0] == job) == [
+            (d, "READY") for d in DAYS if d != "2025-11-03"
+        ]
+    (reason,) = [e[3] for e in ended if e[2] == "FAILED"]
+    assert reason.startswith(" extract: the landing file of 2025-11-03 has columns"), reason
+    assert "extract: 3 READY, 1 FAILED" in first and "Launching" not in first
 
     redelivered = section(out, "The feed redelivers")
     assert re.findall(r"Launching \./(\w+)\.py with dataid (\S+)", redelivered) == [

@@ -1,4 +1,5 @@
-"""The aggregate stage: a day's clean orders to one row per store."""
+"""The aggregate stage: a day's clean orders to one row per store (per store and day for
+a frame of many days, a batch of chunks with its column ``dataid``)."""
 
 from decimal import Decimal
 
@@ -21,7 +22,8 @@ from dataflow.testing import example
     schema="order_id BIGINT, store STRING, sku STRING, qty INT, unit_price DECIMAL(10,2)",
 )
 def per_store(orders: DataFrame) -> DataFrame:
-    return orders.groupBy("store").agg(
+    per_chunk = ["dataid"] if "dataid" in orders.columns else []
+    return orders.groupBy(*per_chunk, "store").agg(
         F.count("*").alias("orders"),
         F.sum("qty").alias("units"),
         F.sum(F.col("qty") * F.col("unit_price")).cast("decimal(12,2)").alias("revenue"),

@@ -1,5 +1,6 @@
 """Transformations of the clean stage: each a plain function of DataFrames, each with
-examples that ``utility validate`` runs."""
+examples that ``utility validate`` runs. A frame of many days (a batch of chunks, its
+column ``dataid``) keeps each row's day, and a day is cleaned on its own."""
 
 from decimal import Decimal
 
@@ -10,6 +11,11 @@ from dataflow.testing import example
 
 RAW = "order_id STRING, store STRING, sku STRING, qty STRING, unit_price STRING"
 TYPED = "order_id BIGINT, store STRING, sku STRING, qty INT, unit_price DECIMAL(10,2)"
+
+
+def per_chunk(orders: DataFrame) -> list[str]:
+    """``["dataid"]`` for a frame of many chunks (a batch), else nothing."""
+    return ["dataid"] if "dataid" in orders.columns else []
 
 
 @example(
@@ -46,6 +52,7 @@ def normalise(orders: DataFrame) -> DataFrame:
         F.upper(F.trim("sku")).alias("sku"),
         F.trim("qty").cast("int").alias("qty"),
         F.trim("unit_price").cast("decimal(10,2)").alias("unit_price"),
+        *per_chunk(orders),
     )
 
 
@@ -62,5 +69,18 @@ def normalise(orders: DataFrame) -> DataFrame:
     schema=TYPED,
     description="an order the feed sent twice is kept once",
 )
+@example(
+    input=[
+        {"order_id": 1, "sku": "A1", "dataid": "2025-11-01"},
+        {"order_id": 1, "sku": "A1", "dataid": "2025-11-01"},
+        {"order_id": 1, "sku": "A1", "dataid": "2025-11-02"},
+    ],
+    expected=[
+        {"order_id": 1, "sku": "A1", "dataid": "2025-11-01"},
+        {"order_id": 1, "sku": "A1", "dataid": "2025-11-02"},
+    ],
+    schema="order_id BIGINT, sku STRING, dataid STRING",
+    description="in a batch of days, each day is deduplicated on its own",
+)
 def deduplicate(orders: DataFrame) -> DataFrame:
-    return orders.dropDuplicates(["order_id"])
+    return orders.dropDuplicates([*per_chunk(orders), "order_id"])

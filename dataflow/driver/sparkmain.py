@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
             return 1
         return 0
     if argv[:1] == ["drain"]:
-        from dataflow.cli.sparkdrain import main as drain
+        from dataflow.driver.sparkdrain import main as drain
 
         return drain(argv[1:])
     print(

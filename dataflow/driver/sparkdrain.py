@@ -42,9 +42,9 @@ from dataflow.store import open_store
 from dataflow.store.address import locate
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# chunks per call of a job's run_batch unless its ``batch`` setting or --batch says: the
-# prototype of issue 23 came within 1.06x of one query over every chunk at 10 per query
-DEFAULT_BATCH = 10
+# chunks per call of a job's run_batch unless its ``batch`` setting or --batch says: by a
+# sweep of K (benchmarks/findings.md, 18)
+DEFAULT_BATCH = 20
 
 
 def batch_size(given: int, setting: int | None, has_batch_entry: bool) -> int:
