@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Callable
 
 from dataflow.errors import DataflowError
-from dataflow.run import keeper, lifecycle, sparkconnect
+from dataflow.run import keeper, lifecycle, liveness, sparkconnect
 from dataflow.run.claims import Claim
 from dataflow.run.drain import Drain
 from dataflow.run.driven import EventWriter
@@ -162,11 +162,10 @@ def main(argv: list[str]) -> int:
 
 
 def _start_keeper() -> None:
-    """On a shared store, fork the keeper of this drain's leases now, before Spark or
-    gRPC start threads that a fork copies in a state the child cannot use."""
+    """Fork what holds this drain's leases (on a shared store) now, before Spark or gRPC
+    start threads that a fork copies in a state the child cannot use."""
     with open_store(locate()) as store:
-        if store.shared:
-            keeper.keeper_for(store)
+        liveness.before_threads(store)
 
 
 def _server_answers() -> bool:

@@ -30,6 +30,9 @@ class _Locks:
     def prepare(self, store: Store, jobid: str) -> None:
         return None
 
+    def before_threads(self, store: Store) -> None:
+        return None
+
     def hold(self, store: Store, jobid: str, dataid: str, last: Row | None) -> bool:
         return True  # the local lock is the whole of it
 
@@ -61,6 +64,11 @@ class _Leases(_Locks):
             from .keeper import keeper_for  # RunJob gets ready to claim (else at the
 
             keeper_for(store)  # claim, if one is made: cron's idle calls start none)
+
+    def before_threads(self, store: Store) -> None:
+        from .keeper import keeper_for
+
+        keeper_for(store)
 
     def hold(self, store: Store, jobid: str, dataid: str, last: Row | None) -> bool:
         from .keeper import keeper_for
@@ -103,6 +111,12 @@ _KINDS = {"lock": _Locks(), "lease": _Leases()}
 
 def _of(store: Store) -> _Locks:
     return _KINDS[store.liveness]
+
+
+def before_threads(store: Store) -> None:
+    """Start now what must be forked before this process starts threads (a Spark driver,
+    gRPC) that a fork would copy in a state the child cannot use: a lease's keeper."""
+    _of(store).before_threads(store)
 
 
 def prepare(store: Store, jobid: str) -> None:

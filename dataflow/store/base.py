@@ -94,9 +94,8 @@ class Store(ABC):
 
     # What a run's liveness needs (dataflow.run.liveness): "lock", this host's chunk lock
     # and its run's token; "lease", also a run lock and heartbeat every host sees, held by
-    # a keeper (dataflow.run.keeper). ``shared``: runs may live on other hosts.
+    # a keeper (dataflow.run.keeper).
     liveness = "lock"
-    shared = False
 
     @abstractmethod
     def close(self) -> None: ...

@@ -43,7 +43,6 @@ class PostgresStore(ClaimQueries, ViewQueries, RegistryQueries, HistoryQueries, 
     """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION
-    shared = True
     liveness = "lease"
     q = QUERIES
     marks = staticmethod(marks)
