@@ -2,8 +2,8 @@
 up to ``parallel`` at once. The store is used from this thread only; each running
 job has a thread that copies its output and waits for it, and a drain of many chunks
 records their ends in a thread of its own (:mod:`.recorder`). While its jobs are short
-(each ended within :data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims its
-next chunk ahead, to start it the moment a slot frees.
+(the last ended within :data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims
+its next chunks ahead, one per slot, to start each the moment a slot frees.
 
 Nothing here prints: progress is reported through ``notify(Event)``.
 """
@@ -32,7 +32,7 @@ from .runner import Outcome, Run, child_environment
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
 CLAIM_PATIENCE = 2  # a claim waits this many times the store's patience (its ends compete)
-AHEAD_BELOW_S = 1.0  # jobs that end this quickly: their drain claims one chunk ahead
+AHEAD_BELOW_S = 1.0  # jobs that end this quickly: their drain claims chunks ahead
 
 
 class Event(
