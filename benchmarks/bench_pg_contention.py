@@ -16,13 +16,12 @@ import bench_contention
 import pg_server
 import psycopg
 import stores
-from measure import MET, MISSED, Dist, Row, Section, verdict
+from measure import INFO, MET, MISSED, Dist, Row, Section
 
 from dataflow.run import claims, keeper, lifecycle
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
 
-TARGET_RATIO = 0.5
 JOB = bench_contention.JOB
 SLICES = bench_contention.SLICES
 HELD = 4  # chunk locks a contended claimer keeps: a drain's live runs at --parallel 4
@@ -140,10 +139,11 @@ def bench_contention_pg(config, server: pg_server.Server, section: Section, chun
                 "insert-and-commit/s",
                 f"{ratio.median:.0%}",
                 f"{ratio.p5:.0%}",
-                f"≥ {TARGET_RATIO:.0%}",
-                verdict(ratio.median >= TARGET_RATIO),
+                "reference",  # the physical limit; targets are set beside the peers
+                INFO,
                 f"{rate:,.0f} claims/s vs {raw:,.0f} inserts/s over all slices; "
-                "p95 column: 5th percentile of the slices",
+                "p95 column: 5th percentile of the slices; the target is procrastinate's "
+                "rate (BENCH_ONLY=peers)",
             )
         )
         lines.append(
