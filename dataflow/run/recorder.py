@@ -169,7 +169,6 @@ class Recorder:
         try:
             while (item := self._queue.get()) is not None:
                 claim, outcome = item
-                ended: Ended | None = None
                 try:
                     if own is None:
                         own = type(self.store).open(self.store.path)
@@ -177,8 +176,7 @@ class Recorder:
                 except BaseException as exc:  # the connection could not be opened, or a defect:
                     ended = Ended(claim, outcome, "lost", exc, ())  # RUNNING, recovered later
                     claim.lock.close()
-                finally:
-                    self.done(ended or Ended(claim, outcome, "lost", None, ()))
+                self.done(ended)
         finally:
             if own is not None:
                 own.close()
