@@ -102,6 +102,11 @@ def test_environment_contents(env_job, tmp_path):
     assert "PASSKEY" not in env and "retries" not in env
     assert "s3cret" not in ran.out + ran.err
     assert ran.lines[-1] == "2 rows updated to READY for dump and 7 2 IN file-local locks released"
+    assert env["DATAFLOW_ATTEMPT"] == "1" and len(env["DATAFLOW_RUN"]) == 32
+    env_job.ok("resubmit", "dump", "7")
+    assert env_job.runjob("./dump.sh", env={"PASSKEY": "k"}).code == 0
+    again = json.loads((tmp_path / "env.json").read_text())
+    assert again["DATAFLOW_ATTEMPT"] == "2" and again["DATAFLOW_RUN"] != env["DATAFLOW_RUN"]
 
 
 def test_natural_order_and_catch_up(env_job, tmp_path):

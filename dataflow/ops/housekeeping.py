@@ -1,7 +1,8 @@
 """``utility purge``: delete old run history and its log files.
 
-Never touches datastatus, keeps the last run of a FAILED chunk (its retry count
-decides whether it reruns by itself), and keeps every run a process of which still
+Never touches datastatus, keeps each chunk's last run (the next attempt's number
+follows it, and fences what that attempt writes into a database; a FAILED chunk's retry
+count decides whether it reruns by itself), and keeps every run a process of which still
 lives (its token is how the run is known to be live).
 """
 

@@ -26,7 +26,7 @@ from .claims import Claim
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Job
 from .output import start_thread
-from .processes import STORE_VARIABLE, VARIABLE
+from .processes import ATTEMPT_VARIABLE, STORE_VARIABLE, VARIABLE
 from .runner import Outcome, Run, child_environment
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
@@ -316,9 +316,10 @@ class Drain:
 
     def _variables(self, claim: Claim) -> dict[str, str]:
         """The chunk's environment, and what tells its processes apart from any other's:
-        the run's token, and the store (with ``jobid`` and ``dataid``: the chunk)."""
-        marks = {VARIABLE: claim.token, STORE_VARIABLE: self.store.identity}
-        return {**self.env.for_chunk(claim.dataid), **marks}
+        the run's token, and the store (with ``jobid`` and ``dataid``: the chunk); and
+        the attempt's number, which fences what ``dataflow.spark`` writes into a database."""
+        marks = {VARIABLE: claim.token, ATTEMPT_VARIABLE: str(claim.attempt)}
+        return {**self.env.for_chunk(claim.dataid), **marks, STORE_VARIABLE: self.store.identity}
 
     def _run(self, argv: list[str], claim: Claim, append: bool = False) -> Run:
         start = self.run_with if argv is self.argv else Run  # a check runs as itself

@@ -27,6 +27,7 @@ from ..store.address import HOST_ENV
 
 VARIABLE = "DATAFLOW_RUN"
 STORE_VARIABLE = "DATAFLOW_STORE"  # the store a job's chunk is of (Store.identity)
+ATTEMPT_VARIABLE = "DATAFLOW_ATTEMPT"  # the number of the run's attempt at its chunk
 HOST_PREFIX = f"{HOST_ENV}=".encode()  # the host a process was started for, if it names one
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ChunkMissing, DatasetError, NoSuchJobDataset
 from ..layout import batch_staging, chunk_folder, local
+from . import jdbc
 from .context import JobContext
 from .datasets import Dataset
 
@@ -162,7 +163,7 @@ def write(
         "dataid", F.when(known, F.col("dataid")).otherwise(F.raise_error(stray))
     )
     if batch.kind == "jdbc":
-        _write_jdbc(frame, batch, options or {})
+        jdbc.write(frame, batch.chunks, options or {})
         return
     first = batch.chunks[0]
     writer = frame.write.format(first.format).partitionBy("dataid")
@@ -213,20 +214,3 @@ def _write_staged(
             shutil.copytree(empty, target)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _write_jdbc(frame: DataFrame, batch: BatchDataset, options: Mapping[str, str]) -> None:
-    """The batch's chunks emptied in one DELETE, then the frame appended once, its chunk
-    column the dataid (cast to the column's type), as a run of each chunk alone does."""
-    from pyspark.sql import functions as F
-
-    from . import jdbc
-
-    first, *more = batch.chunks
-    column_type = jdbc.empty_chunk(frame.sparkSession, first, *more)  # None: no table yet
-    value = F.col("dataid").cast(column_type or "string")
-    frame = frame.withColumn(first.chunk_column, value)
-    if first.chunk_column != "dataid":
-        frame = frame.drop("dataid")
-    writer = frame.write.format("jdbc").mode("append").options(**first.jdbc_options())
-    writer.option("dbtable", first.table).options(**options).save()

@@ -100,8 +100,4 @@ def _write_jdbc(df: DataFrame, dataset: Dataset, options: Mapping[str, str]) -> 
 
     from . import jdbc
 
-    column_type = jdbc.empty_chunk(df.sparkSession, dataset)  # None: no table yet
-    value = F.lit(dataset.dataid).cast(column_type or "string")
-    df = df.withColumn(dataset.chunk_column, value)
-    writer = df.write.format("jdbc").mode("append").options(**dataset.jdbc_options())
-    writer.option("dbtable", dataset.table).options(**options).save()
+    jdbc.write(df.withColumn("dataid", F.lit(dataset.dataid)), (dataset,), options)

@@ -136,5 +136,15 @@ def _dataset(env: Mapping[str, str], name: str, itemtype: str) -> Dataset:
         username=value("username"),
         password=value("password"),
         chunk_column=column,
-        attempt=env.get("DATAFLOW_RUN", "") if itemtype == "OUT" else "",
+        **(_attempt(env) if itemtype == "OUT" else {}),
     )
+
+
+def _attempt(env: Mapping[str, str]) -> dict:
+    """The run's token, its attempt's number and the job, for an output this run writes."""
+    number = env.get("DATAFLOW_ATTEMPT", "")
+    return {
+        "attempt": env.get("DATAFLOW_RUN", ""),
+        "number": int(number) if number.isdigit() else 0,
+        "jobid": env.get("jobid", ""),
+    }

@@ -42,6 +42,8 @@ class Dataset:
     password: str = field(default="", repr=False)
     chunk_column: str = CHUNK_COLUMN
     attempt: str = field(default="", repr=False)  # the run's token (DATAFLOW_RUN), if any
+    number: int = field(default=0, repr=False)  # its attempt's number (DATAFLOW_ATTEMPT)
+    jobid: str = field(default="", repr=False)  # the job it is an output of
 
     @property
     def kind(self) -> str:
@@ -93,6 +95,13 @@ class Dataset:
         return not remote or _LOCAL_SERVER.match(remote) is not None
 
     # -- JDBC datasets -------------------------------------------------------------------
+
+    @property
+    def fenced(self) -> bool:
+        """Is this run's write of the chunk fenced by its attempt's number in the target
+        database (docs/guarantees.md)? An OUT JDBC dataset of a run of RunJob's."""
+        run = bool(self.attempt and self.number and self.jobid)
+        return self.itemtype == "OUT" and run and self.kind == "jdbc"
 
     @property
     def jdbc_url(self) -> str:

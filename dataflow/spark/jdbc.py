@@ -1,6 +1,11 @@
-"""Statements Spark's JDBC sink cannot issue (emptying one chunk before it is rewritten),
-through a plain ``java.sql.Connection`` in the Spark driver's JVM (py4j); a Spark
-Connect client, which has no JVM, has Spark's JDBC reader run them on the server.
+"""Writing chunks of a JDBC dataset, and the statements Spark's JDBC sink cannot issue
+(emptying a chunk before it is rewritten; publishing a staged write), through a plain
+``java.sql.Connection`` in the Spark driver's JVM (py4j); a Spark Connect client, which
+has no JVM, has Spark's JDBC reader run them on the server.
+
+A run of RunJob's writes its chunks fenced (docs/guarantees.md): into a staging table of
+its own, then moved into the table in one transaction that records the attempt's number
+in ``dataflow_fence`` (beside the table) and refuses an attempt older than the one there.
 
 The JDBC driver comes from the job's ``--jars`` (e.g. the ``spark_args`` setting
 ``--jars /usr/share/java/postgresql.jar``), exactly as for Spark's own reads and writes.
@@ -8,20 +13,193 @@ The JDBC driver comes from the job's ``--jars`` (e.g. the ``spark_args`` setting
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DatasetError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from .datasets import Dataset
 
 # java.sql.Types -> Spark SQL type of the chunk column (anything else: string)
 _SQL_TYPES = {-6: "int", 5: "int", 4: "int", -5: "bigint", 6: "double", 8: "double"}
 _SQL_TYPES |= {7: "float", 91: "date", 93: "timestamp", 16: "boolean", -7: "boolean"}
+
+
+FENCE_TABLE = "dataflow_fence"
+_FENCE_COLUMNS = (
+    "tablename VARCHAR(200) NOT NULL, dataid VARCHAR(200) NOT NULL, "
+    "jobid VARCHAR(200) NOT NULL, attempt INTEGER NOT NULL, token VARCHAR(64) NOT NULL, "
+    "PRIMARY KEY (tablename, dataid, jobid)"
+)
+
+
+def write(frame: DataFrame, chunks: Sequence[Dataset], options: Mapping[str, str]) -> None:
+    """Replace the rows of each chunk by its rows of ``frame`` (column ``dataid``), the
+    chunk column set to the dataid (cast to the column's type): fenced when every chunk
+    is, else emptied in one DELETE and then appended."""
+    from pyspark.sql import functions as F
+
+    first, *more = chunks
+    spark = frame.sparkSession
+    fenced = all(chunk.fenced for chunk in chunks) and not is_connect(spark)
+    column_type = _prepare(spark, first) if fenced else empty_chunk(spark, first, *more)
+    frame = frame.withColumn(first.chunk_column, F.col("dataid").cast(column_type or "string"))
+    if first.chunk_column != "dataid":
+        frame = frame.drop("dataid")
+    if not fenced:
+        _append(frame, first, first.table, options)
+        return
+    if column_type is None:  # Spark creates the table, from the frame's schema
+        _append(frame.limit(0), first, first.table, options)
+    stage = _beside(first.table, f"dataflow_stage_{first.attempt[:16]}")
+    try:
+        _append(frame, first, stage, options, mode="overwrite")
+        with connection(spark, first) as conn:
+            refused = _publish(conn, chunks, stage, frame.columns)
+    finally:
+        with connection(spark, first) as conn:
+            if _table_exists(conn, stage):
+                _execute(conn, first, f"DROP TABLE {stage}")
+    if refused:
+        newer = ", ".join(f"'{dataid}' (attempt {n})" for dataid, n in refused)
+        reason = f"a newer attempt wrote chunk {newer}: this run's rows of it are not written"
+        raise DatasetError(first.datasetid, reason)
+
+
+def _append(
+    frame: DataFrame,
+    dataset: Dataset,
+    table: str,
+    options: Mapping[str, str],
+    mode: str = "append",
+) -> None:
+    writer = frame.write.format("jdbc").mode(mode).options(**dataset.jdbc_options())
+    writer.option("dbtable", table).options(**options).save()
+
+
+def _beside(table: str, name: str) -> str:
+    """``name`` in the schema of ``table``."""
+    schema = table.rpartition(".")[0]
+    return f"{schema}.{name}" if schema else name
+
+
+def _prepare(spark: SparkSession, dataset: Dataset) -> str | None:
+    """Make sure the fence table exists; return the Spark type of the chunk column, or
+    None when the table does not exist yet."""
+    fence = _beside(dataset.table, FENCE_TABLE)
+    with connection(spark, dataset) as conn:
+        if not _table_exists(conn, fence):
+            try:
+                _execute(conn, dataset, f"CREATE TABLE {fence} ({_FENCE_COLUMNS})")
+            except DatasetError:
+                if not _table_exists(conn, fence):  # else: made by a run beside this one
+                    raise
+        if not _table_exists(conn, dataset.table):
+            return None
+        statement = conn.createStatement()
+        try:
+            query = f"SELECT {dataset.chunk_column} FROM {dataset.table} WHERE 1 = 0"
+            return _spark_type(statement.executeQuery(query).getMetaData())
+        finally:
+            statement.close()
+
+
+def _publish(
+    conn: Any, chunks: Sequence[Dataset], stage: str, columns: Sequence[str]
+) -> list[tuple[str, int]]:
+    """In one transaction: take each chunk's fence, then replace the rows of the chunks
+    whose fence this attempt holds by their rows of ``stage``. Return the chunks a newer
+    attempt holds, with its number."""
+    first = chunks[0]
+    table, column = first.table, first.chunk_column
+    conn.setAutoCommit(False)
+    try:
+        refused = []
+        for chunk in sorted(chunks, key=lambda chunk: chunk.dataid):  # one lock order
+            newer = _take_fence(conn, chunk)
+            if newer is not None:
+                refused.append((chunk.dataid, newer))
+        owned = [chunk for chunk in chunks if chunk.dataid not in dict(refused)]
+        if owned:
+            literal = _literals(owned[0], tuple(owned[1:]))
+            quote = str(conn.getMetaData().getIdentifierQuoteString()).strip()
+            names = ", ".join(f"{quote}{name}{quote}" for name in columns)
+            statement = conn.createStatement()
+            try:
+                statement.executeUpdate(f"DELETE FROM {table} WHERE {column} {literal}")
+                statement.executeUpdate(
+                    f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage} "
+                    f"WHERE {column} {literal}"
+                )
+            finally:
+                statement.close()
+        conn.commit()
+        return refused
+    except Exception as exc:
+        conn.rollback()
+        reason = f"cannot write chunk '{first.dataid}' into {table}: {java_message(exc)}"
+        raise DatasetError(first.datasetid, reason) from None
+
+
+def _take_fence(conn: Any, chunk: Dataset) -> int | None:
+    """Record this attempt as the last to write the chunk, unless a newer attempt (a
+    higher number, or the same number of another run) did: return that one's number."""
+    fence = _beside(chunk.table, FENCE_TABLE)
+    key = "tablename = ? AND dataid = ? AND jobid = ?"
+    mine = (chunk.number, chunk.attempt)
+    taken = _prepared(
+        conn,
+        f"UPDATE {fence} SET attempt = ?, token = ? WHERE {key} "
+        "AND (attempt < ? OR (attempt = ? AND token = ?))",
+        (*mine, chunk.table, chunk.dataid, chunk.jobid, chunk.number, *mine),
+    )
+    if taken:
+        return None
+    found = conn.prepareStatement(f"SELECT attempt FROM {fence} WHERE {key}")
+    try:
+        for index, value in enumerate((chunk.table, chunk.dataid, chunk.jobid), 1):
+            found.setString(index, value)
+        rows = found.executeQuery()
+        if rows.next():
+            return int(rows.getInt(1))
+    finally:
+        found.close()
+    _prepared(
+        conn,
+        f"INSERT INTO {fence} (attempt, token, tablename, dataid, jobid) VALUES (?, ?, ?, ?, ?)",
+        (*mine, chunk.table, chunk.dataid, chunk.jobid),
+    )
+    return None
+
+
+def _prepared(conn: Any, sql: str, values: tuple) -> int:
+    """Run one statement with ``values`` bound; return the rows it changed."""
+    statement = conn.prepareStatement(sql)
+    try:
+        for index, value in enumerate(values, 1):
+            if isinstance(value, int):
+                statement.setInt(index, value)
+            else:
+                statement.setString(index, value)
+        return int(statement.executeUpdate())
+    finally:
+        statement.close()
+
+
+def _execute(conn: Any, dataset: Dataset, sql: str) -> None:
+    statement = conn.createStatement()
+    try:
+        statement.executeUpdate(sql)
+    except Exception as exc:
+        raise DatasetError(
+            dataset.datasetid, f"{sql.split(' (')[0]}: {java_message(exc)}"
+        ) from None
+    finally:
+        statement.close()
 
 
 def empty_chunk(spark: SparkSession, dataset: Dataset, *more: Dataset) -> str | None:

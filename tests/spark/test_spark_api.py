@@ -50,6 +50,13 @@ def test_the_context_reads_what_runjob_exports():
     assert raw.chunk_column == "shard" and tidy.chunk_column == "dataid"
     assert (tidy.kind, tidy.format, tidy.chunk_path) == ("file", "csv", "/lake/tidy/dataid=7")
     assert "pw" not in repr(raw) and "pw" not in repr(ctx)
+    assert not tidy.fenced and not raw.fenced  # not a run of RunJob's
+    sink = {"sink_datasetid": "sink", "sink_itemtype": "OUT", "sink_hostname": "db1"}
+    run = context(environment(DATAFLOW_RUN="f" * 32, DATAFLOW_ATTEMPT="3", **sink))
+    sink, tidy, raw = run.output("sink"), run.output("tidy"), run.input()
+    assert (sink.fenced, sink.number, sink.jobid, sink.attempt) == (True, 3, "clean", "f" * 32)
+    assert tidy.number == 3 and not tidy.fenced  # a file chunk: its attempt folder
+    assert not raw.fenced and "f" * 32 not in repr(sink)  # an input is never written
 
 
 def test_the_context_explains_what_is_missing():

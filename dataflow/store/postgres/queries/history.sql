@@ -61,11 +61,11 @@ LEFT JOIN run r ON r.runid = (
     SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid);
 
 -- name: purgeable_runs
+-- A chunk's last run stays: the next attempt's number follows it (it fences outputs).
 -- A run whose lease is fresh keeps its history (a shortened lease does not free it).
 SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
 WHERE r.status <> 'RUNNING' AND (%(jobid)s::text IS NULL OR r.jobid = %(jobid)s)
   AND NOT coalesce(r.seen + greatest(r.lease, %(bound)s) * interval '1 second' > now(), false)
   AND (%(before)s::text IS NULL OR r.started < %(before)s)
-  AND NOT (r.status = 'FAILED' AND r.runid = (
-      SELECT MAX(runid) FROM run WHERE jobid = r.jobid AND dataid = r.dataid))
+  AND r.attempt < (SELECT MAX(attempt) FROM run WHERE jobid = r.jobid AND dataid = r.dataid)
 ORDER BY r.runid;

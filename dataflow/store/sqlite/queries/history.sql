@@ -63,9 +63,9 @@ WHERE d.locktype = 'OUT' AND d.jobid IN (SELECT jobid FROM job)
 GROUP BY d.jobid, d.dataid;
 
 -- name: purgeable_runs
+-- A chunk's last run stays: the next attempt's number follows it (it fences outputs).
 SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
 WHERE r.status <> 'RUNNING' AND (:jobid IS NULL OR r.jobid = :jobid)
   AND (:before IS NULL OR r.started < :before)
-  AND NOT (r.status = 'FAILED' AND r.runid = (
-      SELECT MAX(runid) FROM run WHERE jobid = r.jobid AND dataid = r.dataid))
+  AND r.attempt < (SELECT MAX(attempt) FROM run WHERE jobid = r.jobid AND dataid = r.dataid)
 ORDER BY r.runid;
