@@ -76,6 +76,13 @@ def test_a_late_jdbc_writer_never_replaces_a_newer_attempts_rows(spark, postgres
     assert table(postgres, "fenced") == ["1|1|next", "1|2|next", "2|9|other chunk"]
     fence = postgres.sql("SELECT tablename, dataid, jobid, attempt FROM dataflow_fence")
     assert fence.splitlines() == ["public.fenced|1|load|3"]
+    # the boundary: numbers that start again lower (a store writer deleted the chunk's
+    # last history rows) are refused until the chunk's fence row is deleted
+    with pytest.raises(DatasetError, match=r"chunk '1' \(attempt 3\)"):
+        df.write(late, output(postgres, "fenced", "1", OLD, 1))
+    postgres.sql("DELETE FROM dataflow_fence WHERE dataid = '1'")
+    df.write(late, output(postgres, "fenced", "1", OLD, 1))
+    assert table(postgres, "fenced")[:2] == ["1|1|late", "1|2|late"]
 
 
 def test_a_fenced_jdbc_write_creates_a_missing_table(spark, postgres):
