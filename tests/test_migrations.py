@@ -106,14 +106,19 @@ def test_the_files_are_package_data():
 
 def test_no_schema_change_is_written_in_python():
     """DDL lives only in the migration files: no f-string helper can rewrite a released
-    migration, and no code path changes the schema beside them."""
+    migration, and no code path changes the schema beside them. (``dataflow.spark`` is
+    the jobs' library: its DDL is in the jobs' own databases, a fenced JDBC write's
+    staging and fence tables, never in the store.)"""
     assert all(DDL.search(text) for backend in FOLDERS for text in files(backend))
     found = [
         f"{path.relative_to(PACKAGE)}: {match.group(0)}"
         for path in sorted(PACKAGE.rglob("*.py"))
+        if PACKAGE / "spark" not in path.parents
         for match in DDL.finditer(path.read_text())
     ]
     assert not found, found
+    jobs_ddl = {m.group(0) for m in DDL.finditer((PACKAGE / "spark/jdbc.py").read_text())}
+    assert jobs_ddl == {"CREATE TABLE", "DROP TABLE"}  # the check sees the jobs' library
 
 
 def test_every_index_and_trigger_of_a_fresh_store_is_ours(tmp_path):

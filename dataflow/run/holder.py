@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 
-from ..store import Store
+from ..store import LeaseStore
 from ..store.address import host_name
 from . import locks, processes
 
@@ -77,7 +77,7 @@ class _State:
 
     def __init__(self, address: str):
         self.address = address
-        self.store: Store | None = None
+        self.store: LeaseStore | None = None
         self.chunks: dict[tuple[str, str], _Run | None] = {}  # run locks held
         self.lock = threading.Lock()  # one user of the store and of ``chunks`` at a time
         self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
@@ -92,6 +92,7 @@ class _State:
                 self.store.close()
             self.store = None
         store = open_store(self.address)
+        assert isinstance(store, LeaseStore)  # a keeper is started for such a store only
         store.keep_alive()
         for chunk in self.chunks:  # a lock lost with the old session; the lease held on
             store.try_run_lock(*chunk)
@@ -112,7 +113,7 @@ def say(line: str) -> None:
         os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper {os.getpid()}: {line}\n".encode())
 
 
-def _gone(store: Store, chunks: dict[tuple[str, str], _Run | None]) -> list[tuple[str, str]]:
+def _gone(store: LeaseStore, chunks: dict[tuple[str, str], _Run | None]) -> list[tuple[str, str]]:
     """The chunks no process of whose run lives here: its chunk lock free, no process
     carrying its token nor the chunk's jobid, dataid and store (a helper that dropped
     the token); one look at the processes for all of them."""

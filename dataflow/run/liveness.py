@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ..store import Row, Store, address
+from ..store import LeaseStore, Row, Store, address
 from . import locks, processes
 
 HOST_ENV = address.HOST_ENV
@@ -59,18 +59,18 @@ class _Leases(_Locks):
     """Liveness every host sees: a run's lease (its run lock and heartbeat in the
     store), held by its RunJob's keeper, beside its local lock."""
 
-    def prepare(self, store: Store, jobid: str) -> None:
+    def prepare(self, store: LeaseStore, jobid: str) -> None:
         if store.count_candidates(jobid):  # work likely: its keeper starts now, while
             from .keeper import keeper_for  # RunJob gets ready to claim (else at the
 
             keeper_for(store)  # claim, if one is made: cron's idle calls start none)
 
-    def before_threads(self, store: Store) -> None:
+    def before_threads(self, store: LeaseStore) -> None:
         from .keeper import keeper_for
 
         keeper_for(store)
 
-    def hold(self, store: Store, jobid: str, dataid: str, last: Row | None) -> bool:
+    def hold(self, store: LeaseStore, jobid: str, dataid: str, last: Row | None) -> bool:
         from .keeper import keeper_for
 
         keeper = keeper_for(store)
@@ -81,12 +81,14 @@ class _Leases(_Locks):
             return False
         return keeper.hold(jobid, dataid)
 
-    def started(self, store: Store, jobid: str, dataid: str, runid: int, token: str, group: int):
+    def started(
+        self, store: LeaseStore, jobid: str, dataid: str, runid: int, token: str, group: int
+    ):
         from .keeper import keeper_for
 
         keeper_for(store).watch(jobid, dataid, runid, token, group)
 
-    def ended(self, store: Store, jobid: str, dataid: str, runid: int) -> None:
+    def ended(self, store: LeaseStore, jobid: str, dataid: str, runid: int) -> None:
         from .keeper import current
 
         found = current(store)
@@ -94,11 +96,11 @@ class _Leases(_Locks):
             with store.transaction():  # its keeper is gone, its processes killed
                 store.release_leases([runid])
 
-    def live_runs(self, store: Store, chunks: list[tuple[str, str]], revoke: bool):
+    def live_runs(self, store: LeaseStore, chunks: list[tuple[str, str]], revoke: bool):
         held = store.run_locks_held(chunks)
         return held | store.live_leases([c for c in chunks if c not in held], revoke)
 
-    def last_run_lives(self, store: Store, jobid: str, dataid: str) -> bool:
+    def last_run_lives(self, store: LeaseStore, jobid: str, dataid: str) -> bool:
         # the lease covers other hosts' processes (see take); this host's are looked at
         # too: a helper whose keeper was killed after RunJob ended
         last = store.last_run(jobid, dataid)

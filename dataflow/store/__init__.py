@@ -5,7 +5,8 @@ May import: errors, dataids.
 ``open_store`` and ``create_store`` choose the backend by the store's address: a file
 path is :mod:`dataflow.store.sqlite`, a ``postgresql://`` URL :mod:`dataflow.store.postgres`
 (its driver, psycopg, is imported only then). A new backend is a subpackage beside them
-that subclasses :class:`Store`, plus one line in ``_backend``.
+that subclasses :class:`Store` (:class:`LeaseStore` when its runs need a lease every
+host sees), plus one line in ``_backend``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .base import (
     same_store,
     shown,
 )
+from .leases import LeaseStore
 from .moved import refuse_if_moved
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "Address",
     "ChunkRow",
     "JobItem",
+    "LeaseStore",
     "Row",
     "Store",
     "create_store",

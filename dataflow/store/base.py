@@ -93,8 +93,8 @@ class Store(ABC):
         return getattr(exc, "passing", False)
 
     # What a run's liveness needs (dataflow.run.liveness): "lock", this host's chunk lock
-    # and its run's token; "lease", also a run lock and heartbeat every host sees, held by
-    # a keeper (dataflow.run.keeper).
+    # and its run's token; "lease" (a :class:`dataflow.store.leases.LeaseStore`), also a
+    # run lock and heartbeat every host sees, held by a keeper (dataflow.run.keeper).
     liveness = "lock"
 
     @abstractmethod
@@ -122,48 +122,6 @@ class Store(ABC):
         claimable (their claim, finish or recovery, their inputs' offers) until this
         transaction ends. Without ``wait``, False when another transaction has it now."""
         return True
-
-    # Run locks of a store whose liveness is "lease": a keeper process holds them.
-
-    def try_run_lock(self, jobid: str, dataid: str) -> bool:
-        """Take the chunk's run lock for this connection, if nobody holds it."""
-        raise NotImplementedError
-
-    def drop_run_lock(self, jobid: str, dataid: str) -> None:
-        raise NotImplementedError
-
-    def drop_run_locks(self, chunks: Sequence[tuple[str, str]]) -> None:
-        raise NotImplementedError
-
-    def run_locks_held(self, chunks: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Those chunks whose run lock a live run's keeper holds."""
-        raise NotImplementedError
-
-    # Leases (liveness "lease"): a run's heartbeat, renewed by its keeper.
-
-    def renew_leases(self, runids: Sequence[int]) -> set[int]:
-        """Renew these runs' heartbeats (a ping when there are none); returns the runs
-        whose lease was not revoked."""
-        raise NotImplementedError
-
-    def release_leases(self, runids: Sequence[int]) -> None:
-        """No process of these runs lives: their leases end now."""
-        raise NotImplementedError
-
-    def live_leases(
-        self, chunks: Sequence[tuple[str, str]], revoke: bool = False
-    ) -> set[tuple[str, str]]:
-        """Those chunks a run holds a fresh lease on; with ``revoke`` (in a write
-        transaction) the stale leases of the others are revoked."""
-        raise NotImplementedError
-
-    def keep_alive(self) -> None:
-        """Make the server end this connection's session once it stops pinging."""
-        raise NotImplementedError
-
-    def ping(self) -> None:
-        """A round trip to the store (raises when it cannot be reached)."""
-        return None
 
     # -- registration: tables dataset and job ------------------------------------------
 

@@ -26,10 +26,13 @@ import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
 from ..address import liveness_timeout
-from ..base import TABLES, Row, Store, zoned_now
+from ..base import TABLES, Row, zoned_now
+from ..leases import LeaseStore
 from ..queries import NamedQueries
 from ..queries.history import HistoryQueries
-from ..queries.registry import RegistryQueries
+from ..queries.holds import HoldQueries
+from ..queries.registration import RegistrationQueries
+from ..queries.tables import TableQueries
 from ..queries.views import ViewQueries
 from . import schema
 from .claims import ClaimQueries
@@ -39,11 +42,18 @@ STATE_ENV = "DATAFLOW_STATE"  # this host's folder for a shared store's logs and
 QUERIES = NamedQueries(__package__)
 
 
-class PostgresStore(ClaimQueries, ViewQueries, RegistryQueries, HistoryQueries, Store):
+class PostgresStore(
+    ClaimQueries,
+    ViewQueries,
+    RegistrationQueries,
+    HoldQueries,
+    TableQueries,
+    HistoryQueries,
+    LeaseStore,
+):
     """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION
-    liveness = "lease"
     q = QUERIES
     marks = staticmethod(marks)
 

@@ -7,9 +7,10 @@ placeholders (SQLite's ``?`` and ``:name``, psycopg's ``%s`` and ``%(name)s``). 
 braces (``{marks}``, ``{columns}``, ``{table}``) is filled with :meth:`str.format` by the
 caller, with placeholders or names of :data:`dataflow.store.base.TABLES`: never a value.
 
-The mixins of this package (:mod:`.chunks`, :mod:`.config`, :mod:`.history`,
-:mod:`.views`) hold the Python that is the same on every backend: which query, which
-parameters, the shape of the result. They run ``self.q.<name>``, the backend's own text.
+The mixins of this package (:mod:`.chunks`, :mod:`.registration`, :mod:`.holds`,
+:mod:`.tables`, :mod:`.history`, :mod:`.views`) hold the Python that is the same on every
+backend: which query, which parameters, the shape of the result. They run
+``self.q.<name>``, the backend's own text.
 """
 
 from __future__ import annotations

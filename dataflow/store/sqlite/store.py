@@ -21,7 +21,9 @@ from ..base import Row, Store, zoned_now
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
 from ..queries.history import HistoryQueries
-from ..queries.registry import RegistryQueries
+from ..queries.holds import HoldQueries
+from ..queries.registration import RegistrationQueries
+from ..queries.tables import TableQueries
 from ..queries.views import ViewQueries
 from . import access, schema
 from .connection import (
@@ -40,7 +42,9 @@ from .filesystems import require_local
 QUERIES = NamedQueries(__package__)
 
 
-class SqliteStore(ChunkQueries, ViewQueries, RegistryQueries, HistoryQueries, Store):
+class SqliteStore(
+    ChunkQueries, ViewQueries, RegistrationQueries, HoldQueries, TableQueries, HistoryQueries, Store
+):
     """An open SQLite store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION

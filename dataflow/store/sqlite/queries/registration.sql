@@ -1,4 +1,4 @@
--- SQLite: registration (tables dataset and job), whole tables, hold/release.
+-- SQLite: registration (tables dataset and job) and stored passwords.
 
 -- name: job_items
 SELECT itemtype, datasetid, itemvalue FROM job WHERE jobid = ? ORDER BY rowid;
@@ -37,38 +37,3 @@ WHERE encryptedpass IS NOT NULL AND encryptedpass <> '' ORDER BY 1;
 
 -- name: set_password
 UPDATE dataset SET encryptedpass = ? WHERE datasetid = ?;
-
--- name: rows_of_dataset
-SELECT {columns} FROM dataset ORDER BY 1, 2, 3;
-
--- name: rows_of_job
-SELECT {columns} FROM job ORDER BY jobid, rowid;
-
--- name: rows_of_datastatus
-SELECT {columns} FROM datastatus ORDER BY 1, 2, 3;
-
--- name: rows_of_run
-SELECT {columns} FROM run ORDER BY runid;
-
--- name: rows_of_hold
-SELECT {columns} FROM hold ORDER BY 1, 2, 3;
-
--- name: delete_rows
-DELETE FROM {table};
-
--- name: insert_row
-INSERT INTO {table}({columns}) VALUES ({marks});
-
--- name: held
-SELECT datasetid, previous, since FROM hold WHERE jobid = ? AND dataid = ?;
-
--- name: hold
-INSERT INTO hold(jobid, dataid, datasetid, previous, since) VALUES (?, ?, ?, ?, now());
-
--- name: hold_output
-INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified)
-VALUES (?, ?, ?, 'OUT', 'HOLD', now()) ON CONFLICT(datasetid, jobid, dataid)
-DO UPDATE SET status = 'HOLD', modified = now();
-
--- name: unhold
-DELETE FROM hold WHERE jobid = ? AND dataid = ?;

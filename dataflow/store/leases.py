@@ -1,0 +1,53 @@
+"""What a store whose liveness is ``"lease"`` adds to :class:`Store`: run locks that a
+keeper process holds (dataflow.run.keeper), and the runs' heartbeats every host sees.
+Only the liveness of leases (``dataflow.run.liveness``) and the keeper's holder ask
+for them."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+
+from .base import Store
+
+
+class LeaseStore(Store):
+    liveness = "lease"
+
+    # Run locks: a keeper process holds them, one session-level lock per chunk.
+
+    @abstractmethod
+    def try_run_lock(self, jobid: str, dataid: str) -> bool:
+        """Take the chunk's run lock for this connection, if nobody holds it."""
+
+    @abstractmethod
+    def drop_run_lock(self, jobid: str, dataid: str) -> None: ...
+
+    @abstractmethod
+    def drop_run_locks(self, chunks: Sequence[tuple[str, str]]) -> None: ...
+
+    @abstractmethod
+    def run_locks_held(self, chunks: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those chunks whose run lock a live run's keeper holds."""
+
+    # Leases: a run's heartbeat, renewed by its keeper.
+
+    @abstractmethod
+    def renew_leases(self, runids: Sequence[int]) -> set[int]:
+        """Renew these runs' heartbeats (a ping when there are none); returns the runs
+        whose lease was not revoked."""
+
+    @abstractmethod
+    def release_leases(self, runids: Sequence[int]) -> None:
+        """No process of these runs lives: their leases end now."""
+
+    @abstractmethod
+    def live_leases(
+        self, chunks: Sequence[tuple[str, str]], revoke: bool = False
+    ) -> set[tuple[str, str]]:
+        """Those chunks a run holds a fresh lease on; with ``revoke`` (in a write
+        transaction) the stale leases of the others are revoked."""
+
+    @abstractmethod
+    def keep_alive(self) -> None:
+        """Make the server end this connection's session once it stops pinging."""

@@ -1,0 +1,27 @@
+-- PostgreSQL: whole tables, as utility copy-store reads and replaces them.
+
+-- name: rows_of_dataset
+SELECT {columns} FROM dataset ORDER BY 1, 2, 3;
+
+-- name: rows_of_job
+SELECT {columns} FROM job ORDER BY jobid, ctid;
+
+-- name: rows_of_datastatus
+SELECT {columns} FROM datastatus ORDER BY 1, 2, 3;
+
+-- name: rows_of_run
+SELECT {columns} FROM run ORDER BY runid;
+
+-- name: rows_of_hold
+SELECT {columns} FROM hold ORDER BY 1, 2, 3;
+
+-- name: delete_rows
+DELETE FROM {table};
+
+-- name: copy_rows
+-- A million rows in seconds, not one round trip each.
+COPY {table} ({columns}) FROM STDIN;
+
+-- name: renumber_runs
+-- New runs number on from the copied ones.
+SELECT setval(pg_get_serial_sequence('run', 'runid'), GREATEST((SELECT MAX(runid) FROM run), 1));
