@@ -18,10 +18,10 @@ demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow and not spark"
+	$(BIN)/pytest --durations=15 -m "not slow and not spark"
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
