@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/pytest --durations=25
 
 test-fast: $(STAMP)
-	$(BIN)/pytest --durations=15 -m "not slow and not spark"
+	$(BIN)/pytest -n 2 --durations=15 -m "not slow and not spark"
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

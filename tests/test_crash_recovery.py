@@ -258,6 +258,7 @@ def _counting_live_runs(chain, tmp_path, last: int, cap: int, work: str) -> None
 
 
 @pytest.mark.both_stores
+@pytest.mark.slow
 def test_cap_lowered_and_raised_during_a_drain(chain, tmp_path):
     """Each job records how many runs are live when it starts: never above the cap in
     force when it was claimed (the claim time is the run's ``started``). Jobs wait while
@@ -355,6 +356,7 @@ def test_a_chunk_claimed_ahead_is_given_back_when_the_drain_is_stopped(chain, tm
 
 
 @pytest.mark.both_stores
+@pytest.mark.slow
 def test_a_chunk_claimed_ahead_by_a_killed_drain_is_recovered_and_never_runs_twice(chain, tmp_path):
     drain = _ahead_chain(chain, tmp_path)
     os.kill(drain.pid, signal.SIGKILL)  # RunJob alone: chunk 5's job lives on

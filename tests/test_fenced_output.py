@@ -91,6 +91,7 @@ def test_a_runs_output_becomes_its_chunk_at_its_finish_and_a_failed_runs_never(c
     assert not (table / layout.ATTEMPTS).exists()
 
 
+@pytest.mark.slow
 def test_a_late_writer_never_overwrites_the_chunk_of_the_attempt_that_took_it(hosts, tmp_path):
     """A frozen host wakes up after another host took its chunk and published it: what
     its job writes then goes into its own attempt folder, which is never published."""

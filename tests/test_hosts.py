@@ -110,6 +110,7 @@ def test_the_keeper_is_forked_into_its_own_session_and_keeps_nothing_of_runjob(h
         runner.wait(timeout=60)
 
 
+@pytest.mark.slow
 def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(
     hosts, tmp_path, pg_store, pg_server
 ):
@@ -142,6 +143,7 @@ def test_kill_9_of_every_process_of_a_host_is_recovered_by_another(
         proxy.close()
 
 
+@pytest.mark.slow
 def test_kill_9_of_runjob_alone_never_lets_another_host_start_the_chunk(hosts, tmp_path):
     a, b = hosts
     _one_job(
@@ -169,6 +171,7 @@ def test_kill_9_of_runjob_alone_never_lets_another_host_start_the_chunk(hosts, t
     assert attempts == [(1, "hostA")]  # nobody ran it a second time
 
 
+@pytest.mark.slow
 def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound(
     hosts, tmp_path, pg_store, pg_server
 ):
@@ -267,6 +270,7 @@ def test_two_hosts_sixteen_processes_run_every_chunk_exactly_once(hosts, tmp_pat
     assert rows(tmp_path, "select max(attempt), count(*) from run") == [(1, 3 * CHUNKS)]
 
 
+@pytest.mark.slow
 def test_max_parallel_holds_across_hosts(hosts, tmp_path):
     a, b = hosts
     _one_job(a, tmp_path, "echo start >> spans; sleep 1; echo end >> spans", chunks=8)

@@ -94,6 +94,7 @@ def _keeper_of(runner, job: int) -> int:
 
 
 @pytest.mark.both_stores
+@pytest.mark.slow
 def test_kill_9_of_runjobs_whole_process_group_leaves_the_lease_with_the_live_job(pair, tmp_path):
     """Fault 1: ``kill -9 -- -<RunJob's group>`` took the keeper with RunJob; the job,
     in its own group, lived on with no lease and host B started the chunk at once."""
@@ -115,6 +116,7 @@ def test_kill_9_of_runjobs_whole_process_group_leaves_the_lease_with_the_live_jo
     assert _attempts(tmp_path) == 2
 
 
+@pytest.mark.slow
 def test_a_session_ended_by_the_server_is_not_proof_of_death(hosts, tmp_path):
     """Fault 2: ``pg_terminate_backend`` of the keeper's session (the store's own role may
     do it) freed the run lock; host B reclaimed while the job ran to its end."""
@@ -261,6 +263,7 @@ def test_a_caller_reading_runjobs_output_never_waits_for_a_helper(pair, tmp_path
     wait_for(lambda: not alive(helper), what="the helper to end")
 
 
+@pytest.mark.slow
 def test_a_keeper_that_comes_back_after_its_lease_was_taken_fences_its_run(hosts, tmp_path):
     """RunJob and its keeper both stopped (as a frozen host is) past the bound: host B
     takes the chunk and revokes the lease; when they come back, the keeper's next

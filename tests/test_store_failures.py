@@ -65,6 +65,7 @@ def test_a_store_busy_for_longer_than_the_busy_timeout_loses_no_chunk(cli, tmp_p
     assert rows(tmp_path, "select count(*) from run where status = 'READY'") == [(6,)]
 
 
+@pytest.mark.slow
 def test_a_store_that_stays_busy_ends_the_drain_with_one_line_and_loses_nothing(cli, tmp_path):
     """An error that lasts: no more claims, the running jobs end, their ends are tried
     for longer; then RunJob exits 3 with one line. Their chunks are left RUNNING (never
@@ -123,6 +124,7 @@ def _cut_sessions(address: str) -> int:
     return cut[0]
 
 
+@pytest.mark.slow
 def test_a_drain_outlives_its_sessions_being_cut(tmp_path, pg_database):
     """Fault 8 on PostgreSQL: ``pg_terminate_backend`` of the drain's own sessions mid-drain
     (three times): the drain reconnects, and every chunk ends READY, each run once."""

@@ -238,6 +238,7 @@ def test_deleterun_force_never_starts_the_chunk_beside_a_live_helper(cli, tmp_pa
     "names both killed or both stopped): nothing fences the job, and after the bound "
     "host B starts the chunk beside it",
 )
+@pytest.mark.slow
 def test_a_stopped_runjob_whose_keeper_is_killed_never_lets_the_chunk_run_twice(hosts, tmp_path):
     """On PostgreSQL, statement 4 (a keeper that dies: every process of its runs is
     killed) against the boundary's words."""
@@ -339,6 +340,7 @@ def _keepers_in(folder: Path) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_keeper_killed_after_runjob_ended_never_lets_a_retry_start_beside_a_helper(
     hosts, tmp_path
 ):
