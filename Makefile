@@ -17,8 +17,11 @@ venv: $(STAMP)
 demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
+# both cores for most tests; the tests marked slow (multi-process stress, crash tests
+# that wait out a liveness bound or a grace) then run alone, as their timing assumes
 test: $(STAMP)
-	$(BIN)/pytest --durations=25
+	$(BIN)/pytest -n 2 --durations=25 -m "not slow"
+	$(BIN)/pytest --durations=10 -m slow
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -n 2 --durations=15 -m "not slow and not spark"
