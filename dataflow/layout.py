@@ -74,14 +74,17 @@ def batch_staging(table: str, dataid: str, token: str) -> str:
 
 def output_tables(outputs: Iterable[str], variables: Mapping[str, str]) -> list[str]:
     """The local folders of the file datasets among ``outputs``, from a job's variables."""
-    found = []
-    for name in outputs:
-        base = variables.get(f"{name}_schemaname", "")
-        if is_file(variables.get(f"{name}_database", "")) and base:
-            path = local(table_path(base, variables.get(f"{name}_tablename", "")))
-            if path is not None:
-                found.append(path)
-    return found
+    columns = ("database", "schemaname", "tablename")
+    found = (output_table(*(variables.get(f"{n}_{c}", "") for c in columns)) for n in outputs)
+    return [path for path in found if path is not None]
+
+
+def output_table(database: str, schemaname: str, tablename: str) -> str | None:
+    """The local folder of a file dataset with these columns (None: not a file dataset
+    on a local path)."""
+    if not is_file(database) or not schemaname:
+        return None
+    return local(table_path(schemaname, tablename))
 
 
 def publish(tables: Iterable[str], dataid: str, token: str) -> list[str]:

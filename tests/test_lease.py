@@ -139,6 +139,7 @@ def test_a_session_ended_by_the_server_is_not_proof_of_death(hosts, tmp_path):
     assert _ledger(tmp_path) == [f"1 {job}"]
 
 
+@pytest.mark.slow
 def test_a_stopped_keeper_fences_its_runs_before_another_host_may_take_them(hosts, tmp_path):
     """Fault 3: a keeper stopped (SIGSTOP, or starved) let its session lapse while RunJob
     waited; host B reclaimed the chunk while host A's job ran. RunJob now pings its keeper
@@ -188,6 +189,7 @@ def test_a_keeper_killed_takes_every_process_of_its_runs_with_it(hosts, tmp_path
 
 
 @pytest.mark.both_stores
+@pytest.mark.slow
 def test_a_retry_waits_for_the_helper_its_failed_run_left(pair, tmp_path):
     """Fault 5: a drain with ``retries`` on PostgreSQL restarted a chunk whose failed run
     left a live helper: the keeper answered "taken" for a lock it still held itself."""

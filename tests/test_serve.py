@@ -307,6 +307,7 @@ def test_open_read_opens_the_views_only(tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_sigterm_lets_the_request_under_way_finish_then_exits_0(tmp_path):
     cli = Cli(tmp_path)
     cli.ok("createtables")

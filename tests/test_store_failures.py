@@ -49,6 +49,7 @@ def _started(tmp_path) -> threading.Event:
     return event
 
 
+@pytest.mark.slow
 def test_a_store_busy_for_longer_than_the_busy_timeout_loses_no_chunk(cli, tmp_path):
     """Fault 8 of "Never twice": a claim or finish that met another writer's long
     transaction ended the whole drain (exit 3); chunks that had succeeded ended FAILED."""

@@ -88,14 +88,10 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
 
 def _staged_tables(store: Store, jobid: str) -> list[str]:
     """The local folders where the job's runs stage their file outputs (layout.py)."""
-    outputs = load_job(store, jobid).outputs
-    rows = store.datasets(outputs)
-    variables = {
-        f"{name}_{column}": str(row[column] or "")
-        for name, row in rows.items()
-        for column in ("database", "schemaname", "tablename")
-    }
-    return layout.output_tables(outputs, variables)
+    rows = store.datasets(load_job(store, jobid).outputs).values()
+    columns = ("database", "schemaname", "tablename")
+    found = (layout.output_table(*(str(row[c] or "") for c in columns)) for row in rows)
+    return [path for path in found if path is not None]
 
 
 def _choose(store: Store, job: Job, at: datetime | None = None) -> Iterator[tuple[str, str]]:

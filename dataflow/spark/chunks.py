@@ -74,9 +74,10 @@ def write(df: DataFrame, dataset: Dataset, *, options: Mapping[str, str] | None 
 
     Rerunning or resubmitting a job rewrites its chunk and never touches another one:
     a file chunk's folder is overwritten (a ``dataid`` column is not stored: the folder
-    name holds it); a JDBC chunk's rows are deleted, then ``df`` is appended with the
-    chunk column set to the dataid. If the write fails half-way the run is FAILED, so
-    nobody reads the chunk, and the rerun replaces it again.
+    name holds it); a JDBC chunk's rows are replaced by ``df`` with the chunk column set
+    to the dataid (fenced by the run's attempt under RunJob, :mod:`.jdbc`). If the write
+    fails half-way the run is FAILED, so nobody reads the chunk, and the rerun replaces
+    it again.
 
     Given a batch's dataset (``batch.output()``), each dataid's rows of ``df`` (its
     column ``dataid``) become that chunk, and a chunk of the batch without rows becomes

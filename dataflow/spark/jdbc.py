@@ -150,19 +150,17 @@ def _take_fence(conn: Any, chunk: Dataset) -> int | None:
     higher number, or the same number of another run) did: return that one's number."""
     fence = _beside(chunk.table, FENCE_TABLE)
     key = "tablename = ? AND dataid = ? AND jobid = ?"
-    mine = (chunk.number, chunk.attempt)
+    mine, key_values = (chunk.number, chunk.attempt), (chunk.table, chunk.dataid, chunk.jobid)
     taken = _prepared(
         conn,
         f"UPDATE {fence} SET attempt = ?, token = ? WHERE {key} "
         "AND (attempt < ? OR (attempt = ? AND token = ?))",
-        (*mine, chunk.table, chunk.dataid, chunk.jobid, chunk.number, *mine),
+        (*mine, *key_values, chunk.number, *mine),
     )
     if taken:
         return None
-    found = conn.prepareStatement(f"SELECT attempt FROM {fence} WHERE {key}")
+    found = _bound(conn, f"SELECT attempt FROM {fence} WHERE {key}", key_values)
     try:
-        for index, value in enumerate((chunk.table, chunk.dataid, chunk.jobid), 1):
-            found.setString(index, value)
         rows = found.executeQuery()
         if rows.next():
             return int(rows.getInt(1))
@@ -171,20 +169,26 @@ def _take_fence(conn: Any, chunk: Dataset) -> int | None:
     _prepared(
         conn,
         f"INSERT INTO {fence} (attempt, token, tablename, dataid, jobid) VALUES (?, ?, ?, ?, ?)",
-        (*mine, chunk.table, chunk.dataid, chunk.jobid),
+        (*mine, *key_values),
     )
     return None
 
 
+def _bound(conn: Any, sql: str, values: tuple) -> Any:
+    """A prepared statement of ``sql`` with ``values`` bound (the caller closes it)."""
+    statement = conn.prepareStatement(sql)
+    for index, value in enumerate(values, 1):
+        if isinstance(value, int):
+            statement.setInt(index, value)
+        else:
+            statement.setString(index, value)
+    return statement
+
+
 def _prepared(conn: Any, sql: str, values: tuple) -> int:
     """Run one statement with ``values`` bound; return the rows it changed."""
-    statement = conn.prepareStatement(sql)
+    statement = _bound(conn, sql, values)
     try:
-        for index, value in enumerate(values, 1):
-            if isinstance(value, int):
-                statement.setInt(index, value)
-            else:
-                statement.setString(index, value)
         return int(statement.executeUpdate())
     finally:
         statement.close()
