@@ -72,19 +72,23 @@ def batch_staging(table: str, dataid: str, token: str) -> str:
     return f"{table}/{ATTEMPTS}/{chunk_folder(dataid)}/batch={token}"
 
 
+_TABLE_COLUMNS = ("database", "schemaname", "tablename")  # where a file dataset lives
+
+
 def output_tables(outputs: Iterable[str], variables: Mapping[str, str]) -> list[str]:
     """The local folders of the file datasets among ``outputs``, from a job's variables."""
-    columns = ("database", "schemaname", "tablename")
-    found = (output_table(*(variables.get(f"{n}_{c}", "") for c in columns)) for n in outputs)
-    return [path for path in found if path is not None]
+    rows = ({c: variables.get(f"{n}_{c}", "") for c in _TABLE_COLUMNS} for n in outputs)
+    return dataset_tables(rows)
 
 
-def output_table(database: str, schemaname: str, tablename: str) -> str | None:
-    """The local folder of a file dataset with these columns (None: not a file dataset
-    on a local path)."""
-    if not is_file(database) or not schemaname:
-        return None
-    return local(table_path(schemaname, tablename))
+def dataset_tables(rows: Iterable[Mapping[str, object]]) -> list[str]:
+    """The local folders of the file datasets among these dataset rows."""
+    found = []
+    for row in rows:
+        database, base, table = (str(row[column] or "") for column in _TABLE_COLUMNS)
+        if is_file(database) and base and (path := local(table_path(base, table))) is not None:
+            found.append(path)
+    return found
 
 
 def publish(tables: Iterable[str], dataid: str, token: str) -> list[str]:

@@ -88,10 +88,7 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
 
 def _staged_tables(store: Store, jobid: str) -> list[str]:
     """The local folders where the job's runs stage their file outputs (layout.py)."""
-    rows = store.datasets(load_job(store, jobid).outputs).values()
-    columns = ("database", "schemaname", "tablename")
-    found = (layout.output_table(*(str(row[c] or "") for c in columns)) for row in rows)
-    return [path for path in found if path is not None]
+    return layout.dataset_tables(store.datasets(load_job(store, jobid).outputs).values())
 
 
 def _choose(store: Store, job: Job, at: datetime | None = None) -> Iterator[tuple[str, str]]:

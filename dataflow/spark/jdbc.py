@@ -102,8 +102,10 @@ def _prepare(spark: SparkSession, dataset: Dataset) -> str | None:
             return None
         statement = conn.createStatement()
         try:
-            query = f"SELECT {dataset.chunk_column} FROM {dataset.table} WHERE 1 = 0"
-            return _spark_type(statement.executeQuery(query).getMetaData())
+            return _column_type(statement, dataset)
+        except Exception as exc:
+            reason = f"cannot write chunk '{dataset.dataid}' into {dataset.table}: "
+            raise DatasetError(dataset.datasetid, reason + java_message(exc)) from None
         finally:
             statement.close()
 
@@ -219,8 +221,7 @@ def empty_chunk(spark: SparkSession, dataset: Dataset, *more: Dataset) -> str | 
             return None
         statement = conn.createStatement()
         try:
-            query = f"SELECT {column} FROM {table} WHERE 1 = 0"
-            column_type = _spark_type(statement.executeQuery(query).getMetaData())
+            column_type = _column_type(statement, dataset)
             statement.executeUpdate(f"DELETE FROM {table} WHERE {column} {literal}")
         except Exception as exc:
             reason = f"cannot empty chunk '{dataset.dataid}' of {table}: {java_message(exc)}"
@@ -308,6 +309,12 @@ def java_message(exc: Exception) -> str:
     java = getattr(exc, "java_exception", None)
     text = str(java.getMessage()) if java is not None else str(exc)
     return " ".join(text.split())
+
+
+def _column_type(statement: Any, dataset: Dataset) -> str:
+    """The Spark type of the chunk column of the dataset's table, read from an empty query."""
+    query = f"SELECT {dataset.chunk_column} FROM {dataset.table} WHERE 1 = 0"
+    return _spark_type(statement.executeQuery(query).getMetaData())
 
 
 def _spark_type(meta: Any) -> str:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from dataflow.spark.datasets import Dataset
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SANDBOX = ROOT / "examples" / "migration" / "pg_sandbox.sh"
@@ -101,6 +103,22 @@ class Postgres:
     def __init__(self, env: dict[str, str]):
         self.env = env
         self.hostname = f"{env['PGHOST']}:{env['PGPORT']}"
+
+    def dataset(self, table: str, dataid: str, column: str = "shard", **more) -> Dataset:
+        """Chunk ``dataid`` of table ``public.<table>`` on this server, chunked by
+        ``column`` (``more``: other fields, e.g. ``itemtype``)."""
+        return Dataset(
+            table,
+            dataid,
+            hostname=self.hostname,
+            database=self.env["PGDATABASE"],
+            schemaname="public",
+            tablename=table,
+            username=self.env["PGUSER"],
+            password=self.env["PGPASSWORD"],
+            chunk_column=column,
+            **more,
+        )
 
     def sql(self, statement: str) -> str:
         """Run SQL as the login role; returns psql's unaligned, tuples-only output."""

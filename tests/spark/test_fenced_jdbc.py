@@ -19,20 +19,8 @@ OLD, NEW, OTHER = "a" * 32, "b" * 32, "c" * 32  # three runs' tokens
 def output(postgres, table: str, dataid: str, token: str, number: int) -> Dataset:
     """Chunk ``dataid`` of OUT dataset ``table``, as attempt ``number`` of job ``load``
     (run ``token``) sees it."""
-    return Dataset(
-        table,
-        dataid,
-        "OUT",
-        hostname=postgres.hostname,
-        database=postgres.env["PGDATABASE"],
-        schemaname="public",
-        tablename=table,
-        username=postgres.env["PGUSER"],
-        password=postgres.env["PGPASSWORD"],
-        chunk_column="shard",
-        attempt=token,
-        number=number,
-        jobid="load",
+    return postgres.dataset(
+        table, dataid, itemtype="OUT", attempt=token, number=number, jobid="load"
     )
 
 

@@ -183,17 +183,7 @@ def test_registered_reads_the_store_like_runjob_does(cli, monkeypatch, tmp_path)
 
 
 def jdbc(postgres, table: str, dataid: str, column: str = "shard") -> Dataset:
-    return Dataset(
-        table,
-        dataid,
-        hostname=postgres.hostname,
-        database=postgres.env["PGDATABASE"],
-        schemaname="public",
-        tablename=table,
-        username=postgres.env["PGUSER"],
-        password=postgres.env["PGPASSWORD"],
-        chunk_column=column,
-    )
+    return postgres.dataset(table, dataid, column)
 
 
 def test_a_jdbc_read_gets_one_chunk_filtered_in_the_database(spark, postgres):

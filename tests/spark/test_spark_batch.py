@@ -340,24 +340,12 @@ def test_a_batch_replaces_its_jdbc_chunks_in_one_delete(spark, postgres):
 
     import dataflow.spark as df
     from dataflow.spark.batch import BatchDataset
-    from dataflow.spark.datasets import Dataset
 
     postgres.sql(
         "DROP TABLE IF EXISTS btgt; CREATE TABLE btgt (id int, note text, shard int NOT NULL);"
         "INSERT INTO btgt VALUES (1, 'old', 1), (2, 'old', 2), (3, 'keep', 3)"
     )
-    base = Dataset(
-        "btgt",
-        "",
-        "OUT",
-        hostname=postgres.hostname,
-        database=postgres.env["PGDATABASE"],
-        schemaname="public",
-        tablename="btgt",
-        username=postgres.env["PGUSER"],
-        password=postgres.env["PGPASSWORD"],
-        chunk_column="shard",
-    )
+    base = postgres.dataset("btgt", "", itemtype="OUT")
     batch = BatchDataset("btgt", tuple(replace(base, dataid=d) for d in ("1", "2")))
     frame = spark.createDataFrame(
         [(10, "new", "1"), (11, "new", "1")], "id INT, note STRING, dataid STRING"
