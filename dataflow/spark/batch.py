@@ -125,12 +125,22 @@ def read(
     reader = spark.read.format(first.format).options(**defaults)
     if schema is None:  # the chunks' own columns, read without their folder names
         schema = reader.load(paths).schema
-    elif isinstance(schema, str):
-        schema = reader.schema(schema).load(paths).schema
+    elif isinstance(schema, str):  # parsed, not loaded: no listing of the chunks' files
+        schema = _parse_ddl(schema)
     # a partition column the schema names keeps the schema's type: dataids stay text
     fields = [field for field in schema.fields if field.name != "dataid"]
     full = StructType([*fields, StructField("dataid", StringType())])
     return reader.schema(full).option("basePath", first.table_path).load(paths)
+
+
+def _parse_ddl(text: str) -> Any:
+    """The type a DDL string such as ``"id INT, name STRING"`` names."""
+    from pyspark.sql.types import DataType
+
+    parse = getattr(DataType, "fromDDL", None)
+    if parse is None:  # pyspark 3.5: the parser fromDDL wraps in 4
+        from pyspark.sql.types import _parse_datatype_string as parse
+    return parse(text)
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:

@@ -208,5 +208,9 @@ class Engine:
             return False
 
     def stop(self) -> None:
-        if self.spark is not None and self.alive():
+        """A Spark Connect client's session is released on its server. A driver's
+        context is left to its JVM, which stops it when this process ends, as for any
+        PySpark script (PySpark's own ``stop`` waits up to 0.5 s more, for a poll of its
+        accumulator server)."""
+        if self.remote and self.spark is not None and self.alive():
             self.spark.stop()
