@@ -6,8 +6,8 @@ A module or test marked ``both_stores`` runs once per backend: its ``cli`` (and
 the store's schema already (a copy of a template made once a session), as ``utility
 createtables`` would have made it; a test marked ``empty_store`` gets an empty database
 instead (a test of creation, or of what a command says where no store is), as an SQLite
-test gets a file that is not there yet. In a module or test marked ``in_process``,
-``cli.utility`` calls the CLI's main in this process (see support.InProcessCli).
+test gets a file that is not there yet. ``cli.utility`` calls the CLI's main in the
+test's process (see support.InProcessCli), unless the test is marked ``utility_process``.
 """
 
 from __future__ import annotations
@@ -89,11 +89,10 @@ def address(store_kind, tmp_path, request):
 
 @pytest.fixture
 def cli(tmp_path: Path, address, request) -> Cli:
-    """The CLIs in tmp_path; in a test marked ``in_process``, ``utility`` runs in this
-    process (RunJob and shell lines never do)."""
-    marker = request.node.get_closest_marker("in_process")  # in_process(False): a process
-    in_process = marker is not None and (not marker.args or marker.args[0])
-    return (InProcessCli if in_process else Cli)(tmp_path, address)
+    """The CLIs in tmp_path: ``utility`` runs in this process unless the test is marked
+    ``utility_process`` (RunJob and shell lines always run as processes)."""
+    as_process = request.node.get_closest_marker("utility_process") is not None
+    return (Cli if as_process else InProcessCli)(tmp_path, address)
 
 
 @pytest.fixture

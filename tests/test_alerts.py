@@ -15,8 +15,6 @@ from hypothesis import strategies as st
 
 from support import history, rows, script, start_runjob, statuses, wait_for
 
-pytestmark = pytest.mark.in_process
-
 SECRET = "s3cretT0ken"  # a password in an alert URL: it must never be shown
 
 

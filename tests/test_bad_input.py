@@ -17,8 +17,6 @@ import pytest
 
 from support import BIN, fill_disk, mount, mounted, state
 
-pytestmark = pytest.mark.in_process
-
 REFUSED = "'utility sql' is read-only"
 
 

@@ -15,7 +15,7 @@ import pytest
 from dataflow.cli import runjob, utility
 from support import state
 
-pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
+pytestmark = pytest.mark.both_stores
 
 # values no registered name, chunk, status or number is: each makes its place wrong
 BAD = [

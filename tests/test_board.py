@@ -26,8 +26,6 @@ import pytest
 from dataflow.ops import board, lineage
 from support import Cli, script
 
-pytestmark = pytest.mark.in_process
-
 WINDOW = (1000, 600)
 FLAGS = [
     "--headless",

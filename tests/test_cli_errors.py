@@ -9,7 +9,7 @@ import pytest
 from dataflow.store import shown
 from support import script, state
 
-pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
+pytestmark = pytest.mark.both_stores
 
 # what each driver says of a statement that is wrong
 SAYS = {

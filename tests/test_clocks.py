@@ -16,8 +16,6 @@ from dataflow.run import claims, lifecycle
 from dataflow.store import open_store
 from support import rows, script, statuses
 
-pytestmark = pytest.mark.in_process
-
 ZONE = system_zone()  # the clock's zone: these instants are noon-ish wall-clock times there
 
 

@@ -11,8 +11,6 @@ from test_alerts import hook, patient  # noqa: F401 (fixtures: a webhook receive
 
 from support import script
 
-pytestmark = pytest.mark.in_process
-
 DAY = "2030-01-02"
 
 

@@ -14,7 +14,7 @@ import pytest
 from support import BIN, script
 from support import rows as query
 
-pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
+pytestmark = pytest.mark.both_stores
 
 
 def status_of(tmp_path, jobid, dataid):

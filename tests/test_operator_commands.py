@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
+pytestmark = pytest.mark.both_stores
 
 
 def items(cli):

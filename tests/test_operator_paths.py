@@ -13,8 +13,6 @@ import pytest
 from support import rows, script, statuses
 from support import state as dump
 
-pytestmark = pytest.mark.in_process
-
 
 def system_today() -> date:
     out = subprocess.run(

@@ -10,7 +10,7 @@ import pytest
 from dataflow import crypto
 from support import Cli, rows
 
-pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
+pytestmark = pytest.mark.both_stores
 
 
 @pytest.fixture

@@ -7,15 +7,12 @@ import os
 import tempfile
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataflow.errors import DropError
 from dataflow.spark import drop
 from dataflow.store import DATASET_COLUMNS, create_store
-
-pytestmark = pytest.mark.in_process
 
 
 def landing_store(cli) -> Path:

@@ -11,7 +11,7 @@ import pytest
 
 from support import rows, script, state
 
-pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
+pytestmark = pytest.mark.both_stores
 
 # names that change how a process, a shell, the loader, an interpreter or the JVM starts
 UNSAFE = ["BASH_ENV", "ENV", "LD_PRELOAD", "PATH", "PYTHONSTARTUP", "JAVA_TOOL_OPTIONS", "PERL5OPT"]

@@ -12,7 +12,7 @@ import pytest
 
 from support import ADDRESSES, history, mounted, rows, script, start_runjob, state, wait_for
 
-pytestmark = [pytest.mark.both_stores, pytest.mark.in_process]
+pytestmark = pytest.mark.both_stores
 
 
 def refused(result, code: int | None = None, says: str = ""):
