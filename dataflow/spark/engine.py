@@ -31,6 +31,7 @@ ENTRY_POINT = "run"
 BATCH_ENTRY_POINT = "run_batch"  # def run_batch(spark, batch): many chunks in one query
 REMOTE_ENV = "SPARK_REMOTE"  # set: this process is a Spark Connect client of that server
 _MODULE = "dataflow_job"  # the name the job script is imported under
+_MIN_SPLITS = "spark.sql.files.minPartitionNum"
 
 
 def load_entry_points(
@@ -112,21 +113,28 @@ class Engine:
         self._lock = threading.Lock()
 
     def start(self, app_name: str) -> SparkSession:
-        """The session: master and resources from spark-submit; chunks run at once are
-        scheduled fairly (``spark.scheduler.mode=FAIR``) unless the job chose otherwise.
-        A Spark Connect client's session is the server's to configure."""
+        """The session: master and resources from spark-submit; unless the job chose
+        otherwise, chunks run at once are scheduled fairly (``spark.scheduler.mode=FAIR``)
+        and a scan of files is split in at least four tasks a core
+        (``spark.sql.files.minPartitionNum``): a batch or a chunk is a part of a backfill,
+        and a scan of few large tasks leaves cores idle at its end. A Spark Connect
+        client's session is the server's to configure."""
         from pyspark.sql import SparkSession
 
         if self.remote:
             self.spark = SparkSession.builder.getOrCreate()
             _ = self.spark.version  # a first call: a server that refuses us claims nothing
             return self.spark
-        from pyspark import SparkConf
+        from pyspark import SparkConf, SparkContext
 
         builder = SparkSession.builder.appName(app_name)
-        if SparkConf().get("spark.scheduler.mode", None) is None:
+        SparkContext._ensure_initialized()  # the JVM, and spark-submit's settings with it
+        chosen = SparkConf()
+        if chosen.get("spark.scheduler.mode", None) is None:
             builder = builder.config("spark.scheduler.mode", "FAIR")
         self.spark = builder.getOrCreate()
+        if chosen.get(_MIN_SPLITS, None) is None:
+            self.spark.conf.set(_MIN_SPLITS, 4 * self.spark.sparkContext.defaultParallelism)
         return self.spark
 
     def call(self, environ: Mapping[str, str], group: str) -> None:

@@ -32,6 +32,8 @@ BAD, SLOW = os.environ.get("BAD_CHUNK"), os.environ.get("SLOW_CHUNK")
 def run(spark, job):
     began = time.time()
     pool = spark.sparkContext.getLocalProperty("spark.scheduler.pool")
+    splits = spark.conf.get("spark.sql.files.minPartitionNum")
+    mode = spark.sparkContext.getConf().get("spark.scheduler.mode")
     n = int(job.dataid)
     if job.dataid == BAD:
         raise ValueError(f"chunk {job.dataid} cannot be {n} rows")
@@ -42,7 +44,7 @@ def run(spark, job):
     written = df.read(spark, df.context().output()).count()  # df.context(): this chunk's
     time.sleep(float(os.environ.get("CHUNK_SLEEP", "0")))
     print(f"job: chunk {job.dataid} wrote {written} rows, password {job.input().password}")
-    print(f"job: pool {pool} from {began:.3f} to {time.time():.3f}")
+    print(f"job: pool {pool} from {began:.3f} to {time.time():.3f}, splits {splits}, {mode}")
 
 
 if __name__ == "__main__":  # not run by the one driver: it imports the script
@@ -50,7 +52,7 @@ if __name__ == "__main__":  # not run by the one driver: it imports the script
 """
 
 
-def setup_job(cli, chunks: int, settings: dict[str, str]) -> Path:
+def setup_job(cli, chunks: int, settings: dict[str, str], spark_args: str = SPARK_ARGS) -> Path:
     data = cli.cwd / "data"
     secret = crypto.encrypt(PASSWORD, PASSKEY)
     cli.ok("createtables")
@@ -64,7 +66,7 @@ def setup_job(cli, chunks: int, settings: dict[str, str]) -> Path:
     cli.ok(
         "dml",
         "insert into job (jobid, itemtype, datasetid, itemvalue) values ('job', 'IN', 'src', null), "
-        f"('job', 'OUT', 'dst', null), ('job', 'spark_args', null, '{SPARK_ARGS}'){extra}",
+        f"('job', 'OUT', 'dst', null), ('job', 'spark_args', null, '{spark_args}'){extra}",
     )
     cli.ok(
         "dml",
@@ -181,19 +183,24 @@ def test_parallel_2_in_one_driver_and_a_killed_driver_is_recovered(cli):
         assert len({pool for _, _, pool in spanning}) == len(spanning), spans
     assert {pool for _, _, pool in spans} == {"chunk0", "chunk1"}
     assert len(driver_logs(cli)) == 2  # one driver per drain
+    # a scan is split in four tasks a core at least (local[2]), unless the job says
+    assert "splits 8, FAIR\n" in chunk_log(cli, running[0], 2)
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 def test_one_driver_drains_a_shared_store(cli):
     """On PostgreSQL the driver claims through its own keeper, forked from the driver's
     Python (which runs Spark's threads): every chunk once, by the one driver."""
-    setup_job(cli, 6, {})
+    chosen = " --conf spark.sql.files.minPartitionNum=3 --conf spark.scheduler.mode=FIFO"
+    setup_job(cli, 6, {}, SPARK_ARGS + chosen)
     done = cli.runjob("--parallel", "2", "./job.py", env={"PASSKEY": PASSKEY}, timeout=900)
     assert done.code == 0, done
     assert statuses(cli.cwd, "job") == {str(n): "READY" for n in range(1, 7)}
     runs = rows(cli.cwd, "select dataid, attempt, pid from run")
     assert sorted(int(r[0]) for r in runs) == list(range(1, 7)) and {r[1] for r in runs} == {1}
     assert len({r[2] for r in runs}) == 1  # every chunk claimed by the driver
+    (log,) = rows(cli.cwd, "select logpath from run where dataid = '1'")[0]
+    assert "splits 3, FIFO\n" in Path(log).read_text()  # the job's own choices stand
 
 
 def test_one_chunk_calls_the_entry_point_and_sigterm_ends_the_driver(cli):
