@@ -126,9 +126,7 @@ def peek(store: Store, job: Job, limit: int = 10_000, at: datetime | None = None
             break
         if not usable(dataid):
             continue
-        last = store.last_run(job.jobid, dataid)
-        rows = store.chunk_rows(job.jobid, dataid)
-        ready = store.ready_inputs(job.inputs, dataid)
+        rows, last, ready = store.chunk_facts(job.jobid, job.inputs, dataid)
         if claimable(job, rows, ready, last and last["retry"]) and not _delayed(
             store, job, rows, last
         ):
@@ -164,7 +162,7 @@ def claim(
     result = ClaimResult()
     claimed: list[Claim] = []
     try:
-        with store.transaction():
+        with store.transaction(pipeline=True):
             if recover_dead:
                 result.abandoned = [d for _, d in recover(store, job.jobid)]
             settings = load_job(store, job.jobid).settings  # read at every start
@@ -212,9 +210,7 @@ def _claim_first(
                 store.put_candidate(job.jobid, dataid)
                 repaired = True
                 continue
-            rows = store.chunk_rows(job.jobid, dataid)
-            last = store.last_run(job.jobid, dataid)
-            ready = store.ready_inputs(job.inputs, dataid)
+            rows, last, ready = store.chunk_facts(job.jobid, job.inputs, dataid)
             if not claimable(job, rows, ready, last and last["retry"]):
                 # Stale: any later change that could make it claimable offers it again.
                 store.drop_candidate(job.jobid, key, dataid)

@@ -272,7 +272,7 @@ def finish(
     ``publish()`` moves its output into place inside the transaction, once the run is
     known to own the chunk still (an error there rolls the finish back). Returns both
     counts and the chunk's status."""
-    with store.transaction():
+    with store.transaction(pipeline=True):
         store.chunk_turn(dataid, wait=True)
         rerun = store.rerun_request(runid) if runid is not None and status == READY else None
         if rerun:

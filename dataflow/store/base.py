@@ -107,8 +107,10 @@ class Store(ABC):
         self.close()
 
     @abstractmethod
-    def transaction(self) -> AbstractContextManager[None]:
-        """A write transaction taken up front: two claimers never read the same free chunk."""
+    def transaction(self, pipeline: bool = False) -> AbstractContextManager[None]:
+        """A write transaction taken up front: two claimers never read the same free chunk.
+        ``pipeline``: statements may be sent without waiting for those before (a claim's,
+        a finish's: only their results are waited for), where a store gains by it."""
 
     # Turns, held until the transaction ends: no-ops where writers take turns already
     # (SQLite's BEGIN IMMEDIATE); a shared store takes them where the rules need one.
@@ -197,6 +199,14 @@ class Store(ABC):
     @abstractmethod
     def chunk_rows(self, jobid: str, dataid: str) -> list[ChunkRow]:
         """The job's own datastatus rows (OUT and IN) at ``dataid``."""
+
+    def chunk_facts(
+        self, jobid: str, inputs: Sequence[str], dataid: str
+    ) -> tuple[list[ChunkRow], Row | None, int]:
+        """What a claim reads of a chunk: the job's rows there, the chunk's last run and
+        how many of ``inputs`` are READY there (a store may ask the three at once)."""
+        last = self.last_run(jobid, dataid)
+        return self.chunk_rows(jobid, dataid), last, self.ready_inputs(inputs, dataid)
 
     @abstractmethod
     def mark_running(

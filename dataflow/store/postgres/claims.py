@@ -112,9 +112,26 @@ class ClaimQueries(ChunkQueries):
 
     def last_run(self, jobid: str, dataid: str) -> Row | None:
         """The chunk's last run; ``leased``: its lease is fresh now (on the server's clock)."""
-        params = {"bound": liveness_timeout(), "jobid": jobid, "dataid": dataid}
-        row = self.conn.execute(self.q.last_run, params).fetchone()
+        row = self._ask_last_run(jobid, dataid).fetchone()
         return dict(row) if row else None
+
+    def _ask_last_run(self, jobid: str, dataid: str):
+        params = {"bound": liveness_timeout(), "jobid": jobid, "dataid": dataid}
+        return self.conn.execute(self.q.last_run, params)
+
+    def chunk_facts(
+        self, jobid: str, inputs: Sequence[str], dataid: str
+    ) -> tuple[list[ChunkRow], Row | None, int]:
+        """The three queries sent before any is read: one round trip in a claim's pipeline."""
+        rows = self.conn.execute(self.q.chunk_rows, (jobid, dataid))
+        last = self._ask_last_run(jobid, dataid)
+        ready = self._ask_ready(inputs, dataid) if inputs else None
+        found = last.fetchone()
+        return (
+            [ChunkRow(*row) for row in rows],
+            dict(found) if found else None,
+            ready.fetchone()[0] if ready is not None else 0,
+        )
 
     # -- leases: a run's heartbeat (run.seen, renewed by its keeper; NULL: none) -------------
 

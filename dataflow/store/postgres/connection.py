@@ -6,12 +6,16 @@ means to a user. Queries go to psycopg as they are written, with its own placeho
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import lru_cache
 
 import psycopg
+from psycopg.pq import ExecStatus
 
 from ...errors import BadSQL, NotAStore, StoreMissing, StoreUnavailable
 from ..address import check_url, liveness_timeout
@@ -19,6 +23,11 @@ from ..address import shown as display
 from ..base import DRIVER_ERRORS
 
 DRIVER_ERRORS.append(psycopg.Error)
+_ROWS = (ExecStatus.TUPLES_OK, ExecStatus.SINGLE_TUPLE)
+IDLE_S = 1.0  # a connection unused this long is checked before a pipelined transaction
+# psycopg warns, through logging, of a second error while a failed pipeline ends; the
+# first is raised, and nothing of ours configures logging: no stray line on stderr
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
 def conninfo(address: str) -> str:
@@ -68,11 +77,30 @@ class Record(tuple):
         return tuple.__getitem__(self, key)
 
 
+@lru_cache(maxsize=256)
+def _record_kind(names: tuple[str, ...]) -> type[Record]:
+    return type("Record", (Record,), {"names": names, "__slots__": ()})
+
+
+def _has_rows(result) -> bool:
+    """Did the statement return a result set (even of no columns: ``SELECT ;``)?"""
+    return result is not None and (result.nfields > 0 or result.status in _ROWS)
+
+
 def _records(cursor: psycopg.Cursor):
-    names = tuple(column.name for column in cursor.description or ())
-    kind = type("Record", (Record,), {"names": names, "__slots__": ()})
+    """The row factory. psycopg asks for it at every statement, most of which return no
+    row: the names are read from the result, and the row's class made (once per list of
+    names), only when a row is made (``description``'s objects and a new class each time
+    would cost more than a short statement)."""
+    kind: type[Record] | None = None
 
     def make(values: Sequence[object]) -> Record:
+        nonlocal kind
+        if kind is None:
+            result = cursor.pgresult
+            count = result.nfields if result is not None else 0
+            names = (result.fname(i) for i in range(count))
+            kind = _record_kind(tuple(n.decode(errors="replace") if n else "" for n in names))
         return kind(_seed_text(v) for v in values)
 
     return make
@@ -84,18 +112,33 @@ def marks(count: int) -> str:
 
 
 class Cursor:
-    """What a query returned, with the parts of ``sqlite3.Cursor`` the store reads."""
+    """What a query returned, with the parts of ``sqlite3.Cursor`` the store reads. In a
+    pipelined transaction its result is waited for only when it is read."""
 
-    def __init__(self, cursor: psycopg.Cursor):
+    def __init__(self, cursor: psycopg.Cursor, pipeline: psycopg.Pipeline | None = None):
         self._cursor = cursor
-        self.rowcount = cursor.rowcount
-        self.description = cursor.description
+        self._pipeline = pipeline
+
+    def _result(self):
+        if self._cursor.pgresult is None and self._pipeline is not None:
+            self._pipeline.sync()  # what was sent so far, this statement included
+        return self._cursor.pgresult
+
+    @property
+    def rowcount(self) -> int:
+        self._result()
+        return self._cursor.rowcount
+
+    @property
+    def description(self):
+        self._result()
+        return self._cursor.description
 
     def fetchone(self):
-        return self._cursor.fetchone() if self.description else None
+        return self._cursor.fetchone() if _has_rows(self._result()) else None
 
     def fetchall(self) -> list:
-        return self._cursor.fetchall() if self.description else []
+        return self._cursor.fetchall() if _has_rows(self._result()) else []
 
     def __iter__(self):
         return iter(self.fetchall())
@@ -108,27 +151,47 @@ class Connection:
     def __init__(self, raw: psycopg.Connection, address: str):
         self.raw = raw
         self.address = address
+        self._pipeline: psycopg.Pipeline | None = None
+        self._used = time.monotonic()  # when the last transaction ended
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, pipeline: bool = False) -> Iterator[None]:
         """A transaction. A connection lost while it was idle (during a long job, say) is
-        opened again first: nothing of the transaction has run yet."""
+        opened again first: nothing of the transaction has run yet.
+
+        With ``pipeline`` (psycopg's pipeline mode), a statement is sent without waiting
+        for the one before; the client waits only to read a result. BEGIN then goes with
+        the first query and COMMIT with the last writes, one round trip each fewer; but
+        after an idle spell BEGIN is sent alone, so that a connection lost meanwhile is
+        opened again before anything runs, as without."""
         if self.broken:
             self.raw = _open(self.address)
+        together = pipeline and time.monotonic() - self._used < IDLE_S
+        if not together:
+            try:
+                self.execute("BEGIN")
+            except psycopg.OperationalError:
+                self.raw.close()
+                self.raw = _open(self.address)
+                self.execute("BEGIN")
         try:
-            self.execute("BEGIN")
-        except psycopg.OperationalError:
-            self.raw.close()
-            self.raw = _open(self.address)
-            self.execute("BEGIN")
-        try:
-            yield
+            if pipeline:
+                with self.raw.pipeline() as self._pipeline:
+                    if together:
+                        self.execute("BEGIN")
+                    yield
+                    self.execute("COMMIT")
+            else:
+                yield
+                self.execute("COMMIT")
         except BaseException:
+            self._pipeline = None
             if not self.broken:
                 self.execute("ROLLBACK")
             raise
-        else:
-            self.execute("COMMIT")
+        finally:
+            self._pipeline = None
+            self._used = time.monotonic()
 
     @contextmanager
     def read_only(self) -> Iterator[None]:
@@ -139,7 +202,7 @@ class Connection:
             yield
 
     def execute(self, sql: str, params: Sequence[object] | Mapping[str, object] = ()) -> Cursor:
-        return Cursor(self.raw.execute(sql, params))
+        return Cursor(self.raw.execute(sql, params), self._pipeline)
 
     def execute_text(self, sql: str) -> Cursor:
         """A statement typed by a user, sent as it is: one statement (the extended protocol

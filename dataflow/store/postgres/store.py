@@ -158,10 +158,10 @@ class PostgresStore(
             raise meaning from None
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, pipeline: bool = False) -> Iterator[None]:
         """A transaction (:meth:`.connection.Connection.transaction`: a connection lost
-        while it was idle is opened again first)."""
-        with self.conn.transaction():
+        while it was idle is opened again first; ``pipeline``: psycopg's pipeline mode)."""
+        with self.conn.transaction(pipeline):
             self._turns = {}  # an xact lock lasts as long as its transaction
             try:
                 yield
@@ -176,8 +176,10 @@ class PostgresStore(
         :meth:`candidates` took it already for the candidate it returned."""
         if self._turns.get(dataid):
             return True
-        sql = self.q.chunk_turn if wait else self.q.try_chunk_turn
-        return bool(self.conn.execute(sql, (dataid,)).fetchone()[0])
+        if wait:  # always had once waited for: the statements after it run only then
+            self.conn.execute(self.q.chunk_turn, (dataid,))  # (in a pipeline, not read)
+            return True
+        return bool(self.conn.execute(self.q.try_chunk_turn, (dataid,)).fetchone()[0])
 
     # -- queries of PostgreSQL's own shape ------------------------------------------------
 

@@ -25,8 +25,11 @@ class ChunkQueries:
         """How many of these datasets have a READY output row at ``dataid``."""
         if not datasetids:
             return 0
+        return self._ask_ready(datasetids, dataid).fetchone()[0]
+
+    def _ask_ready(self, datasetids: Sequence[str], dataid: str):
         sql = self.q.ready_inputs.format(marks=self.marks(len(datasetids)))
-        return self.conn.execute(sql, (*datasetids, dataid)).fetchone()[0]
+        return self.conn.execute(sql, (*datasetids, dataid))
 
     def chunk_rows(self, jobid: str, dataid: str) -> list[ChunkRow]:
         """The job's own datastatus rows (OUT and IN) at ``dataid``."""
@@ -42,10 +45,11 @@ class ChunkQueries:
         self.conn.executemany(self.q.mark_running, rows)
 
     def finish(self, jobid: str, dataid: str, status: str) -> tuple[int, int]:
-        """Set the job's OUT rows at ``dataid`` to ``status`` and release its IN rows."""
-        updated = self.set_out_status(jobid, dataid, status)
-        released = self.conn.execute(self.q.drop_inputs, (jobid, dataid)).rowcount
-        return updated, released
+        """Set the job's OUT rows at ``dataid`` to ``status`` and release its IN rows (both
+        sent before either count is read: one round trip in a pipeline)."""
+        updated = self.conn.execute(self.q.set_out_status, (status, jobid, dataid))
+        released = self.conn.execute(self.q.drop_inputs, (jobid, dataid))
+        return updated.rowcount, released.rowcount
 
     def set_out_status(self, jobid: str, dataid: str, status: str) -> int:
         return self.conn.execute(self.q.set_out_status, (status, jobid, dataid)).rowcount

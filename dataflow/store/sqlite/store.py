@@ -184,8 +184,9 @@ class SqliteStore(
     def close(self) -> None:
         self.conn.close()
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """A write transaction taken up front (``BEGIN IMMEDIATE``)."""
+    def transaction(self, pipeline: bool = False) -> AbstractContextManager[None]:
+        """A write transaction taken up front (``BEGIN IMMEDIATE``); in process, nothing
+        to gain by a pipeline."""
         return self.conn.transaction()
 
     # -- queries of SQLite's own shape ---------------------------------------------------
