@@ -3,8 +3,13 @@ same machine, in the same run, interleaved round by round.
 
 - PostgreSQL: ``RunJob --all --parallel N ./noop.sh`` over no-op chunks ÷ procrastinate
   with N worker processes draining as many no-op jobs (fsync on, one server for both);
+- PostgreSQL, no job process: our claim-and-finish loop in one process (the real
+  path: ``claims.claim``, the keeper, ``recorder.record``) ÷ pgqueuer taking one job per
+  dequeue, one worker;
 - SQLite: ``RunJob --all ./noop.sh`` per chunk ÷ Luigi (local scheduler, one worker),
-  with a ``true`` subprocess per task and in-process.
+  with a ``true`` subprocess per task and in-process;
+- cron's case: one ``RunJob ./noop.sh`` (a whole process claiming one chunk) on
+  PostgreSQL ÷ on SQLite, and each ÷ ``python -c pass``.
 
 The peers are installed from the package index into an environment of their own
 (``BENCH_PEERS_VENV``, default ``~/.cache/opendataflow/bench-peers``), pinned, and run
@@ -16,9 +21,11 @@ marked unreliable rather than claimed.
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pg_server
@@ -40,7 +47,7 @@ from measure import (
     write_script,
 )
 
-PEERS = ("procrastinate==3.10.0", "luigi==3.8.1")
+PEERS = ("procrastinate==3.10.0", "luigi==3.8.1", "pgqueuer==1.6.0")
 HERE = Path(__file__).resolve().parent / "peers"
 RUNJOB = str(BIN / "RunJob")
 TITLE = "Beside the peers"
@@ -94,15 +101,18 @@ def _ratio_row(
     target: float | None,
     loads: list[float],
     note: str,
+    faster: bool = False,
 ) -> Row:
-    """Our time ÷ the peer's, paired by round: lower is better for us."""
-    ratio = paired(ours, peer, lambda a, b: a / b)
+    """Our time ÷ the peer's, paired by round: lower is better for us. ``faster``: the
+    peer's time ÷ ours instead (our rate ÷ the peer's), held to at least ``target``."""
+    ratio = paired(ours, peer, (lambda a, b: b / a) if faster else (lambda a, b: a / b))
     unreliable = max(loads) > 2 * (os.cpu_count() or 1)
     if target is None:
         target_text, judged = "report", INFO
     else:
-        target_text = f"≤ {target:g}×"
-        judged = "unreliable" if unreliable else verdict(ratio.median <= target)
+        target_text = f"{'≥' if faster else '≤'} {target:g}×"
+        met = ratio.median >= target if faster else ratio.median <= target
+        judged = "unreliable" if unreliable else verdict(met)
     return Row(
         TITLE,
         figure,
@@ -114,46 +124,40 @@ def _ratio_row(
     )
 
 
-def bench_postgres(config: Config, python: Path, section: Section, work: Path) -> None:
-    try:
-        server = pg_server.Server()
-    except pg_server.Unavailable as exc:
-        section.skip("RunJob --all --parallel N ÷ procrastinate, N workers", str(exc))
-        return
+def bench_postgres(
+    config: Config, python: Path, section: Section, server: pg_server.Server, work: Path
+) -> None:
     jobs = 300 if config.quick else 2_000
     rounds = 1 if config.quick else 3
     write_script(work / "noop.sh", "#!/bin/sh\nexit 0\n")
     env = {**base_env(Path("unused")), "DATAFLOW_STATE": str(work / "state")}
-    try:
-        for workers in (1, 4):
-            ours, peer, loads = [], [], []
-            for r in range(rounds):
-                loads.append(load_average())
-                address = server.database(f"ours_{workers}_{r}")
-                pg_server.single_job(address, "noop", jobs).close()
-                argv = [RUNJOB, "--all", "--parallel", str(workers), "./noop.sh"]
-                ours.append(_ours(argv, work, {**env, "DATAFLOW_DB": address}))
-                dsn = server.database(f"peer_{workers}_{r}")
-                result = _peer(python, "procrastinate_noop.py", dsn, jobs, workers, env=env)
-                if result["done"] != jobs:
-                    raise RuntimeError(f"procrastinate ran {result['done']} of {jobs} jobs")
-                peer.append(result["seconds"])
-                loads.append(load_average())
-            rate = Dist.of([jobs / s for s in ours]).median
-            peer_rate = Dist.of([jobs / s for s in peer]).median
-            section.add(
-                _ratio_row(
-                    f"`RunJob --all --parallel {workers} ./noop.sh` time ÷ procrastinate, "
-                    f"{workers} worker{'s' if workers > 1 else ''} (PostgreSQL)",
-                    ours,
-                    peer,
-                    1.0,
-                    loads,
-                    f"{jobs:,} no-op jobs: ours {rate:.0f}/s, procrastinate {peer_rate:.0f}/s",
-                )
+    for workers in (1, 4):
+        ours, peer, loads = [], [], []
+        for r in range(rounds):
+            loads.append(load_average())
+            address = server.database(f"ours_{workers}_{r}")
+            pg_server.single_job(address, "noop", jobs).close()
+            argv = [RUNJOB, "--all", "--parallel", str(workers), "./noop.sh"]
+            ours.append(_ours(argv, work, {**env, "DATAFLOW_DB": address}))
+            dsn = server.database(f"peer_{workers}_{r}")
+            result = _peer(python, "procrastinate_noop.py", dsn, jobs, workers, env=env)
+            if result["done"] != jobs:
+                raise RuntimeError(f"procrastinate ran {result['done']} of {jobs} jobs")
+            peer.append(result["seconds"])
+            loads.append(load_average())
+        rate = Dist.of([jobs / s for s in ours]).median
+        peer_rate = Dist.of([jobs / s for s in peer]).median
+        section.add(
+            _ratio_row(
+                f"`RunJob --all --parallel {workers} ./noop.sh` time ÷ procrastinate, "
+                f"{workers} worker{'s' if workers > 1 else ''} (PostgreSQL)",
+                ours,
+                peer,
+                1.0,
+                loads,
+                f"{jobs:,} no-op jobs: ours {rate:.0f}/s, procrastinate {peer_rate:.0f}/s",
             )
-    finally:
-        server.stop()
+        )
     section.text(
         f"### {TITLE}: PostgreSQL\n\n{jobs:,} no-op chunks on a fresh database per round "
         f"(RunJob) against {jobs:,} no-op jobs deferred one per transaction (procrastinate "
@@ -211,6 +215,95 @@ def bench_sqlite(config: Config, python: Path, section: Section, work: Path) -> 
     )
 
 
+def _our_loop(address: str, jobs: int, results) -> None:
+    """In a process of its own (forked: its own keeper): claim and finish every chunk of
+    the job ``noop`` one at a time, through the path a drain takes with no job process."""
+    from dataflow.run import claims, keeper, lifecycle, liveness, recorder
+    from dataflow.run.runner import Outcome
+    from dataflow.store import open_store
+
+    keeper._keepers.clear()  # the parent's, if any, are not this process's
+    with open_store(address) as store:
+        claims.prepare(store, "noop")
+        job = lifecycle.load_job(store, "noop")
+        start, done = time.perf_counter(), 0
+        while claim := claims.claim(store, job, command="loop", recover_dead=False).claim:
+            liveness.started(store, job.jobid, claim.dataid, claim.runid, claim.token, 0)
+            ended = recorder.record(store, job, {}, claim, Outcome(0), lambda *_: None)
+            done += ended.kind == "ended"
+        results.put((time.perf_counter() - start, done))
+    keeper.close_all()
+
+
+def _loop_seconds(address: str, jobs: int) -> float:
+    results = mp.get_context("fork").Queue()
+    process = mp.get_context("fork").Process(target=_our_loop, args=(address, jobs, results))
+    process.start()
+    seconds, done = results.get(timeout=1800)
+    process.join()
+    if done != jobs:
+        raise RuntimeError(f"our loop finished {done} of {jobs} chunks")
+    return seconds
+
+
+def bench_loop(config: Config, python: Path, section: Section, server: pg_server.Server) -> None:
+    jobs = 300 if config.quick else 2_000
+    rounds = 1 if config.quick else 3
+    env = base_env(Path("unused"))
+    ours, peer, loads = [], [], []
+    for r in range(rounds):
+        loads.append(load_average())
+        address = server.database(f"loop_{r}")
+        pg_server.single_job(address, "noop", jobs).close()
+        ours.append(_loop_seconds(address, jobs))
+        dsn = server.database(f"pgqueuer_{r}")
+        result = _peer(python, "pgqueuer_noop.py", dsn, jobs, 1, env=env)
+        if result["done"] != jobs:
+            raise RuntimeError(f"pgqueuer ran {result['done']} of {jobs} jobs")
+        peer.append(result["seconds"])
+        loads.append(load_average())
+    section.add(
+        _ratio_row(
+            "our claim-and-finish loop in one process ÷ pgqueuer, one job per dequeue, "
+            "1 worker (PostgreSQL): jobs/s",
+            ours,
+            peer,
+            1.0,
+            loads,
+            f"{jobs:,} no-op jobs: ours {Dist.of([jobs / s for s in ours]).median:.0f}/s, "
+            f"pgqueuer {PEERS[2].split('==')[1]} {Dist.of([jobs / s for s in peer]).median:.0f}/s",
+            faster=True,
+        )
+    )
+
+
+def bench_cron(config: Config, section: Section, server: pg_server.Server, work: Path) -> None:
+    """One RunJob process claiming one chunk, as cron starts it: PostgreSQL ÷ SQLite."""
+    runs = 5 if config.quick else 15
+    write_script(work / "noop.sh", "#!/bin/sh\nexit 0\n")
+    address = server.database("cron")
+    pg_server.single_job(address, "noop", runs).close()
+    sqlite = work / "cron.db"
+    stores.single_job(sqlite, "noop", chunks=runs).close()
+    env = {**base_env(sqlite), "DATAFLOW_STATE": str(work / "state")}
+    argv = [RUNJOB, "./noop.sh"]
+    pg, lite, bare, loads = [], [], [], []
+    for _ in range(runs):  # interleaved
+        loads.append(load_average())
+        pg.append(_ours(argv, work, {**env, "DATAFLOW_DB": address}))
+        lite.append(_ours(argv, work, env))
+        bare.append(_ours([sys.executable, "-c", "pass"], work, env))
+    note = f"{runs} runs each, interleaved: PostgreSQL {ms(Dist.of(pg).median)}, SQLite "
+    note += f"{ms(Dist.of(lite).median)}, `python -c pass` {ms(Dist.of(bare).median)}"
+    section.add(
+        _ratio_row(
+            "cron's case: `RunJob ./noop.sh` on PostgreSQL ÷ on SQLite", pg, lite, 1.5, loads, note
+        ),
+        _ratio_row("cron's case on PostgreSQL ÷ `python -c pass`", pg, bare, None, loads, ""),
+        _ratio_row("cron's case on SQLite ÷ `python -c pass`", lite, bare, None, loads, ""),
+    )
+
+
 def bench(config: Config, work: Path) -> Section:
     section = Section("peers", TITLE)
     try:
@@ -219,5 +312,15 @@ def bench(config: Config, work: Path) -> Section:
         section.skip("every peer figure", f"the peers could not be installed: {exc}")
         return section
     bench_sqlite(config, python, section, work)
-    bench_postgres(config, python, section, work)
+    try:
+        server = pg_server.Server()
+    except pg_server.Unavailable as exc:
+        section.skip("every PostgreSQL figure beside the peers", str(exc))
+        return section
+    try:
+        bench_postgres(config, python, section, server, work)
+        bench_loop(config, python, section, server)
+        bench_cron(config, section, server, work)
+    finally:
+        server.stop()
     return section

@@ -230,7 +230,11 @@ def _claim_first(
             store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
             if dry_run:  # nothing written: a run's number is not taken from a sequence
                 return Claim(dataid, (last["attempt"] + 1) if last else 1, None, lock, None, "", ())
-            return _mark(store, job, dataid, rows, last, lock, command)
+            try:
+                return _mark(store, job, dataid, rows, last, lock, command)
+            except BaseException:  # rolled back: the chunk is free again for a later claim
+                lock.close()
+                raise
         else:
             if not repaired:
                 return None

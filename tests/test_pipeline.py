@@ -1,0 +1,124 @@
+"""PostgreSQL's claims and finishes are pipelined (psycopg's pipeline mode: a statement is
+sent without waiting for the one before). What a pipeline must not change: a claim or a
+finish that fails part-way leaves nothing of itself and the connection usable, and a
+session the server ended between two claims costs the next one nothing but a reconnect.
+Many processes claiming through pipelines: tests/test_stress.py, test_hosts.py and the
+cut sessions of test_store_failures.py."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from dataflow.run import claims, keeper, lifecycle, recorder
+from dataflow.run.runner import Outcome
+from dataflow.store import open_store
+from dataflow.store.postgres import connection
+from support import InProcessCli
+
+
+@pytest.fixture
+def work(tmp_path, pg_database):
+    """Job ``work`` (src -> dst) with chunks 1 and 2 claimable; its store, open."""
+    cli = InProcessCli(tmp_path, pg_database)
+    cli.ok("createtables")
+    cli.ok("register-dataset", "src")
+    cli.ok("register-dataset", "dst")
+    cli.ok("register-job", "work", "--in", "src", "--out", "dst")
+    cli.ok("ready", "src", "1", "2")
+    store = open_store(pg_database)
+    try:
+        yield store, lifecycle.load_job(store, "work")
+    finally:
+        store.close()
+        keeper.close_all()
+
+
+def _admin(address: str, sql: str) -> list[tuple]:
+    with psycopg.connect(connection.conninfo(address), autocommit=True) as conn:
+        cursor = conn.execute(sql)
+        return cursor.fetchall() if cursor.description is not None else []
+
+
+def _chunk(address: str, dataid: str) -> tuple[list[tuple], int, int]:
+    """The job's rows at ``dataid``, its run rows, its candidate rows."""
+    rows = _admin(
+        address,
+        "SELECT datasetid, locktype, status FROM datastatus WHERE jobid = 'work'"
+        f" AND dataid = '{dataid}' ORDER BY datasetid",
+    )
+    runs = _admin(address, f"SELECT count(*) FROM run WHERE dataid = '{dataid}'")[0][0]
+    offered = _admin(address, f"SELECT count(*) FROM candidate WHERE dataid = '{dataid}'")[0][0]
+    return rows, runs, offered
+
+
+def _fail_writes_of(address: str, table: str, operation: str) -> None:
+    """A hostile trigger: every ``operation`` on ``table`` fails until it is dropped."""
+    _admin(
+        address,
+        "CREATE FUNCTION hostile() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'hostile row'; END $$",
+    )
+    _admin(
+        address, f"CREATE TRIGGER hostile BEFORE {operation} ON {table} EXECUTE FUNCTION hostile()"
+    )
+
+
+def _end_session(address: str, pid: int) -> None:
+    """The server ends one session, as an administrator or a restarted pooler would."""
+    assert _admin(address, f"SELECT pg_terminate_backend({pid})") == [(True,)]
+
+
+def test_a_claim_that_fails_part_way_leaves_nothing_and_the_store_usable(work, pg_database):
+    store, job = work
+    before = _chunk(pg_database, "1")
+    _fail_writes_of(pg_database, "run", "INSERT")  # the claim's last write: after the others
+    with pytest.raises(psycopg.Error, match="hostile row"):
+        claims.claim(store, job, command="./work.sh")
+    assert _chunk(pg_database, "1") == before  # no RUNNING row, no run, still offered
+    _admin(pg_database, "DROP TRIGGER hostile ON run")
+    claimed = claims.claim(store, job, command="./work.sh").claim  # the same connection
+    assert claimed is not None and claimed.dataid == "1"
+    rows, runs, offered = _chunk(pg_database, "1")
+    assert {status for *_, status in rows} == {"RUNNING"} and runs == 1 and offered == 0
+
+
+def test_a_finish_that_fails_part_way_leaves_the_run_running(work, pg_database):
+    store, job = work
+    claimed = claims.claim(store, job, command="./work.sh").claim
+    assert claimed is not None
+    _fail_writes_of(pg_database, "datastatus", "DELETE")  # the IN rows' release, with COMMIT
+    ended = recorder.record(store, job, {}, claimed, Outcome(0), lambda *_: None)
+    assert ended.kind == "lost" and "hostile row" in str(ended.status)
+    rows, runs, _ = _chunk(pg_database, "1")
+    assert {status for *_, status in rows} == {"RUNNING"} and runs == 1  # READY rolled back
+    assert _admin(pg_database, "SELECT status FROM run WHERE dataid = '1'") == [("RUNNING",)]
+    _admin(pg_database, "DROP TRIGGER hostile ON datastatus")
+    again = claims.claim(store, job, command="./work.sh").claim  # the connection is usable
+    assert again is not None and again.dataid == "2"
+
+
+@pytest.mark.parametrize("idle", [False, True], ids=["at-once", "after-idle"])
+def test_a_session_ended_between_claims_costs_the_next_one_a_reconnect(
+    work, pg_database, monkeypatch, idle
+):
+    store, job = work
+    first = claims.claim(store, job, command="./work.sh").claim
+    assert first is not None and first.dataid == "1"
+    _end_session(pg_database, store.conn.raw.info.backend_pid)  # the claims' own session
+    if idle:  # the connection has been idle long enough to be checked before the claim
+        monkeypatch.setattr(connection, "IDLE_S", 0.0)
+    failures = []
+    result = recorder.patiently(
+        store,
+        lambda: claims.claim(store, job, command="./work.sh"),
+        2,
+        failed=lambda error, seconds: failures.append(error),
+    )
+    assert isinstance(result, claims.ClaimResult)
+    assert result.claim is not None and result.claim.dataid == "2"
+    # checked first, a lost connection is opened again before anything is sent; sent
+    # with the first query, its loss is a failure that passes (tried again at once)
+    assert len(failures) == (0 if idle else 1)
+    rows, runs, offered = _chunk(pg_database, "2")
+    assert {status for *_, status in rows} == {"RUNNING"} and runs == 1 and offered == 0
