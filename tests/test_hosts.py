@@ -209,7 +209,7 @@ def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, p
     _one_job(a, tmp_path, "true", chunks=3)
     with open_store(pg_store) as store, store.transaction():
         job = lifecycle.load_job(store, "work")
-        assert next(claims._choose(store, job))[1] == "1"  # A's claim looks at chunk 1
+        assert next(claims._choose(store, job))[0][1] == "1"  # A's claim looks at chunk 1
         result = b.runjob("./work.sh")
         assert result.code == 0, result
         assert "no suitable data" not in result.out, result.out

@@ -12,14 +12,13 @@ import os
 from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 from .. import dataids, layout
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
 from . import liveness, locks, logs, processes
 from .lifecycle import ABANDONED, FAILED, RESUBMIT, Job, claimable, load_job, retry_wait
-
-_BATCH = 64
 
 
 class Claim(namedtuple("Claim", "dataid attempt runid lock logpath token previous")):
@@ -91,20 +90,24 @@ def _staged_tables(store: Store, jobid: str) -> list[str]:
     return layout.dataset_tables(store.datasets(load_job(store, jobid).outputs).values())
 
 
-def _choose(store: Store, job: Job, at: datetime | None = None) -> Iterator[tuple[str, str]]:
-    """Candidates of the job as (sortkey, dataid), in natural order. A job run by a clock:
-    the current period at ``at`` (default now), after any earlier one resubmitted (a
-    backfill), oldest first."""
+def _choose(
+    store: Store, job: Job, at: datetime | None = None, size: int = 1
+) -> Iterator[list[tuple[str, str]]]:
+    """Candidates of the job as (sortkey, dataid), in natural order, ``size`` at a time
+    (a shared store locks the candidates it returns: a claim asks for as many as it
+    wants). A job run by a clock: the current period at ``at`` (default now), after any
+    earlier one resubmitted (a backfill), oldest first."""
     if job.clock:
         now = dataids.period(job.clock, at)
         periods = {d for d in store.dataids_of_job(job.jobid, (RESUBMIT,)) if d < now} | {now}
-        for period in sorted(periods, key=dataids.natural_key):
-            yield dataids.natural_key(period), period
+        ordered = [(dataids.natural_key(p), p) for p in sorted(periods, key=dataids.natural_key)]
+        for start in range(0, len(ordered), size):
+            yield ordered[start : start + size]
         return
-    seen, size = None, 4  # the first candidate is nearly always the one: fetch few first
+    seen = None
     while batch := store.candidates(job.jobid, size, after=seen):
-        yield from batch
-        seen, size = batch[-1], _BATCH
+        yield batch
+        seen = batch[-1]
 
 
 def usable(dataid: str) -> bool:
@@ -121,12 +124,13 @@ def usable(dataid: str) -> bool:
 def peek(store: Store, job: Job, limit: int = 10_000, at: datetime | None = None) -> str | None:
     """The chunk the job would claim next (its clock read at ``at``, default now),
     read-only (locks are not probed)."""
-    for seen, (_, dataid) in enumerate(_choose(store, job, at)):
+    candidates = (pair for batch in _choose(store, job, at) for pair in batch)
+    for seen, (_, dataid) in enumerate(candidates):
         if seen >= limit:
             break
         if not usable(dataid):
             continue
-        rows, last, ready = store.chunk_facts(job.jobid, job.inputs, dataid)
+        [(rows, last, ready)] = store.chunk_facts(job.jobid, job.inputs, [dataid])
         if claimable(job, rows, ready, last and last["retry"]) and not _delayed(
             store, job, rows, last
         ):
@@ -174,10 +178,11 @@ def claim(
             job = job._replace(settings=settings)
             room = settings.max_parallel - result.live if settings.max_parallel else count
             while len(claimed) < min(count, room):
-                found = _claim_first(store, job, command, dry_run, result.unusable, at)
-                if found is None:
+                want = min(count, room) - len(claimed)
+                found = _claim_next(store, job, command, dry_run, result.unusable, at, want)
+                if not found:
                     break
-                claimed.append(found)
+                claimed.extend(found)
             if dry_run:
                 raise _DryRun
     except _DryRun:
@@ -190,56 +195,103 @@ def claim(
     return result
 
 
-def _claim_first(
-    store: Store, job: Job, command: str, dry_run: bool, unusable: list[str], at: datetime | None
-) -> Claim | None:
-    """The first claimable candidate, claimed. A candidate whose sort key is not its
+def _claim_next(
+    store: Store,
+    job: Job,
+    command: str,
+    dry_run: bool,
+    unusable: list[str],
+    at: datetime | None,
+    want: int,
+) -> list[Claim]:
+    """The first ``want`` claimable candidates (or fewer), claimed. They are looked at
+    ``want`` at a time, each batch's chunks read together and taken together (one round
+    trip each on a shared store, however many). A candidate whose sort key is not its
     dataid's (any SQLite client may write rows; only exact keys come from plain SQL) is
     put in its place first, and the scan starts again before anything is claimed, so
     that a chunk it moved ahead is not passed over. Each row is repaired once: it ends."""
     while True:
-        repaired = False
-        for key, dataid in _choose(store, job, at):
-            if not usable(dataid):
-                unusable.append(dataid)
-                continue
-            if not store.chunk_turn(dataid):
-                continue  # another transaction may be changing it: it stays for a later claim
-            if key != dataids.natural_key(dataid):
-                store.drop_candidate(job.jobid, key, dataid)
-                store.put_candidate(job.jobid, dataid)
-                repaired = True
-                continue
-            rows, last, ready = store.chunk_facts(job.jobid, job.inputs, dataid)
-            if not claimable(job, rows, ready, last and last["retry"]):
-                # Stale: any later change that could make it claimable offers it again.
-                store.drop_candidate(job.jobid, key, dataid)
-                continue
-            if _delayed(store, job, rows, last):
-                continue  # keep the candidate: it is claimable once its retry_delay has passed
-            if (rows or last) and _busy(store, job, dataid):  # rows deleted by hand too
-                continue  # keep the candidate: it is claimable once they are done
-            if repaired:
-                break  # a chunk just put in its place may come before this one: look again
-            lock = locks.ChunkLock(store.lockfile, job.jobid, dataid)
-            if dry_run:
-                if liveness.is_live(store, job.jobid, dataid):
-                    continue
-            elif not liveness.take(store, lock, job.jobid, dataid, last):
-                continue  # a process of an earlier run of this chunk is still alive: keep it
+        repaired, taken = False, []
+        for batch in _choose(store, job, at, want):
+            looked = []
+            for key, dataid in batch:
+                if not usable(dataid):
+                    unusable.append(dataid)
+                elif not store.chunk_turn(dataid):
+                    continue  # another transaction may be changing it: it stays for later
+                elif key != dataids.natural_key(dataid):
+                    store.drop_candidate(job.jobid, key, dataid)
+                    store.put_candidate(job.jobid, dataid)
+                    repaired = True
+                else:
+                    looked.append((key, dataid))
+            facts = store.chunk_facts(job.jobid, job.inputs, [dataid for _, dataid in looked])
+            found = [
+                (key, dataid, rows, last)
+                for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True)
+                if _fits(store, job, key, dataid, rows, last, ready)
+            ]
+            if repaired and found:
+                break  # a chunk just put in its place may come before these: look again
+            taken += _take(store, job, found[: want - len(taken)], dry_run)
+            if len(taken) >= want:
+                break
+        if taken or not repaired:
+            return _claimed(store, job, taken, command, dry_run)
+        unusable.clear()  # nothing taken: the scan starts again, and sees them again
+
+
+def _fits(
+    store: Store, job: Job, key: str, dataid: str, rows: list[ChunkRow], last: Row | None, ready
+) -> bool:
+    """May the candidate be claimed now, as far as the store says? A stale one is dropped."""
+    if not claimable(job, rows, ready, last and last["retry"]):
+        # Stale: any later change that could make it claimable offers it again.
+        store.drop_candidate(job.jobid, key, dataid)
+        return False
+    if _delayed(store, job, rows, last):
+        return False  # keep the candidate: it is claimable once its retry_delay has passed
+    # keep the candidate while a consumer reads it or a process of its last run lives (its
+    # rows may have been deleted by hand): it is claimable once they are done
+    return not ((rows or last) and _busy(store, job, dataid))
+
+
+def _take(store: Store, job: Job, found: list, dry_run: bool) -> list:
+    """Those of ``found`` whose chunk is locked now (a dry run: whose last run is not
+    live), each with its lock; a process of an earlier run of another keeps it."""
+    chunk_locks = [locks.ChunkLock(store.lockfile, job.jobid, dataid) for _, dataid, *_ in found]
+    if dry_run:
+        taken = [not liveness.is_live(store, job.jobid, dataid) for _, dataid, *_ in found]
+    else:
+        asked = [(lock, job.jobid, f[1], f[3]) for lock, f in zip(chunk_locks, found, strict=True)]
+        taken = liveness.take(store, asked)
+    return [(*f, lock) for f, lock, ok in zip(found, chunk_locks, taken, strict=True) if ok]
+
+
+def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -> list[Claim]:
+    """Record the claims of locked chunks: candidates dropped, RUNNING rows and a history
+    row each (nothing written in a dry run: a run's number is not taken from a sequence).
+    Should that fail, their locks are let go: the chunks are free again for a later claim."""
+    if dry_run:
+        return [
+            Claim(d, (last["attempt"] + 1) if last else 1, None, lock, None, "", ())
+            for _, d, _, last, lock in taken
+        ]
+    try:
+        runs = []
+        for key, dataid, rows, last, _ in taken:
             store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
-            if dry_run:  # nothing written: a run's number is not taken from a sequence
-                return Claim(dataid, (last["attempt"] + 1) if last else 1, None, lock, None, "", ())
-            try:
-                return _mark(store, job, dataid, rows, last, lock, command)
-            except BaseException:  # rolled back: the chunk is free again for a later claim
-                lock.close()
-                raise
-        else:
-            if not repaired:
-                return None
-        if unusable:
-            unusable.clear()  # seen again in the next scan
+            store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
+            runs.append(_run_row(store, job, dataid, rows, last, command))
+        runids = store.start_runs(runs)
+    except BaseException:
+        for *_, lock in taken:
+            lock.close()
+        raise
+    return [
+        Claim(t[1], run["attempt"], runid, t[4], Path(run["logpath"]), run["token"], tuple(t[2]))
+        for t, run, runid in zip(taken, runs, runids, strict=True)
+    ]
 
 
 def _delayed(store: Store, job: Job, rows: list[ChunkRow], last: Row | None) -> bool:
@@ -260,30 +312,25 @@ def _busy(store: Store, job: Job, dataid: str) -> bool:
     return liveness.last_run_lives(store, job.jobid, dataid)
 
 
-def _mark(
-    store: Store, job: Job, dataid: str, rows: list[ChunkRow], last: Row | None, lock, command: str
-) -> Claim:
-    """Record the claim of a locked chunk: RUNNING rows and a history row."""
+def _run_row(
+    store: Store, job: Job, dataid: str, rows: list[ChunkRow], last: Row | None, command: str
+) -> dict[str, object]:
+    """The history row of a claim: its attempt, its retry, its log and token."""
     fresh = not any(r.status == FAILED for r in rows if r.locktype == "OUT") or any(
         r.status == RESUBMIT for r in rows
     )
     attempt = (last["attempt"] + 1) if last else 1
-    retry = 0 if fresh or not last else last["retry"] + 1
-    logpath = logs.log_path(store.files, job.jobid, dataid, attempt)
-    token = processes.new_token()
-    store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
-    runid = store.start_run(
-        jobid=job.jobid,
-        dataid=dataid,
-        attempt=attempt,
-        retry=retry,
-        pid=os.getpid(),
-        host=liveness.host_name(),
-        command=command,
-        logpath=str(logpath),
-        token=token,
-    )
-    return Claim(dataid, attempt, runid, lock, logpath, token, tuple(rows))
+    return {
+        "jobid": job.jobid,
+        "dataid": dataid,
+        "attempt": attempt,
+        "retry": 0 if fresh or not last else last["retry"] + 1,
+        "pid": os.getpid(),
+        "host": liveness.host_name(),
+        "command": command,
+        "logpath": str(logs.log_path(store.files, job.jobid, dataid, attempt)),
+        "token": processes.new_token(),
+    }
 
 
 def release(store: Store, jobid: str, claim: Claim) -> None:

@@ -3,16 +3,15 @@ up to ``parallel`` at once. The store is used from this thread only; each runnin
 job has a thread that copies its output and waits for it, and a drain of many chunks
 records their ends in a thread of its own (:mod:`.recorder`). While its jobs are short
 (the last ended within :data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims
-its next chunks ahead, one per slot, to start each the moment a slot frees; for jobs
-that end within :data:`MANY_BELOW_S`, :data:`MANY_AHEAD` per slot, in one transaction
-(a claim then costs less than such a job, and a chunk claimed ahead waits at most a few
-of them).
+its next chunks ahead in one transaction, to start each the moment a slot frees: one a
+slot, or :data:`MANY_AHEAD` after a job that ended within :data:`MANY_BELOW_S`.
 
 Nothing here prints: progress is reported through ``notify(Event)``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -36,8 +35,7 @@ CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
 CLAIM_PATIENCE = 2  # a claim waits this many times the store's patience (its ends compete)
 AHEAD_BELOW_S = 1.0  # jobs that end this quickly: their drain claims chunks ahead
-MANY_BELOW_S = 0.1  # jobs that end this quickly: MANY_AHEAD chunks a slot, not one
-MANY_AHEAD = 4
+MANY_BELOW_S, MANY_AHEAD = 0.1, 4  # jobs this quick: 4 chunks a slot ahead, not one
 
 
 class Event(
@@ -48,10 +46,10 @@ class Event(
     )
 ):
     """Something a person may want to see: ``abandoned``, ``cap_full``, ``launch``,
-    ``ending`` (the job ended, the status is not yet recorded), ``ended``, ``fenced``
-    (its result was refused: status says why) or ``store`` (the store failed for a
-    while and the drain went on: status says how long and why).
-    counts: OUT rows updated and IN rows released; live and cap: for ``cap_full``."""
+    ``ending`` (the job ended, its status not yet recorded), ``ended``, ``fenced`` (its
+    result refused: status says why) or ``store`` (the store failed for a while and the
+    drain went on: status says how long and why). counts: OUT rows updated and IN rows
+    released; live and cap: for ``cap_full``."""
 
     __slots__ = ()
 
@@ -60,8 +58,8 @@ class Summary:
     """What a drain did so far."""
 
     def __init__(self) -> None:
-        self.started = self.ready = self.failed = self.running = 0
-        self.fenced = 0  # results refused: their chunks had been taken from them meanwhile
+        # fenced: results refused, their chunks taken from them meanwhile
+        self.started = self.ready = self.failed = self.running = self.fenced = 0
         self.cap_full = False
         self.interrupted: int | None = None
         self.last: Outcome | None = None
@@ -110,8 +108,7 @@ class Drain:
         self._recorder: recorder.Recorder | None = None  # None: ends are recorded here
         self._recording = 0  # ends handed to the recorder, not yet recorded
         self._ahead: list[Claim] = []  # claimed while every slot was busy
-        self._quick = False  # the last job ended within AHEAD_BELOW_S
-        self._per_slot = 1  # chunks a slot claims ahead: MANY_AHEAD after a job that quick
+        self._per_slot = 0  # chunks claimed ahead a slot, by how quickly the last job ended
         self._dry = False  # the last claim found nothing claimable
         self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
@@ -200,11 +197,10 @@ class Drain:
         return None
 
     def _room_ahead(self) -> bool:
-        """May a chunk be claimed ahead now: every slot busy with short jobs, more
-        wanted, and the last claim found one."""
+        """May chunks be claimed ahead: every slot busy with short jobs, the last found."""
         return (
             not self._ahead
-            and self._quick
+            and self._per_slot > 0
             and not self._dry
             and self.in_batch is None
             and self.failure is None
@@ -214,12 +210,9 @@ class Drain:
         )
 
     def _wanted_ahead(self) -> int:
-        """A chunk for each slot (MANY_AHEAD after a job that ended within MANY_BELOW_S),
-        within the limit."""
+        """Chunks for each slot, within the limit."""
         wanted = self.parallel * self._per_slot
-        if self.limit is None:
-            return wanted
-        return min(wanted, self.limit - self.summary.started)
+        return wanted if self.limit is None else min(wanted, self.limit - self.summary.started)
 
     def _units(self) -> int:
         """What runs now, as ``parallel`` counts it: a batch of chunks is one."""
@@ -362,10 +355,8 @@ class Drain:
 
     def _next_event(self) -> tuple[str, Any]:
         while True:  # a timeout, so that signal handlers run promptly
-            try:
+            with contextlib.suppress(queue.Empty):
                 return self._events.get(timeout=0.5)
-            except queue.Empty:
-                continue
 
     def _take(self, item: tuple[str, Any]) -> None:
         """Act on what happened: a job ended, a run's end is recorded, or a recorder
@@ -380,8 +371,8 @@ class Drain:
             claim, outcome = what
             del self._active[claim.runid]
             self.summary.running = len(self._active)
-            self._quick = outcome.duration < AHEAD_BELOW_S
-            self._per_slot = MANY_AHEAD if outcome.duration < MANY_BELOW_S else 1
+            quick, very = (outcome.duration < bound for bound in (AHEAD_BELOW_S, MANY_BELOW_S))
+            self._per_slot = MANY_AHEAD if very else int(quick)
             status = READY if outcome.ok else FAILED
             self.notify(Event("ending", claim.dataid, claim, outcome, status))
             if self._recorder is None:

@@ -94,8 +94,7 @@ class _State:
         store = open_store(self.address)
         assert isinstance(store, LeaseStore)  # a keeper is started for such a store only
         store.keep_alive()
-        for chunk in self.chunks:  # a lock lost with the old session; the lease held on
-            store.try_run_lock(*chunk)
+        store.try_run_locks(list(self.chunks))  # lost with the old session; leases held on
         self.store = store
 
     def runs(self) -> list[_Run]:
@@ -125,26 +124,33 @@ def _gone(store: LeaseStore, chunks: dict[tuple[str, str], _Run | None]) -> list
 
 def _request(state: _State, line: str) -> str | None:
     verb, *words = line.split()
-    chunk = (text(words[0]), text(words[1]))
     store = state.store
     if store is None:
         raise ConnectionError("the keeper is reconnecting to the store")
     if verb == "watch":  # not answered
+        chunk = (text(words[0]), text(words[1]))
         state.chunks[chunk] = _Run(chunk, int(words[2]), words[3], int(words[4]))
         return None
-    # hold: a chunk whose earlier run of ours still has a process is not taken again
-    if chunk in state.chunks:
-        earlier = state.chunks[chunk]
-        if earlier is not None and processes.carrying({earlier.token}):
-            return "0"
-        if earlier is not None:
-            store.release_leases([earlier.runid])
+    # hold: each chunk's run lock, answered in the order asked ("1" held, "0" not)
+    pairs = zip(words[::2], words[1::2], strict=True)
+    chunks = [(text(job), text(dataid)) for job, dataid in pairs]
+    fresh = [chunk for chunk in chunks if chunk not in state.chunks]
+    held = dict(zip(fresh, store.try_run_locks(fresh), strict=True))
+    answers = []
+    for chunk in chunks:
+        earlier = state.chunks.get(chunk)
+        if chunk in state.chunks:  # ours already: not while an earlier run of ours lives
+            if earlier is not None and processes.carrying({earlier.token}):
+                answers.append("0")
+                continue
+            if earlier is not None:
+                store.release_leases([earlier.runid])
+        elif not held[chunk]:
+            answers.append("0")
+            continue
         state.chunks[chunk] = None
-        return "1"
-    if store.try_run_lock(*chunk):
-        state.chunks[chunk] = None
-        return "1"
-    return "0"
+        answers.append("1")
+    return " ".join(answers)
 
 
 def _serve_requests(state: _State, requests: int, answers: int) -> None:

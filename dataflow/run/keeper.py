@@ -46,6 +46,13 @@ from . import processes
 from .holder import LOG_NAME, TICK_S, Lines, bound, main, say, word
 
 
+def _write(fd: int, data: bytes) -> None:
+    """All of ``data`` (a request for many chunks may be longer than a pipe takes at once)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class Keeper:
     """RunJob's side: the keeper process of one store, started on first use.
 
@@ -86,20 +93,25 @@ class Keeper:
     def _ask(self, line: str) -> str:
         with self._talk:
             try:
-                os.write(self.requests, (line + "\n").encode())
+                _write(self.requests, (line + "\n").encode())
                 return self.answers.read(None) or ""
             except OSError:
                 return ""
 
-    def hold(self, jobid: str, dataid: str) -> bool:
-        """Ask the keeper to take the chunk's run lock; False if another run holds it."""
+    def hold(self, chunks: list[tuple[str, str]]) -> list[bool]:
+        """Ask the keeper to take these chunks' run locks, in one request; False for each
+        that another run holds."""
         from ..errors import StoreUnavailable
 
-        answer = "" if self.failed else self._ask(f"hold {word(jobid)} {word(dataid)}")
-        if answer not in ("0", "1"):
+        if not chunks:
+            return []
+        asked = " ".join(f"{word(jobid)} {word(dataid)}" for jobid, dataid in chunks)
+        answer = "" if self.failed else self._ask(f"hold {asked}")
+        held = answer.split()
+        if len(held) != len(chunks) or not set(held) <= {"0", "1"}:
             why = answer[1:] if answer.startswith("!") else self.failed or "the keeper ended"
             raise StoreUnavailable("hold a run lock in", "the store", why, passing=True)
-        return answer == "1"
+        return [one == "1" for one in held]
 
     def watch(self, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:
         """The chunk's run ``runid`` runs as process group ``group`` (0: none, a thread of
@@ -125,7 +137,7 @@ class Keeper:
     def _tell(self, line: str) -> None:
         """A request that is not answered (the keeper's death is seen by the watch)."""
         with self._talk, contextlib.suppress(OSError):
-            os.write(self.requests, (line + "\n").encode())
+            _write(self.requests, (line + "\n").encode())
 
     def close(self) -> None:
         """RunJob is done: the keeper ends once no chunk it holds is alive."""

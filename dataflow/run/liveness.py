@@ -33,8 +33,8 @@ class _Locks:
     def before_threads(self, store: Store) -> None:
         return None
 
-    def hold(self, store: Store, jobid: str, dataid: str, last: Row | None) -> bool:
-        return True  # the local lock is the whole of it
+    def hold(self, store: Store, chunks: list[tuple[str, str, Row | None]]) -> list[bool]:
+        return [True] * len(chunks)  # the local lock is the whole of it
 
     def started(self, store: Store, jobid: str, dataid: str, runid: int, token: str, group: int):
         return None
@@ -70,16 +70,17 @@ class _Leases(_Locks):
 
         keeper_for(store)
 
-    def hold(self, store: LeaseStore, jobid: str, dataid: str, last: Row | None) -> bool:
+    def hold(self, store: LeaseStore, chunks: list[tuple[str, str, Row | None]]) -> list[bool]:
         from .keeper import keeper_for
 
         keeper = keeper_for(store)
-        # a lease on the last run: fresh, it lives elsewhere; stale, it is revoked now
-        # under the row's lock, unless its keeper renewed it since the look
-        leased = last and last.get("seen") is not None and last["runid"] not in keeper.runs
-        if leased and (last["leased"] or store.live_leases([(jobid, dataid)], revoke=True)):
-            return False
-        return keeper.hold(jobid, dataid)
+        free = [
+            (jobid, dataid)
+            for jobid, dataid, last in chunks
+            if not _leased(store, keeper, jobid, dataid, last)
+        ]
+        held = dict(zip(free, keeper.hold(free), strict=True))  # one request for all of them
+        return [held.get((jobid, dataid), False) for jobid, dataid, _ in chunks]
 
     def started(
         self, store: LeaseStore, jobid: str, dataid: str, runid: int, token: str, group: int
@@ -108,6 +109,15 @@ class _Leases(_Locks):
         return bool(processes.chunks_alive(token, store.identity, host_name()))
 
 
+def _leased(store: LeaseStore, keeper, jobid: str, dataid: str, last: Row | None) -> bool:
+    """Does the chunk's last run (not one of this RunJob's: its keeper judges those) hold
+    a lease? Fresh, it lives elsewhere; stale, it is revoked now under the row's lock,
+    unless its keeper renewed it since the look."""
+    if not last or last.get("seen") is None or last["runid"] in keeper.runs:
+        return False
+    return bool(last["leased"] or store.live_leases([(jobid, dataid)], revoke=True))
+
+
 _KINDS = {"lock": _Locks(), "lease": _Leases()}
 
 
@@ -127,21 +137,31 @@ def prepare(store: Store, jobid: str) -> None:
     _of(store).prepare(store, jobid)
 
 
-def take(store: Store, lock: locks.ChunkLock, jobid: str, dataid: str, last: Row | None) -> bool:
-    """Lock a chunk for a run that is about to be claimed (inside the claim's
-    transaction): its local lock, and on a shared store its lease too: no lease of its
-    last run ``last`` (one of this RunJob's own runs is judged by its keeper, which knows
-    its processes), and the run lock, held by this RunJob's keeper. Never waits."""
-    if not lock.try_acquire():
-        return False
+def take(store: Store, chunks: list[tuple[locks.ChunkLock, str, str, Row | None]]) -> list[bool]:
+    """Lock chunks for runs that are about to be claimed (inside the claim's
+    transaction), each (lock, jobid, dataid, last): its local lock, and on a shared store
+    its lease too: no lease of its last run ``last`` (one of this RunJob's own runs is
+    judged by its keeper, which knows its processes), and the run lock, held by this
+    RunJob's keeper (one request for them all). Never waits. A lock not taken is closed."""
+    if not chunks:
+        return []
+    local = [lock.try_acquire() for lock, *_ in chunks]
     try:
-        if _of(store).hold(store, jobid, dataid, last):
-            return True
+        ours = [
+            (jobid, dataid, last)
+            for (_, jobid, dataid, last), ok in zip(chunks, local, strict=True)
+            if ok
+        ]
+        held = iter(_of(store).hold(store, ours))
+        taken = [ok and next(held) for ok in local]
     except BaseException:
-        lock.close()
+        for lock, *_ in chunks:
+            lock.close()
         raise
-    lock.close()
-    return False
+    for (lock, *_), ok in zip(chunks, taken, strict=True):
+        if not ok:
+            lock.close()
+    return taken
 
 
 def started(store: Store, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:

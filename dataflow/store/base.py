@@ -201,12 +201,14 @@ class Store(ABC):
         """The job's own datastatus rows (OUT and IN) at ``dataid``."""
 
     def chunk_facts(
-        self, jobid: str, inputs: Sequence[str], dataid: str
-    ) -> tuple[list[ChunkRow], Row | None, int]:
-        """What a claim reads of a chunk: the job's rows there, the chunk's last run and
-        how many of ``inputs`` are READY there (a store may ask the three at once)."""
-        last = self.last_run(jobid, dataid)
-        return self.chunk_rows(jobid, dataid), last, self.ready_inputs(inputs, dataid)
+        self, jobid: str, inputs: Sequence[str], dataids: Sequence[str]
+    ) -> list[tuple[list[ChunkRow], Row | None, int]]:
+        """What a claim reads of each chunk: the job's rows there, the chunk's last run
+        and how many of ``inputs`` are READY there (a store may ask for all at once)."""
+        return [
+            (self.chunk_rows(jobid, d), self.last_run(jobid, d), self.ready_inputs(inputs, d))
+            for d in dataids
+        ]
 
     @abstractmethod
     def mark_running(
@@ -273,6 +275,10 @@ class Store(ABC):
     @abstractmethod
     def start_run(self, **run: object) -> int:
         """Insert a RUNNING history row; returns its runid."""
+
+    def start_runs(self, runs: Sequence[dict[str, object]]) -> list[int]:
+        """:meth:`start_run` of each (a store may send them all before reading any)."""
+        return [self.start_run(**run) for run in runs]
 
     @abstractmethod
     def end_run(self, runid: int, status: str, **outcome: object) -> bool:

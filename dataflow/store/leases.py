@@ -17,8 +17,8 @@ class LeaseStore(Store):
     # Run locks: a keeper process holds them, one session-level lock per chunk.
 
     @abstractmethod
-    def try_run_lock(self, jobid: str, dataid: str) -> bool:
-        """Take the chunk's run lock for this connection, if nobody holds it."""
+    def try_run_locks(self, chunks: Sequence[tuple[str, str]]) -> list[bool]:
+        """Take each chunk's run lock for this connection, if nobody holds it."""
 
     @abstractmethod
     def drop_run_lock(self, jobid: str, dataid: str) -> None: ...

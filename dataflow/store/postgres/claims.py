@@ -33,17 +33,17 @@ class ClaimQueries(ChunkQueries):
     def candidates(
         self, jobid: str, limit: int, after: tuple[str, str] | None = None
     ) -> list[tuple[str, str]]:
-        """The job's next candidate in natural order, locked for this transaction; those
-        another claim has locked are passed over, not waited for.
+        """The job's next ``limit`` candidates in natural order, locked for this
+        transaction; those another claim has locked are passed over, not waited for.
 
-        One at a time, whatever ``limit``: a row locked here is hidden from every other
-        claim until this transaction ends, so a claim locks only the candidate it is about
-        to check. A batch would hide the chunks after it too, and another RunJob would find
-        "no suitable data" while they wait (a drain would end with work left)."""
+        A row locked here is hidden from every other claim until this transaction ends, so
+        a claim asks for as many as it still wants, no more: more would hide the chunks
+        after them too, and another RunJob would find "no suitable data" while they wait
+        (a drain would end with work left)."""
         if after is None:
-            rows = self.conn.execute(self.q.candidates, (jobid,))
+            rows = self.conn.execute(self.q.candidates, (jobid, limit))
         else:
-            rows = self.conn.execute(self.q.candidates_after, (jobid, *after))
+            rows = self.conn.execute(self.q.candidates_after, (jobid, *after, limit))
         found = []
         for sortkey, dataid, turned in rows:
             self._turns[dataid] = bool(turned)
@@ -81,10 +81,12 @@ class ClaimQueries(ChunkQueries):
 
     # -- run locks (held by keepers; see dataflow.run.keeper) -------------------------------
 
-    def try_run_lock(self, jobid: str, dataid: str) -> bool:
-        """Take the chunk's run lock for this session, if no session holds it."""
-        row = self.conn.execute(self.q.try_run_lock, (run_key(jobid, dataid),)).fetchone()
-        return bool(row[0])
+    def try_run_locks(self, chunks: Sequence[tuple[str, str]]) -> list[bool]:
+        """Take each chunk's run lock for this session, if no session holds it."""
+        if not chunks:
+            return []
+        keys = [run_key(*chunk) for chunk in chunks]
+        return [bool(taken) for (taken,) in self.conn.execute(self.q.try_run_locks, (keys,))]
 
     def drop_run_lock(self, jobid: str, dataid: str) -> None:
         self.drop_run_locks([(jobid, dataid)])
@@ -120,18 +122,28 @@ class ClaimQueries(ChunkQueries):
         return self.conn.execute(self.q.last_run, params)
 
     def chunk_facts(
-        self, jobid: str, inputs: Sequence[str], dataid: str
-    ) -> tuple[list[ChunkRow], Row | None, int]:
-        """The three queries sent before any is read: one round trip in a claim's pipeline."""
-        rows = self.conn.execute(self.q.chunk_rows, (jobid, dataid))
-        last = self._ask_last_run(jobid, dataid)
-        ready = self._ask_ready(inputs, dataid) if inputs else None
-        found = last.fetchone()
-        return (
-            [ChunkRow(*row) for row in rows],
-            dict(found) if found else None,
-            ready.fetchone()[0] if ready is not None else 0,
-        )
+        self, jobid: str, inputs: Sequence[str], dataids: Sequence[str]
+    ) -> list[tuple[list[ChunkRow], Row | None, int]]:
+        """Every query sent before any is read: one round trip in a claim's pipeline."""
+        asked = [
+            (
+                self.conn.execute(self.q.chunk_rows, (jobid, dataid)),
+                self._ask_last_run(jobid, dataid),
+                self._ask_ready(inputs, dataid) if inputs else None,
+            )
+            for dataid in dataids
+        ]
+        found = []
+        for rows, last, ready in asked:
+            run = last.fetchone()
+            found.append(
+                (
+                    [ChunkRow(*row) for row in rows],
+                    dict(run) if run else None,
+                    ready.fetchone()[0] if ready is not None else 0,
+                )
+            )
+        return found
 
     # -- leases: a run's heartbeat (run.seen, renewed by its keeper; NULL: none) -------------
 

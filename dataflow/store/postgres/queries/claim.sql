@@ -4,18 +4,18 @@
 -- (1, hashtext(dataid) & 1023) is the one every datastatus trigger takes (schema.offer_lock).
 
 -- name: candidates
--- The job's next candidate, locked for this transaction, and its chunk's offer lock tried
--- once its row is locked, in the same round trip.
+-- The job's next candidates (as many as the claim wants), locked for this transaction,
+-- and each one's chunk offer lock tried once its row is locked, in the same round trip.
 WITH c AS MATERIALIZED (
     SELECT sortkey, dataid FROM candidate WHERE jobid = %s
-    ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE SKIP LOCKED)
+    ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED)
 SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) FROM c;
 
 -- name: candidates_after
 -- The same, past a (sortkey, dataid) pair.
 WITH c AS MATERIALIZED (
     SELECT sortkey, dataid FROM candidate WHERE jobid = %s AND (sortkey, dataid) > (%s, %s)
-    ORDER BY sortkey, dataid LIMIT 1 FOR UPDATE SKIP LOCKED)
+    ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED)
 SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) FROM c;
 
 -- name: put_candidate

@@ -1,8 +1,10 @@
 -- PostgreSQL: run locks (session advisory locks held by keepers, dataflow.run.keeper)
 -- and leases (a run's heartbeat: run.seen, renewed by its keeper; NULL: none).
 
--- name: try_run_lock
-SELECT pg_try_advisory_lock(%s);
+-- name: try_run_locks
+-- Each key's lock tried, in the order given.
+SELECT pg_try_advisory_lock(t.k) FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(k, n)
+ORDER BY t.n;
 
 -- name: drop_run_locks
 SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS k;
