@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dataflow.errors import NetworkFilesystem
+from dataflow.run.drain import MANY_AHEAD
 from dataflow.run.locks import safe_name
 from dataflow.store import now
 from dataflow.store.sqlite.filesystems import mount_type, require_local
@@ -341,14 +342,16 @@ def _ahead_chain(chain, tmp_path):
 @pytest.mark.both_stores
 def test_a_chunk_claimed_ahead_is_given_back_when_the_drain_is_stopped(chain, tmp_path):
     drain = _ahead_chain(chain, tmp_path)
-    assert statuses(tmp_path, "work")["6"] == "RUNNING"
+    ahead = {d for d, s in statuses(tmp_path, "work").items() if s == "RUNNING"} - {"5"}
+    # jobs that end within 0.1 s: four chunks claimed ahead for the one slot, no more
+    assert "6" in ahead and len(ahead) <= MANY_AHEAD
     drain.send_signal(signal.SIGTERM)
     out, err = drain.communicate(timeout=60)
     assert drain.returncode == 143, (out, err)
     found = statuses(tmp_path, "work")
     assert [found[d] for d in "12345"] == ["READY"] * 4 + ["FAILED"]
-    assert "6" not in found  # as it was: never started, no attempt used, no history row
-    assert not rows(tmp_path, "select 1 from run where dataid = '6'")
+    assert set(found) == set("12345")  # as they were: never started, no attempt used
+    assert sorted(int(d) for (d,) in rows(tmp_path, "select dataid from run")) == [1, 2, 3, 4, 5]
     assert (tmp_path / "ran").read_text().split() == ["1", "2", "3", "4", "5"]
     ran = chain.runjob("./work.sh")
     assert "Launching ./work.sh with dataid 6" in ran.out, ran

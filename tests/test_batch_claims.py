@@ -1,0 +1,83 @@
+"""A claim of several chunks (a drain's free slots, or its chunks claimed ahead of quick
+jobs) looks at them as a batch: their candidates, rows and run locks asked for together.
+Each is still its own claim: its own lock, attempt and history row; a chunk of the batch
+that cannot be taken is passed over for the next; racing drains never run one twice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dataflow.run import claims, keeper, lifecycle
+from dataflow.store import open_store
+from support import rows, script, start_runjob, statuses
+
+pytestmark = pytest.mark.both_stores
+
+
+def _chunks(chain, last: int) -> None:
+    """Chunks 4..last of src READY too (the chain has 1..3)."""
+    chain.ok(
+        "dml",
+        f"with recursive n(i) as (select 4 union all select i+1 from n where i < {last}) "
+        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
+    )
+
+
+def test_racing_drains_of_quick_jobs_run_each_chunk_once(chain, tmp_path):
+    """Three drains of four slots each: jobs this quick are claimed four a slot ahead, in
+    batches of up to sixteen, while the other drains claim from the same candidates."""
+    _chunks(chain, 150)
+    script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
+    drains = [start_runjob(chain, "--all", "--parallel", "4", "./work.sh") for _ in range(3)]
+    for drain in drains:
+        out, err = drain.communicate(timeout=600)
+        assert drain.returncode == 0, (out, err)
+    ran = sorted(int(dataid) for dataid in (tmp_path / "ran").read_text().split())
+    assert ran == list(range(1, 151))
+    assert set(statuses(tmp_path, "work").values()) == {"READY"}
+    runs = rows(tmp_path, "select dataid, attempt, status from run")
+    assert sorted(int(d) for d, _, _ in runs) == ran  # one history row each, none lost
+    assert {(attempt, status) for _, attempt, status in runs} == {(1, "READY")}
+
+
+def test_a_batch_passes_over_a_chunk_another_process_holds(chain, tmp_path, address):
+    """Chunk 2's lock is held by another process (a run of it that lives on this host):
+    a claim of three takes 1, 3 and 4, each with its own lock, attempt and history row."""
+    _chunks(chain, 6)
+    store = open_store(address)
+    try:
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys, time; from pathlib import Path; from dataflow.run import locks; "
+                "lock = locks.ChunkLock(Path(sys.argv[1]), 'work', '2'); "
+                "assert lock.try_acquire(); print('held', flush=True); time.sleep(600)",
+                str(store.lockfile),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            job = lifecycle.load_job(store, "work")
+            result = claims.claim(store, job, command="./work.sh", count=3)
+            taken = [result.claim, *result.more]
+            assert [c.dataid for c in taken] == ["1", "3", "4"]
+            assert len({c.runid for c in taken}) == 3 and {c.attempt for c in taken} == {1}
+            assert all(c.lock.fd is not None for c in taken)  # each its own lock, held
+            found = statuses(tmp_path, "work")
+            assert {d: found[d] for d in "134"} == dict.fromkeys("134", "RUNNING")
+            assert "2" not in found  # passed over, still offered: the next claim takes it
+            for claim in taken:
+                claim.lock.close()
+        finally:
+            holder.kill()
+            holder.wait()
+        assert claims.claim(store, job, command="./work.sh").claim.dataid == "2"
+    finally:
+        store.close()
+        keeper.close_all()
