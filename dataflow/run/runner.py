@@ -27,6 +27,15 @@ from .output import Copier, LogSink, Sink, Tail
 WITHHELD = ("PASSKEY", "PASSKEY_FILE")
 KILL_GRACE_S = 10.0  # after SIGTERM (a timeout, or a signal passed on), before SIGKILL
 _POLL_S = 0.2  # how often a wait looks at the clock
+_DEVNULL: list[int] = []  # a job's stdin: /dev/null, opened once for every job
+
+
+def _devnull() -> int:
+    if not _DEVNULL:
+        _DEVNULL.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    return _DEVNULL[0]
+
+
 DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the job exits
 
 
@@ -268,8 +277,11 @@ class Run:
             os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if self.append else os.O_TRUNC)
         )
         try:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            return LogSink(os.open(self.log_path, flags, 0o644))
+            try:
+                return LogSink(os.open(self.log_path, flags, 0o644))
+            except FileNotFoundError:  # the chunk's first log: its folder first
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                return LogSink(os.open(self.log_path, flags, 0o644))
         except OSError as exc:  # checked before the claim; lost since: run without it
             return Sink("log", None, f"log: {exc.strerror or exc}")
 
@@ -278,7 +290,7 @@ class Run:
             return subprocess.Popen(
                 argv,
                 env=self.env,
-                stdin=subprocess.DEVNULL,
+                stdin=_devnull(),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 pass_fds=() if self.lock_fd is None else (self.lock_fd,),
