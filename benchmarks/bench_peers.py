@@ -120,7 +120,7 @@ def _ratio_row(
         times(ratio.p95),
         target_text,
         judged,
-        f"{note}; {_reliability(loads)}",
+        "; ".join(filter(None, (note, _reliability(loads)))),
     )
 
 
@@ -275,6 +275,14 @@ def bench_loop(config: Config, python: Path, section: Section, server: pg_server
             faster=True,
         )
     )
+    section.text(
+        f"### {TITLE}: claim and finish in one process\n\n{jobs:,} no-op chunks claimed and "
+        "finished one at a time by one process through the drain's own path (`claims.claim` "
+        "with its keeper, `recorder.record`), no job process, against pgqueuer "
+        f"{PEERS[2].split('==')[1]} draining {jobs:,} no-op jobs with one worker taking one "
+        "job per dequeue (`batch_size=1`, drain mode), interleaved over "
+        f"{rounds} rounds; each side's time from its loop's start to its end."
+    )
 
 
 def bench_cron(config: Config, section: Section, server: pg_server.Server, work: Path) -> None:
@@ -301,6 +309,12 @@ def bench_cron(config: Config, section: Section, server: pg_server.Server, work:
         ),
         _ratio_row("cron's case on PostgreSQL ÷ `python -c pass`", pg, bare, None, loads, ""),
         _ratio_row("cron's case on SQLite ÷ `python -c pass`", lite, bare, None, loads, ""),
+    )
+    section.text(
+        f"### {TITLE}: cron's case\n\nA whole `RunJob ./noop.sh` process claiming one chunk "
+        "(of a job with chunks left), as cron starts it every tick: on PostgreSQL (its "
+        "keeper, psycopg's import and two connections included) and on SQLite, with "
+        f"`python -c pass` beside them, interleaved, {runs} runs each."
     )
 
 
