@@ -208,8 +208,9 @@ def _claim_next(
     ``want`` at a time, each batch's chunks read together and taken together (one round
     trip each on a shared store, however many). A candidate whose sort key is not its
     dataid's (any SQLite client may write rows; only exact keys come from plain SQL) is
-    put in its place first, and the scan starts again before anything is claimed, so
-    that a chunk it moved ahead is not passed over. Each row is repaired once: it ends."""
+    put in its place first, and the scan starts again before anything more is claimed
+    (those taken before it are claimed), so that a chunk it moved ahead is not passed
+    over. Each row is repaired once: it ends."""
     while True:
         repaired, taken = False, []
         for batch in _choose(store, job, at, want):
