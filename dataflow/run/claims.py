@@ -212,30 +212,35 @@ def _claim_next(
     that a chunk it moved ahead is not passed over. Each row is repaired once: it ends."""
     while True:
         repaired, taken = False, []
-        for batch in _choose(store, job, at, want):
-            looked = []
-            for key, dataid in batch:
-                if not usable(dataid):
-                    unusable.append(dataid)
-                elif not store.chunk_turn(dataid):
-                    continue  # another transaction may be changing it: it stays for later
-                elif key != dataids.natural_key(dataid):
-                    store.drop_candidate(job.jobid, key, dataid)
-                    store.put_candidate(job.jobid, dataid)
-                    repaired = True
-                else:
-                    looked.append((key, dataid))
-            facts = store.chunk_facts(job.jobid, job.inputs, [dataid for _, dataid in looked])
-            found = [
-                (key, dataid, rows, last)
-                for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True)
-                if _fits(store, job, key, dataid, rows, last, ready)
-            ]
-            if repaired and found:
-                break  # a chunk just put in its place may come before these: look again
-            taken += _take(store, job, found[: want - len(taken)], dry_run)
-            if len(taken) >= want:
-                break
+        try:  # a later batch that fails lets go of the locks of those taken before it
+            for batch in _choose(store, job, at, want):
+                looked = []
+                for key, dataid in batch:
+                    if not usable(dataid):
+                        unusable.append(dataid)
+                    elif not store.chunk_turn(dataid):
+                        continue  # another transaction may be changing it: it stays for later
+                    elif key != dataids.natural_key(dataid):
+                        store.drop_candidate(job.jobid, key, dataid)
+                        store.put_candidate(job.jobid, dataid)
+                        repaired = True
+                    else:
+                        looked.append((key, dataid))
+                facts = store.chunk_facts(job.jobid, job.inputs, [d for _, d in looked])
+                found = [
+                    (key, dataid, rows, last)
+                    for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True)
+                    if _fits(store, job, key, dataid, rows, last, ready)
+                ]
+                if repaired and found:
+                    break  # a chunk just put in its place may come before these: look again
+                taken += _take(store, job, found[: want - len(taken)], dry_run)
+                if len(taken) >= want:
+                    break
+        except BaseException:
+            for *_, lock in taken:
+                lock.close()
+            raise
         if taken or not repaired:
             return _claimed(store, job, taken, command, dry_run)
         unusable.clear()  # nothing taken: the scan starts again, and sees them again
