@@ -5,7 +5,9 @@ attacks that held where no other test says so."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import signal
 import sqlite3
 from contextlib import closing
 
@@ -187,18 +189,13 @@ def _ledger(tmp_path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a chunk claimed ahead has a lease that nobody renews (its keeper renews only "
-    "runs it was told to watch, at their start): once it waited longer than the bound, "
-    "its keeper's session lock alone protects it, and a session the server ends lets "
-    "another host recover and claim it; the drain then starts it anyway (no check at "
-    "its launch), beside the other host's run, until its keeper fences it",
-)
-@pytest.mark.slow
-def test_a_chunk_claimed_ahead_for_longer_than_the_bound_never_runs_beside_another_hosts(
-    hosts, tmp_path, monkeypatch
-):
+@contextlib.contextmanager
+def _ahead_lapsed(hosts, tmp_path, monkeypatch):
+    """Host A's drain (one slot) runs chunk 1 at once and chunk 2 until the file ``go``
+    exists: chunk 3 (and more) is claimed ahead, and waits until its lease, which nobody
+    renews, is older than the bound. Then host B (in this process) claims while the
+    server ends host A's keeper session. Yields host A's RunJob and host B's claim (None
+    if it took nothing), held until the block ends."""
     from hosts import keeper_backends
 
     from support import BOUND
@@ -212,39 +209,73 @@ def test_a_chunk_claimed_ahead_for_longer_than_the_bound_never_runs_beside_anoth
     a.ok("ready", "src", *map(str, range(1, 5)))
     script(tmp_path, "work.sh", LEDGER_JOB)
     runner = start_runjob(a, "--all", "--parallel", "1", "./work.sh")
-    found, before, after = None, [], []
+    found = store = None
     try:
-        # chunk 1 ends at once, chunk 2 waits: chunk 3 (and more) is claimed ahead
         wait_for(lambda: "hostA 2" in _ledger(tmp_path), what="chunk 2")
         wait_for(lambda: rows(tmp_path, "select count(*) from run where dataid = '3'") == [(1,)])
         stale = "select seen + lease * interval '1 second' < now() from run where dataid = '3'"
         wait_for(lambda: rows(tmp_path, stale) == [(True,)], timeout=BOUND * 4, what="lapse")
-        # host B, in this process, claims while the server ends host A's keeper session
         for name, value in b.env.items():
             if name.startswith("DATAFLOW_"):
                 monkeypatch.setenv(name, value)
         store = open_store(b.address)
-        try:
-            job = lifecycle.load_job(store, "work")
-            keeper.keeper_for(store)
-            for _ in range(20):
-                for backend in keeper_backends(a.address):
-                    _admin(tmp_path, f"SELECT pg_terminate_backend({backend})")
-                found = claims.claim(store, job, command="./work.sh").claim
-                if found is not None:
-                    break
-            before = _ledger(tmp_path)
-            (tmp_path / "go").touch()  # host A's drain goes on, host B's claim held
-            runner.wait(timeout=60)
-            after = _ledger(tmp_path)[len(before) :]
-        finally:
+        job = lifecycle.load_job(store, "work")
+        keeper.keeper_for(store)
+        for _ in range(20):
+            for backend in keeper_backends(a.address):
+                _admin(tmp_path, f"SELECT pg_terminate_backend({backend})")
+            found = claims.claim(store, job, command="./work.sh").claim
             if found is not None:
-                found.lock.close()
-            store.close()
-            keeper.close_all()
+                break
+        yield runner, found
     finally:
         (tmp_path / "go").touch()
         if runner.poll() is None:
-            runner.kill()
-    if found is not None:  # host B holds its claim of the chunk: host A never starts it
+            runner.wait(timeout=60)
+        if found is not None:
+            found.lock.close()
+        if store is not None:
+            store.close()
+        keeper.close_all()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a chunk claimed ahead has a lease that nobody renews (its keeper renews only "
+    "runs it was told to watch, at their start): once it waited longer than the bound, "
+    "its keeper's session lock alone protects it, and a session the server ends lets "
+    "another host recover and claim it; the drain then starts it anyway (no check at "
+    "its launch), beside the other host's run, until its keeper fences it",
+)
+@pytest.mark.slow
+def test_a_chunk_claimed_ahead_for_longer_than_the_bound_never_runs_beside_another_hosts(
+    hosts, tmp_path, monkeypatch
+):
+    """On PostgreSQL: host A's drain goes on (chunk 2 ends) while host B holds its claim
+    of a chunk host A claimed ahead: host A never starts it."""
+    with _ahead_lapsed(hosts, tmp_path, monkeypatch) as (runner, found):
+        before = _ledger(tmp_path)
+        (tmp_path / "go").touch()
+        runner.wait(timeout=60)
+        after = _ledger(tmp_path)[len(before) :]
+    if found is not None:
         assert f"hostA {found.dataid}" not in after, (found.dataid, before, after)
+
+
+@pytest.mark.slow
+def test_a_stopped_drain_never_gives_back_a_chunk_another_host_claimed_since(
+    hosts, tmp_path, monkeypatch
+):
+    """On PostgreSQL: as above, but host A's drain is stopped (SIGTERM): the chunks it
+    claimed ahead are given back, host B's claim of one of them stays as it is."""
+    with _ahead_lapsed(hosts, tmp_path, monkeypatch) as (runner, found):
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(timeout=60)
+        if found is not None:
+            mine = rows(
+                tmp_path,
+                "select locktype, status from datastatus where jobid = 'work' and dataid = ?",
+                found.dataid,
+            )
+            assert sorted(mine) == [("IN", "RUNNING"), ("OUT", "RUNNING")], mine
+            assert rows(tmp_path, "select count(*) from run where runid = ?", found.runid) == [(1,)]

@@ -18,7 +18,7 @@ from .. import dataids, layout
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
 from . import liveness, locks, logs, processes
-from .lifecycle import ABANDONED, FAILED, RESUBMIT, Job, claimable, load_job, retry_wait
+from .lifecycle import ABANDONED, FAILED, RESUBMIT, RUNNING, Job, claimable, load_job, retry_wait
 
 
 class Claim(namedtuple("Claim", "dataid attempt runid lock logpath token previous")):
@@ -340,9 +340,14 @@ def _run_row(
 
 def release(store: Store, jobid: str, claim: Claim) -> None:
     """Undo a claim whose job never started: the chunk's rows as they were, no history
-    row, no attempt used; then let go of its lock."""
+    row, no attempt used; then let go of its lock. A claim that is not the chunk's live
+    run any more (on a shared store, one whose lease lapsed while it waited: recovered
+    as dead, perhaps claimed since by another host) is left as it is now."""
     try:
         with store.transaction():
-            store.release_claim(jobid, claim.dataid, claim.runid, claim.previous)
+            store.chunk_turn(claim.dataid, wait=True)
+            last = store.last_run(jobid, claim.dataid)
+            if last and last["runid"] == claim.runid and last["status"] == RUNNING:
+                store.release_claim(jobid, claim.dataid, claim.runid, claim.previous)
     finally:
         claim.lock.close()
