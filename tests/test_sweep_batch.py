@@ -18,7 +18,7 @@ from dataflow.dataids import natural_key
 from dataflow.run import claims, keeper, lifecycle, locks
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
-from support import ADDRESSES, rows, script, start_runjob, wait_for, written
+from support import ADDRESSES, rows, script, start_runjob, statuses, wait_for, written
 
 pytestmark = pytest.mark.both_stores
 
@@ -31,6 +31,7 @@ def _admin(tmp_path, sql: str, *params) -> list[tuple]:
             cursor = conn.execute(sql.replace("?", "%s"), params)
             return cursor.fetchall() if cursor.description is not None else []
     with closing(sqlite3.connect(address)) as conn, conn:
+        conn.create_function("dataflow_natkey", 1, natural_key)  # the store's triggers call it
         return conn.execute(sql, params).fetchall()
 
 
@@ -112,6 +113,65 @@ def test_a_claim_that_fails_in_its_second_batch_lets_go_of_the_first_batchs_lock
         other.close()
         store.close()
         keeper.close_all()
+
+
+def test_a_batch_puts_candidates_with_wrong_sort_keys_in_their_place(chain, tmp_path, address):
+    """A writer gives chunk 7 a sort key that puts it first, chunk 2 one that puts it
+    last, and chunk 3 a second candidate row under a wrong key: claims of four take each
+    chunk once, never chunk 7 before 1 to 4 (chunk 2 comes when the scan reaches its
+    key: the writer's order), and leave every key repaired."""
+    _chunks(chain, 8)
+    _admin(tmp_path, "update candidate set sortkey = 'zzz' where dataid = '2'")
+    _admin(tmp_path, "update candidate set sortkey = '' where dataid = '7'")
+    _admin(tmp_path, "insert into candidate values ('work', '!', '3')")
+    store = open_store(address)
+    try:
+        job = lifecycle.load_job(store, "work")
+        claims.prepare(store, "work")
+        taken = []
+        while (result := claims.claim(store, job, command="./work.sh", count=4)).claim:
+            taken.append([result.claim, *result.more])
+        first = [c.dataid for c in taken[0]]
+        assert "7" not in first and first == sorted(first, key=natural_key)
+        claimed = [c.dataid for batch in taken for c in batch]
+        assert sorted(claimed) == list("12345678")
+        for batch in taken:
+            for claim in batch:
+                claim.lock.close()
+        assert _admin(tmp_path, "select count(*) from candidate") == [(0,)]
+        assert len(rows(tmp_path, "select 1 from run")) == 8
+    finally:
+        store.close()
+        keeper.close_all()
+
+
+# dataids no shell, file name or line protocol should take whole
+ODD = [f"{n} \n'\"$(touch pwned)`id`;\t\\ ünï😀 " + "x" * 600 + f" -- {n}\n" for n in range(40)]
+
+
+def test_racing_drains_run_chunks_with_odd_long_dataids_once(chain, tmp_path):
+    """Forty chunks whose dataids hold spaces, newlines, quotes, a command substitution,
+    unicode and 600 more characters: two drains of eight slots, claiming up to 32 at a
+    time (on PostgreSQL their run locks asked of the keeper in one request)."""
+    for dataid in ODD:
+        _admin(
+            tmp_path,
+            "insert into datastatus values ('src', 'fakejob', ?, 'OUT', 'READY', ?)",
+            dataid,
+            "2026-11-27 00:00:00.000000",
+        )
+    script(tmp_path, "work.sh", 'printf "%s\\0" "$dataid" >> ran')
+    drains = [start_runjob(chain, "--all", "--parallel", "8", "./work.sh") for _ in range(2)]
+    for drain in drains:
+        out, err = drain.communicate(timeout=600)
+        assert drain.returncode == 0, (out, err)
+        assert "Traceback" not in err and "error" not in err, err
+    ran = (tmp_path / "ran").read_bytes().decode().split("\0")[:-1]
+    assert sorted(ran) == sorted(["1", "2", "3", *ODD])
+    assert not (tmp_path / "pwned").exists()
+    found = statuses(tmp_path, "work")
+    assert len(found) == 43 and set(found.values()) == {"READY"}
+    assert len(rows(tmp_path, "select 1 from run")) == 43
 
 
 def test_racing_drains_of_a_clock_jobs_backfill_run_each_period_once(cli, tmp_path):
