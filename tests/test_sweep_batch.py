@@ -339,3 +339,42 @@ def test_a_stopped_drain_never_gives_back_a_chunk_another_host_claimed_since(
             )
             assert sorted(mine) == [("IN", "RUNNING"), ("OUT", "RUNNING")], mine
             assert rows(tmp_path, "select count(*) from run where runid = ?", found.runid) == [(1,)]
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.parametrize(
+    "table, operation",
+    [("candidate", "DELETE"), ("run", "INSERT"), ("run", "UPDATE"), ("datastatus", "DELETE")],
+    ids=["claim-first-write", "claim-last-write", "finish-first-write", "finish-last-write"],
+)
+def test_a_session_ended_inside_a_pipelined_claim_or_finish_costs_a_drain_nothing(
+    chain, tmp_path, table, operation
+):
+    """The server ends the drain's session while the statements of a claim of several
+    chunks, or of a finish, are in flight (a trigger ends its own session, four times):
+    the drain carries on, every chunk runs once and ends READY, with one history row, and
+    what it says is one warning line."""
+    _chunks(chain, 40)
+    script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
+    _admin(tmp_path, "CREATE SEQUENCE once")
+    _admin(
+        tmp_path,
+        "CREATE FUNCTION hostile() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF nextval('once') IN (3, 11, 19, 30) THEN"
+        " PERFORM pg_terminate_backend(pg_backend_pid()); END IF;"
+        " IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END $$",
+    )
+    _admin(
+        tmp_path,
+        f"CREATE TRIGGER hostile BEFORE {operation} ON {table} FOR EACH ROW"
+        " WHEN (pg_trigger_depth() < 1) EXECUTE FUNCTION hostile()",
+    )
+    done = chain.runjob("--all", "--parallel", "3", "./work.sh", timeout=300)
+    assert done.code == 0, done
+    assert [line for line in done.err.splitlines() if not line.startswith("warning: ")] == []
+    assert "pipeline" not in done.err and "in progress" not in done.err
+    assert sorted(map(int, (tmp_path / "ran").read_text().split())) == list(range(1, 41))
+    assert set(statuses(tmp_path, "work").values()) == {"READY"}
+    assert rows(tmp_path, "select status, count(*) from run group by status") == [("READY", 40)]
+    assert rows(tmp_path, "select count(*) from datastatus where locktype = 'IN'") == [(0,)]
+    assert rows(tmp_path, "select last_value >= 30 from once") == [(True,)]
