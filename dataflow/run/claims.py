@@ -9,6 +9,7 @@ never taken for rewriting.
 from __future__ import annotations
 
 import os
+import time
 from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from .. import dataids, layout
 from ..errors import RunSetupError
-from ..store import ChunkRow, Row, Store
+from ..store import ChunkRow, Row, Store, address
 from . import liveness, locks, logs, processes
 from .lifecycle import ABANDONED, FAILED, RESUBMIT, RUNNING, Job, claimable, load_job, retry_wait
 
@@ -351,3 +352,19 @@ def release(store: Store, jobid: str, claim: Claim) -> None:
                 store.release_claim(jobid, claim.dataid, claim.runid, claim.previous)
     finally:
         claim.lock.close()
+
+
+def release_all(store: Store, jobid: str, claimed: list[Claim]) -> None:
+    """:func:`release` each claim of ``claimed``, taking it off the list."""
+    while claimed:
+        release(store, jobid, claimed.pop())
+
+
+def lapsing(store: Store, since: float) -> bool:
+    """May the lease of a run claimed at ``since`` (``time.monotonic()``) and not started
+    yet lapse soon? Nobody renews it before its start (its keeper watches a run from its
+    start): once it is older than the bound another host may take the chunk, so a drain
+    gives such claims back at half the bound (:func:`release` leaves one taken since)."""
+    if store.liveness != "lease":
+        return False
+    return time.monotonic() - since > address.liveness_timeout() / 2
