@@ -401,6 +401,7 @@ def test_a_hostile_run_row_is_one_line_and_blocks_only_its_chunk(chain, tmp_path
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.slow
 def test_keeper_sessions_ended_during_a_drains_batch_claims_cost_it_nothing(chain, tmp_path):
     """The server ends the keeper's session again and again while a drain of quick jobs
     asks it for the run locks of up to twelve chunks at a time: a request it cannot
