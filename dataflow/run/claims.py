@@ -9,6 +9,7 @@ never taken for rewriting.
 from __future__ import annotations
 
 import os
+import time
 from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
@@ -16,9 +17,9 @@ from pathlib import Path
 
 from .. import dataids, layout
 from ..errors import RunSetupError
-from ..store import ChunkRow, Row, Store
+from ..store import ChunkRow, Row, Store, address
 from . import liveness, locks, logs, processes
-from .lifecycle import ABANDONED, FAILED, RESUBMIT, Job, claimable, load_job, retry_wait
+from .lifecycle import ABANDONED, FAILED, RESUBMIT, RUNNING, Job, claimable, load_job, retry_wait
 
 
 class Claim(namedtuple("Claim", "dataid attempt runid lock logpath token previous")):
@@ -213,30 +214,35 @@ def _claim_next(
     over. Each row is repaired once: it ends."""
     while True:
         repaired, taken = False, []
-        for batch in _choose(store, job, at, want):
-            looked = []
-            for key, dataid in batch:
-                if not usable(dataid):
-                    unusable.append(dataid)
-                elif not store.chunk_turn(dataid):
-                    continue  # another transaction may be changing it: it stays for later
-                elif key != dataids.natural_key(dataid):
-                    store.drop_candidate(job.jobid, key, dataid)
-                    store.put_candidate(job.jobid, dataid)
-                    repaired = True
-                else:
-                    looked.append((key, dataid))
-            facts = store.chunk_facts(job.jobid, job.inputs, [dataid for _, dataid in looked])
-            found = [
-                (key, dataid, rows, last)
-                for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True)
-                if _fits(store, job, key, dataid, rows, last, ready)
-            ]
-            if repaired and found:
-                break  # a chunk just put in its place may come before these: look again
-            taken += _take(store, job, found[: want - len(taken)], dry_run)
-            if len(taken) >= want:
-                break
+        try:  # a later batch that fails lets go of the locks of those taken before it
+            for batch in _choose(store, job, at, want):
+                looked = []
+                for key, dataid in batch:
+                    if not usable(dataid):
+                        unusable.append(dataid)
+                    elif not store.chunk_turn(dataid):
+                        continue  # another transaction may be changing it: it stays for later
+                    elif key != dataids.natural_key(dataid):
+                        store.drop_candidate(job.jobid, key, dataid)
+                        store.put_candidate(job.jobid, dataid)
+                        repaired = True
+                    else:
+                        looked.append((key, dataid))
+                facts = store.chunk_facts(job.jobid, job.inputs, [d for _, d in looked])
+                found = [
+                    (key, dataid, rows, last)
+                    for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True)
+                    if _fits(store, job, key, dataid, rows, last, ready)
+                ]
+                if repaired and found:
+                    break  # a chunk just put in its place may come before these: look again
+                taken += _take(store, job, found[: want - len(taken)], dry_run)
+                if len(taken) >= want:
+                    break
+        except BaseException:
+            for *_, lock in taken:
+                lock.close()
+            raise
         if taken or not repaired:
             return _claimed(store, job, taken, command, dry_run)
         unusable.clear()  # nothing taken: the scan starts again, and sees them again
@@ -336,9 +342,30 @@ def _run_row(
 
 def release(store: Store, jobid: str, claim: Claim) -> None:
     """Undo a claim whose job never started: the chunk's rows as they were, no history
-    row, no attempt used; then let go of its lock."""
+    row, no attempt used; then let go of its lock. A claim that is not the chunk's live
+    run any more (on a shared store, one whose lease lapsed while it waited: recovered
+    as dead, perhaps claimed since by another host) is left as it is now."""
     try:
         with store.transaction():
-            store.release_claim(jobid, claim.dataid, claim.runid, claim.previous)
+            store.chunk_turn(claim.dataid, wait=True)
+            last = store.last_run(jobid, claim.dataid)
+            if last and last["runid"] == claim.runid and last["status"] == RUNNING:
+                store.release_claim(jobid, claim.dataid, claim.runid, claim.previous)
     finally:
         claim.lock.close()
+
+
+def release_all(store: Store, jobid: str, claimed: list[Claim]) -> None:
+    """:func:`release` each claim of ``claimed``, taking it off the list."""
+    while claimed:
+        release(store, jobid, claimed.pop())
+
+
+def lapsing(store: Store, since: float) -> bool:
+    """May the lease of a run claimed at ``since`` (``time.monotonic()``) and not started
+    yet lapse soon? Nobody renews it before its start (its keeper watches a run from its
+    start): once it is older than the bound another host may take the chunk, so a drain
+    gives such claims back at half the bound (:func:`release` leaves one taken since)."""
+    if store.liveness != "lease":
+        return False
+    return time.monotonic() - since > address.liveness_timeout() / 2

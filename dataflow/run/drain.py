@@ -100,14 +100,14 @@ class Drain:
         # then ``parallel`` counts batches, and max_parallel still counts chunks
         self.in_batch, self.batch = in_batch, max(batch, 1)
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
-        self.summary = Summary()
+        self.summary, self._ahead_at = Summary(), 0.0
         self._active: dict[int, tuple[Claim, Run]] = {}
         # ("ended", (claim, outcome)) from a run's thread, ("recorded", Ended) and
         # ("say", Event) from the recorder's: acted on in the drain's thread
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._recorder: recorder.Recorder | None = None  # None: ends are recorded here
         self._recording = 0  # ends handed to the recorder, not yet recorded
-        self._ahead: list[Claim] = []  # claimed while every slot was busy
+        self._ahead: list[Claim] = []  # claimed while every slot was busy (at _ahead_at)
         self._per_slot = 0  # chunks claimed ahead a slot, by how quickly the last job ended
         self._dry = False  # the last claim found nothing claimable
         self._recovered_at: float | None = None  # when dead runs were last looked for
@@ -137,8 +137,7 @@ class Drain:
         try:
             return self._drain()
         finally:
-            while self._ahead:  # never started: the chunk is as it was
-                claims.release(self.store, self.job.jobid, self._ahead.pop())
+            claims.release_all(self.store, self.job.jobid, self._ahead)  # never started
             if self._recorder is not None:
                 self._recorder.close()
 
@@ -158,6 +157,7 @@ class Drain:
                 return self.summary
             if self._active and self._room_ahead():
                 self._ahead = self._claim_some(self._wanted_ahead(), ahead=True)[0]
+                self._ahead_at = time.monotonic()
             self._take(self._next_event())
 
     def _failed(self, error: BaseException, seconds: float) -> None:
@@ -180,6 +180,8 @@ class Drain:
             and (self.limit is None or self.summary.started < self.limit)
             and self.healthy()  # an engine that is gone would fail every chunk claimed
         ):
+            if self._ahead and claims.lapsing(self.store, self._ahead_at):
+                claims.release_all(self.store, self.job.jobid, self._ahead)
             if self._ahead:  # claimed while every slot was busy
                 self._launch(self._ahead.pop(0))
                 continue
@@ -225,8 +227,7 @@ class Drain:
         if self.summary.interrupted:
             return [], None
         now = time.monotonic()
-        recover = self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S
-        if recover:
+        if recover := self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S:
             self._recovered_at = now
         command = " ".join(self.argv)
         try:
@@ -262,8 +263,7 @@ class Drain:
             try:
                 self._launch(claim)
             except BaseException:
-                for left in claimed[n + 1 :]:
-                    claims.release(self.store, self.job.jobid, left)
+                claims.release_all(self.store, self.job.jobid, claimed[n + 1 :])
                 raise
 
     def _launch(self, claim: Claim) -> None:
