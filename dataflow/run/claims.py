@@ -9,7 +9,6 @@ never taken for rewriting.
 from __future__ import annotations
 
 import os
-import time
 from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from .. import dataids, layout
 from ..errors import RunSetupError
-from ..store import ChunkRow, Row, Store, address
+from ..store import ChunkRow, Row, Store
 from . import liveness, locks, logs, processes
 from .lifecycle import ABANDONED, FAILED, RESUBMIT, RUNNING, Job, claimable, load_job, retry_wait
 
@@ -214,7 +213,7 @@ def _claim_next(
     over. Each row is repaired once: it ends."""
     while True:
         repaired, taken = False, []
-        try:  # a later batch that fails lets go of the locks of those taken before it
+        try:  # whatever fails (a later batch, the marking) lets go of the locks taken
             for batch in _choose(store, job, at, want):
                 looked = []
                 for key, dataid in batch:
@@ -239,12 +238,12 @@ def _claim_next(
                 taken += _take(store, job, found[: want - len(taken)], dry_run)
                 if len(taken) >= want:
                     break
+            if taken or not repaired:
+                return _claimed(store, job, taken, command, dry_run)
         except BaseException:
             for *_, lock in taken:
                 lock.close()
             raise
-        if taken or not repaired:
-            return _claimed(store, job, taken, command, dry_run)
         unusable.clear()  # nothing taken: the scan starts again, and sees them again
 
 
@@ -277,27 +276,21 @@ def _take(store: Store, job: Job, found: list, dry_run: bool) -> list:
 
 def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -> list[Claim]:
     """Record the claims of locked chunks: candidates dropped, RUNNING rows and a history
-    row each (nothing written in a dry run: a run's number is not taken from a sequence).
-    Should that fail, their locks are let go: the chunks are free again for a later claim."""
+    row each (nothing written in a dry run: a run's number is not taken from a sequence)."""
     if dry_run:
         return [
             Claim(d, (last["attempt"] + 1) if last else 1, None, lock, None, "", ())
             for _, d, _, last, lock in taken
         ]
-    try:
-        runs = []
-        for key, dataid, rows, last, _ in taken:
-            store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
-            store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
-            runs.append(_run_row(store, job, dataid, rows, last, command))
-        runids = store.start_runs(runs)
-    except BaseException:
-        for *_, lock in taken:
-            lock.close()
-        raise
+    runs = []
+    for key, dataid, rows, last, _ in taken:
+        store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
+        store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
+        runs.append(_run_row(store, job, dataid, rows, last, command))
+    runids = store.start_runs(runs)
     return [
-        Claim(t[1], run["attempt"], runid, t[4], Path(run["logpath"]), run["token"], tuple(t[2]))
-        for t, run, runid in zip(taken, runs, runids, strict=True)
+        Claim(dataid, run["attempt"], runid, lock, Path(run["logpath"]), run["token"], tuple(rows))
+        for (_, dataid, rows, _, lock), run, runid in zip(taken, runs, runids, strict=True)
     ]
 
 
@@ -359,13 +352,3 @@ def release_all(store: Store, jobid: str, claimed: list[Claim]) -> None:
     """:func:`release` each claim of ``claimed``, taking it off the list."""
     while claimed:
         release(store, jobid, claimed.pop())
-
-
-def lapsing(store: Store, since: float) -> bool:
-    """May the lease of a run claimed at ``since`` (``time.monotonic()``) and not started
-    yet lapse soon? Nobody renews it before its start (its keeper watches a run from its
-    start): once it is older than the bound another host may take the chunk, so a drain
-    gives such claims back at half the bound (:func:`release` leaves one taken since)."""
-    if store.liveness != "lease":
-        return False
-    return time.monotonic() - since > address.liveness_timeout() / 2

@@ -180,7 +180,7 @@ class Drain:
             and (self.limit is None or self.summary.started < self.limit)
             and self.healthy()  # an engine that is gone would fail every chunk claimed
         ):
-            if self._ahead and claims.lapsing(self.store, self._ahead_at):
+            if self._ahead and liveness.lapsing(self.store, self._ahead_at):
                 claims.release_all(self.store, self.job.jobid, self._ahead)
             if self._ahead:  # claimed while every slot was busy
                 self._launch(self._ahead.pop(0))

@@ -44,13 +44,7 @@ import time
 from ..store import Store
 from . import processes
 from .holder import LOG_NAME, TICK_S, Lines, bound, main, say, word
-
-
-def _write(fd: int, data: bytes) -> None:
-    """All of ``data`` (a request for many chunks may be longer than a pipe takes at once)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+from .output import write_all
 
 
 class Keeper:
@@ -93,7 +87,7 @@ class Keeper:
     def _ask(self, line: str) -> str:
         with self._talk:
             try:
-                _write(self.requests, (line + "\n").encode())
+                write_all(self.requests, (line + "\n").encode())
                 return self.answers.read(None) or ""
             except OSError:
                 return ""
@@ -137,7 +131,7 @@ class Keeper:
     def _tell(self, line: str) -> None:
         """A request that is not answered (the keeper's death is seen by the watch)."""
         with self._talk, contextlib.suppress(OSError):
-            _write(self.requests, (line + "\n").encode())
+            write_all(self.requests, (line + "\n").encode())
 
     def close(self) -> None:
         """RunJob is done: the keeper ends once no chunk it holds is alive."""

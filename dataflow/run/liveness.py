@@ -15,6 +15,7 @@ module answers for both, and the rest of the run path asks it, never the store's
 from __future__ import annotations
 
 import os
+import time
 
 from ..store import LeaseStore, Row, Store, address
 from . import locks, processes
@@ -41,6 +42,9 @@ class _Locks:
 
     def ended(self, store: Store, jobid: str, dataid: str, runid: int) -> None:
         return None
+
+    def lapsing(self, since: float) -> bool:
+        return False  # a local lock does not lapse
 
     def live_runs(self, store: Store, chunks: list[tuple[str, str]], revoke: bool):
         live = {chunk for chunk in chunks if locks.is_held(store.lockfile, *chunk)}
@@ -96,6 +100,9 @@ class _Leases(_Locks):
         if found is not None and found.ended(jobid, dataid, runid):
             with store.transaction():  # its keeper is gone, its processes killed
                 store.release_leases([runid])
+
+    def lapsing(self, since: float) -> bool:
+        return time.monotonic() - since > address.liveness_timeout() / 2
 
     def live_runs(self, store: LeaseStore, chunks: list[tuple[str, str]], revoke: bool):
         held = store.run_locks_held(chunks)
@@ -162,6 +169,14 @@ def take(store: Store, chunks: list[tuple[locks.ChunkLock, str, str, Row | None]
         if not ok:
             lock.close()
     return taken
+
+
+def lapsing(store: Store, since: float) -> bool:
+    """May the lease of a run claimed at ``since`` (``time.monotonic()``) and not started
+    yet lapse soon? Nobody renews it before its start (its keeper watches a run from its
+    start): once it is older than the bound another host may take the chunk, so a drain
+    gives such claims back at half the bound (``claims.release`` leaves one taken since)."""
+    return _of(store).lapsing(since)
 
 
 def started(store: Store, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:

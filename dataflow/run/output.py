@@ -18,6 +18,13 @@ from collections.abc import Callable, Iterable
 from .logs import Redactor
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to a raw descriptor (a pipe may take less than all at once)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class Sink:
     """One destination: a raw descriptor; after its first write error it drops data."""
 
@@ -37,10 +44,8 @@ class Sink:
     def write(self, data: bytes) -> None:
         if self.fd is None or self.lost or not data:
             return
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(self.fd, view) :]
+            write_all(self.fd, data)
         except OSError as exc:
             self.lost = f"{self.name}: {exc.strerror or exc}"
 

@@ -27,15 +27,6 @@ from .output import Copier, LogSink, Sink, Tail
 WITHHELD = ("PASSKEY", "PASSKEY_FILE")
 KILL_GRACE_S = 10.0  # after SIGTERM (a timeout, or a signal passed on), before SIGKILL
 _POLL_S = 0.2  # how often a wait looks at the clock
-_DEVNULL: list[int] = []  # a job's stdin: /dev/null, opened once for every job
-
-
-def _devnull() -> int:
-    if not _DEVNULL:
-        _DEVNULL.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
-    return _DEVNULL[0]
-
-
 DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the job exits
 
 
@@ -290,7 +281,7 @@ class Run:
             return subprocess.Popen(
                 argv,
                 env=self.env,
-                stdin=_devnull(),
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 pass_fds=() if self.lock_fd is None else (self.lock_fd,),

@@ -176,8 +176,8 @@ class PostgresStore(
         :meth:`candidates` took it already for the candidate it returned."""
         if self._turns.get(dataid):
             return True
-        if wait:  # always had once waited for: the statements after it run only then
-            self.conn.execute(self.q.chunk_turn, (dataid,))  # (in a pipeline, not read)
+        if wait:  # nothing to read: the server runs what follows only once it is had
+            self.conn.execute(self.q.chunk_turn, (dataid,))
             return True
         return bool(self.conn.execute(self.q.try_chunk_turn, (dataid,)).fetchone()[0])
 
