@@ -281,7 +281,9 @@ def bench_loop(config: Config, python: Path, section: Section, server: pg_server
         "with its keeper, `recorder.record`), no job process, against pgqueuer "
         f"{PEERS[2].split('==')[1]} draining {jobs:,} no-op jobs with one worker taking one "
         "job per dequeue (`batch_size=1`, drain mode), interleaved over "
-        f"{rounds} rounds; each side's time from its loop's start to its end."
+        f"{rounds} rounds. Our time is from the loop's start to its end; pgqueuer's from its "
+        "worker's start (its connection and schema check included, ~1 s) until its queue is "
+        "empty, not until its worker stops (~5 s later, its buffers' last flushes)."
     )
 
 

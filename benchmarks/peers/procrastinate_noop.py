@@ -7,12 +7,11 @@ workers' start until the queue is empty, as JSON.
 """
 
 import json
-import multiprocessing
 import sys
-import time
 
 import procrastinate
 import psycopg
+import workers
 
 DSN = sys.argv[1]
 app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=DSN))
@@ -30,18 +29,12 @@ def work() -> None:
 
 
 def main() -> None:
-    jobs, workers = int(sys.argv[2]), int(sys.argv[3])
+    jobs, count = int(sys.argv[2]), int(sys.argv[3])
     with app.open():
         app.schema_manager.apply_schema()
         for dataid in range(jobs):  # one transaction per job, as producers defer them
             noop.defer(dataid=dataid)
-    start = time.perf_counter()
-    procs = [multiprocessing.Process(target=work) for _ in range(workers)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join()
-    seconds = time.perf_counter() - start
+    seconds = workers.timed(work, count)
     with psycopg.connect(DSN) as conn:
         done = conn.execute(
             "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"
@@ -50,5 +43,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    multiprocessing.set_start_method("fork")
     main()
