@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dataflow.run import inprocess, locks
+from dataflow.run import claims, inprocess, locks
 from dataflow.run.claims import Claim
 from dataflow.run.drain import Event
 from dataflow.run.driven import decode, encode
@@ -157,7 +157,7 @@ def test_events_reach_runjob_as_the_driver_sent_them(dataid, reason):
         Event("launch", dataid, claim),
         Event("ended", dataid, claim, outcome, "FAILED", (1, 1)),
         Event("cap_full", live=3, cap=3),
-        Event("unusable", "bad\udcff" + dataid),
+        Event("unusable", "bad\udcff" + dataid, status=claims.UNNAMEABLE),
     ):
         assert decode(encode(event)) == event
 

@@ -49,8 +49,8 @@ class Report:
 
     def _unusable(self, event: Event) -> None:
         warn(
-            f"dataid '{printable(event.dataid)}' of {self.jobid} cannot name a chunk (a NUL "
-            "byte, or bytes that are not UTF-8): skipped; correct or delete its rows"
+            f"dataid '{printable(event.dataid)}' of {self.jobid} {event.status}: skipped; "
+            "correct or delete its rows"
         )
 
     def _cap_full(self, event: Event) -> None:

@@ -39,7 +39,8 @@ class ClaimResult:
         self.cap: int | None = None  # the max_parallel setting read by this claim
         self.cap_full = False  # max_parallel live runs already: nothing claimed
         self.abandoned: list[str] = []  # dead runs just marked FAILED
-        self.unusable: list[str] = []  # candidates that cannot be handed to a job
+        # candidates that cannot be handed to a job: (dataid, why), why a phrase after it
+        self.unusable: list[tuple[str, str]] = []
 
 
 class _DryRun(Exception):
@@ -121,6 +122,18 @@ def usable(dataid: str) -> bool:
     return "\0" not in dataid
 
 
+UNNAMEABLE = "cannot name a chunk (a NUL byte, or bytes that are not UTF-8)"
+MISCOUNTED = "has a last run whose attempt or retry is not a count"
+_COUNT_END = 2**31 - 1  # PostgreSQL's integer: the next attempt must fit
+
+
+def _counted(last: Row) -> bool:
+    """Are the last run's attempt and retry counts a claim can add one to? Any SQLite
+    client may write text into their columns, and any client a count at the limit."""
+    counts = (last["attempt"], last["retry"])
+    return all(type(n) is int and 0 <= n < _COUNT_END for n in counts)
+
+
 def peek(store: Store, job: Job, limit: int = 10_000, at: datetime | None = None) -> str | None:
     """The chunk the job would claim next (its clock read at ``at``, default now),
     read-only (locks are not probed)."""
@@ -200,7 +213,7 @@ def _claim_next(
     job: Job,
     command: str,
     dry_run: bool,
-    unusable: list[str],
+    unusable: list[tuple[str, str]],
     at: datetime | None,
     want: int,
 ) -> list[Claim]:
@@ -218,7 +231,7 @@ def _claim_next(
                 looked = []
                 for key, dataid in batch:
                     if not usable(dataid):
-                        unusable.append(dataid)
+                        unusable.append((dataid, UNNAMEABLE))
                     elif not store.chunk_turn(dataid):
                         continue  # another transaction may be changing it: it stays for later
                     elif key != dataids.natural_key(dataid):
@@ -228,11 +241,12 @@ def _claim_next(
                     else:
                         looked.append((key, dataid))
                 facts = store.chunk_facts(job.jobid, job.inputs, [d for _, d in looked])
-                found = [
-                    (key, dataid, rows, last)
-                    for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True)
-                    if _fits(store, job, key, dataid, rows, last, ready)
-                ]
+                found = []
+                for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True):
+                    if last and not _counted(last):
+                        unusable.append((dataid, MISCOUNTED))
+                    elif _fits(store, job, key, dataid, rows, last, ready):
+                        found.append((key, dataid, rows, last))
                 if repaired and found:
                     break  # a chunk just put in its place may come before these: look again
                 taken += _take(store, job, found[: want - len(taken)], dry_run)

@@ -246,9 +246,10 @@ class Drain:
         assert isinstance(result, claims.ClaimResult)
         for dataid in result.abandoned:
             self.notify(Event("abandoned", dataid))
-        for dataid in set(result.unusable) - self._unusable_said:  # once per drain
-            self._unusable_said.add(dataid)
-            self.notify(Event("unusable", dataid))
+        fresh = {d: why for d, why in result.unusable if d not in self._unusable_said}
+        self._unusable_said.update(fresh)  # said once per drain
+        for dataid, why in fresh.items():
+            self.notify(Event("unusable", dataid, status=why))
         claimed = [result.claim, *result.more] if result.claim is not None else []
         self._dry = not claimed  # no claim ahead until one is found again
         if result.cap_full and not ahead:
@@ -282,8 +283,7 @@ class Drain:
             self.summary.started -= 1
             claims.release(self.store, self.job.jobid, claim)
             raise
-        process = getattr(run, "process", None)  # a job process, or none: a driver's thread
-        group = process.pid if process is not None else 0
+        group = getattr(getattr(run, "process", None), "pid", 0)  # 0: a driver's thread
         liveness.started(self.store, self.job.jobid, claim.dataid, claim.runid, claim.token, group)
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
