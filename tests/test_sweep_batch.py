@@ -160,13 +160,15 @@ def test_racing_drains_run_chunks_with_odd_long_dataids_once(chain, tmp_path):
             dataid,
             "2026-11-27 00:00:00.000000",
         )
-    script(tmp_path, "work.sh", 'printf "%s\\0" "$dataid" >> ran')
+    # a file a run (two runs' appends of long lines could interleave)
+    (tmp_path / "ran").mkdir()
+    script(tmp_path, "work.sh", 'printf "%s" "$dataid" > "ran/$DATAFLOW_RUN"')
     drains = [start_runjob(chain, "--all", "--parallel", "8", "./work.sh") for _ in range(2)]
     for drain in drains:
         out, err = drain.communicate(timeout=600)
         assert drain.returncode == 0, (out, err)
         assert "Traceback" not in err and "error" not in err, err
-    ran = (tmp_path / "ran").read_bytes().decode().split("\0")[:-1]
+    ran = [one.read_bytes().decode() for one in (tmp_path / "ran").iterdir()]
     assert sorted(ran) == sorted(["1", "2", "3", *ODD])
     assert not (tmp_path / "pwned").exists()
     found = statuses(tmp_path, "work")
