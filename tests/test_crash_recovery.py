@@ -34,7 +34,7 @@ from support import (
 
 @pytest.mark.both_stores
 def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
-    script(tmp_path, "work.sh", 'echo "$$" > job.pid; echo "$dataid" >> starts; sleep 60')
+    script(tmp_path, "work.sh", 'echo "$dataid" >> starts; echo "$$" > job.pid; sleep 60')
     runjob = start_runjob(chain, "./work.sh", start_new_session=True)
     wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start")
     job_pid = int((tmp_path / "job.pid").read_text())

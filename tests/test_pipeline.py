@@ -14,6 +14,7 @@ from dataflow.run import claims, keeper, lifecycle, recorder
 from dataflow.run.runner import Outcome
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
+from hosts import keeper_backends
 from support import InProcessCli
 
 
@@ -122,3 +123,19 @@ def test_a_session_ended_between_claims_costs_the_next_one_a_reconnect(
     assert len(failures) == (0 if idle else 1)
     rows, runs, offered = _chunk(pg_database, "2")
     assert {status for *_, status in rows} == {"RUNNING"} and runs == 1 and offered == 0
+
+
+def test_a_keeper_whose_session_ended_answers_the_next_claim_at_once(work, pg_database):
+    """The server ends the keeper's session while it holds chunk 1's run lock: the next
+    claim's request reconnects it, which takes chunk 1's lock again, and is answered (it
+    failed until the keeper's next heartbeat, up to two seconds later)."""
+    store, job = work
+    first = claims.claim(store, job, command="./work.sh").claim
+    assert first is not None and first.dataid == "1"
+    (backend,) = keeper_backends(pg_database)
+    _end_session(pg_database, backend)
+    second = claims.claim(store, job, command="./work.sh").claim  # no patience: one try
+    assert second is not None and second.dataid == "2"
+    (again,) = keeper_backends(pg_database)
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1"
+    assert again != backend and _admin(pg_database, f"{held} AND pid = {again}") == [(2,)]

@@ -158,7 +158,11 @@ def _serve_requests(state: _State, requests: int, answers: int) -> None:
     while line := lines.read(None):
         with state.lock:
             try:
-                answer = _request(state, line)
+                try:
+                    answer = _request(state, line)
+                except Exception:  # its session ended: at once, not at the next heartbeat
+                    state.connect()  # (which takes the locks it held again)
+                    answer = _request(state, line)
             except Exception as exc:
                 answer = f"!{' '.join(str(exc).split())}"
         if answer is not None:

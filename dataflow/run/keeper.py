@@ -42,6 +42,7 @@ import threading
 import time
 
 from ..store import Store
+from ..store.address import shown
 from . import processes
 from .holder import LOG_NAME, TICK_S, Lines, bound, main, say, word
 from .output import write_all
@@ -80,6 +81,7 @@ class Keeper:
         # (0 once the run's end is recorded: a process it left is fenced by its token)
         self.runs: dict[int, tuple[str, int]] = {}
         self.failed: str | None = None  # why this keeper is not trusted any more
+        self.where = shown(store.path)  # the store, for a person
         self.closing = False
         self._talk = threading.Lock()
         threading.Thread(target=self._watch, daemon=True).start()
@@ -104,7 +106,7 @@ class Keeper:
         held = answer.split()
         if len(held) != len(chunks) or not set(held) <= {"0", "1"}:
             why = answer[1:] if answer.startswith("!") else self.failed or "the keeper ended"
-            raise StoreUnavailable("hold a run lock in", "the store", why, passing=True)
+            raise StoreUnavailable("hold a run lock in", self.where, why, passing=True)
         return [one == "1" for one in held]
 
     def watch(self, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:

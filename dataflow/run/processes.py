@@ -21,7 +21,7 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from ..store.address import HOST_ENV
 
@@ -41,25 +41,27 @@ def legacy_token(store_identity: str, runid: int) -> str:
     return f"{store_identity}:{runid}"
 
 
-def _environments() -> Iterable[tuple[int, list[bytes]]]:
-    """(pid, environment variables) of every live process on this host we may read,
-    but this one."""
+def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes]]]:
+    """(pid, environment variables) of every live process on this host we may read, but
+    this one, whose environment holds one of ``marks`` (the others are not split: most
+    processes are nobody's run, and one look at the bytes tells)."""
     me = os.getpid()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as file:
-                variables = file.read().split(b"\0")
+                found = file.read()
         except OSError:  # gone, or another user's
             continue
-        yield int(name), variables
+        if any(mark in found for mark in marks):
+            yield int(name), found.split(b"\0")
 
 
 def _scan(tokens: set[str]) -> Iterable[tuple[int, str]]:
     """(pid, token) of every live process on this host that carries one of ``tokens``."""
     wanted = {f"{VARIABLE}={t}".encode(): t for t in tokens}
-    for pid, variables in _environments():
+    for pid, variables in _environments(wanted):
         for variable in variables:
             if variable in wanted:
                 yield pid, wanted[variable]
@@ -97,7 +99,7 @@ def chunks_alive(
     }
     ours = f"{STORE_VARIABLE}={store}".encode()
     found: set[tuple[str, str]] = set()
-    for _, variables in _environments():
+    for _, variables in _environments([*wanted, ours]):
         job = data = b""
         mine = False
         carried: set[tuple[str, str]] = set()
