@@ -89,8 +89,9 @@ class BadStatus(DataflowError):
 
 
 class ScriptError(DataflowError):
-    def __init__(self, script: str, reason: str):
+    def __init__(self, script: str, reason: str, errno: int | None = None):
         super().__init__(f"cannot run {script}: {reason}")
+        self.errno = errno  # the system's, when starting it failed
 
 
 class RunSetupError(DataflowError):

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 
 from ..run import lifecycle
-from ..run.drain import Event, Summary
+from ..run.events import Event, Summary
 from . import printable, say, stamp, warn
 
 
@@ -28,6 +28,7 @@ class Report:
             "abandoned": self._abandoned,
             "fenced": self._warn_status,
             "store": self._warn_status,
+            "cramped": self._warn_status,
             "unusable": self._unusable,
             "cap_full": self._cap_full,
             "launch": self._launch,

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from ..errors import DataflowError, UsageError
 from ..run import alerts, lifecycle, liveness, logs
-from ..run.drain import Event
+from ..run.events import Event
 from ..store import Row, Store
 
 MAX_DAYS = 36_500  # a century: more is a typo, and past ~2.7 million days dates overflow

@@ -12,19 +12,20 @@ Nothing here prints: progress is reported through ``notify(Event)``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import queue
 import threading
 import time
-from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
 from .. import layout
-from ..errors import DataflowError, StoreUnavailable
+from ..errors import DataflowError, ScriptError, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
 from . import claims, liveness, recorder
 from .claims import Claim
+from .events import Event, Summary
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Job
 from .output import start_thread
@@ -36,38 +37,8 @@ RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
 CLAIM_PATIENCE = 2  # a claim waits this many times the store's patience (its ends compete)
 AHEAD_BELOW_S = 1.0  # jobs that end this quickly: their drain claims chunks ahead
 MANY_BELOW_S, MANY_AHEAD = 0.1, 4  # jobs this quick: 4 chunks a slot ahead, not one
-
-
-class Event(
-    namedtuple(
-        "Event",
-        "kind dataid claim outcome status counts live cap",
-        defaults=("", None, None, "", (0, 0), 0, None),
-    )
-):
-    """Something a person may want to see: ``abandoned``, ``cap_full``, ``launch``,
-    ``ending`` (the job ended, its status not yet recorded), ``ended``, ``fenced`` (its
-    result refused: status says why) or ``store`` (the store failed for a while and the
-    drain went on: status says how long and why). counts: OUT rows updated and IN rows
-    released; live and cap: for ``cap_full``."""
-
-    __slots__ = ()
-
-
-class Summary:
-    """What a drain did so far."""
-
-    def __init__(self) -> None:
-        # fenced: results refused, their chunks taken from them meanwhile
-        self.started = self.ready = self.failed = self.running = self.fenced = 0
-        self.cap_full = False
-        self.interrupted: int | None = None
-        self.last: Outcome | None = None
-        self.began = time.monotonic()
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.began
+# a job that cannot start for want of these makes the drain go on with the jobs it runs
+SCARCE = {errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM}
 
 
 class Drain:
@@ -173,29 +144,35 @@ class Drain:
 
     def _start_more(self) -> Event | None:
         """Claim and start runs while there is room; the cap-full event if that stopped us."""
-        while (
-            not self.summary.interrupted
-            and self.failure is None
-            and self._units() < self.parallel
-            and (self.limit is None or self.summary.started < self.limit)
-            and self.healthy()  # an engine that is gone would fail every chunk claimed
-        ):
-            if self._ahead and liveness.lapsing(self.store, self._ahead_at):
-                claims.release_all(self.store, self.job.jobid, self._ahead)
-            if self._ahead:  # claimed while every slot was busy
-                self._launch(self._ahead.pop(0))
-                continue
-            # a batch of chunks for a run of in_batch; else a chunk for each free slot
-            wanted = self.batch if self.in_batch is not None else self.parallel - self._units()
-            if self.limit is not None:
-                wanted = min(wanted, self.limit - self.summary.started)
-            claimed, blocked = self._claim_some(wanted)
-            if len(claimed) > 1 and self.in_batch is not None:
-                self._launch_batch(claimed)
-            else:
-                self._launch_each(claimed)
-            if blocked is not None or len(claimed) < wanted:
-                return blocked
+        try:
+            while (
+                not self.summary.interrupted
+                and self.failure is None
+                and self._units() < self.parallel
+                and (self.limit is None or self.summary.started < self.limit)
+                and self.healthy()  # an engine that is gone would fail every chunk claimed
+            ):
+                if self._ahead and liveness.lapsing(self.store, self._ahead_at):
+                    claims.release_all(self.store, self.job.jobid, self._ahead)
+                if self._ahead:  # claimed while every slot was busy
+                    self._launch(self._ahead.pop(0))
+                    continue
+                # a batch of chunks for a run of in_batch; else a chunk for each free slot
+                wanted = self.batch if self.in_batch is not None else self.parallel - self._units()
+                if self.limit is not None:
+                    wanted = min(wanted, self.limit - self.summary.started)
+                claimed, blocked = self._claim_some(wanted)
+                if len(claimed) > 1 and self.in_batch is not None:
+                    self._launch_batch(claimed)
+                else:
+                    self._launch_each(claimed)
+                if blocked is not None or len(claimed) < wanted:
+                    return blocked
+        except ScriptError as exc:
+            if exc.errno not in SCARCE or not self._active:
+                raise
+            self.parallel = self._units()
+            self.notify(Event("cramped", status=f"{exc}; at most {self.parallel} jobs at once"))
         return None
 
     def _room_ahead(self) -> bool:

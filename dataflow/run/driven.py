@@ -26,7 +26,7 @@ from ..errors import DriverFailed
 from ..store import Store
 from ..store.address import Address
 from .claims import Claim
-from .drain import Event, Summary
+from .events import Event, Summary
 from .jobenv import JobEnv
 from .lifecycle import Job
 from .logs import driver_log_path

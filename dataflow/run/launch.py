@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from ..store import Store
 from ..store.address import Address
-from . import claims, sparkconnect, sparksubmit
-from .drain import Drain, Event
+from . import claims, runner, sparkconnect, sparksubmit
+from .drain import Drain
 from .driven import DriverDrain
+from .events import Event
 from .jobenv import JobEnv
 from .lifecycle import Job
 from .runner import Run
@@ -119,6 +120,7 @@ def drain(
             validate=validate,
             role=launch.role,
         )
+    runner.make_room(parallel)
     return Drain(
         store,
         job,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -28,6 +29,22 @@ WITHHELD = ("PASSKEY", "PASSKEY_FILE")
 KILL_GRACE_S = 10.0  # after SIGTERM (a timeout, or a signal passed on), before SIGKILL
 _POLL_S = 0.2  # how often a wait looks at the clock
 DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the job exits
+# descriptors RunJob holds for a running job (its pipes, log and lock, the locks of chunks
+# claimed ahead for its slot), with room to spare; and for all else
+FILES_A_SLOT, FILES_SPARE = 12, 64
+
+
+def make_room(slots: int) -> None:
+    """Raise this process's soft limit of open files, within its hard limit, to what
+    ``slots`` jobs at once need (``RunJob --parallel 500`` with a soft limit of 1,024).
+    A job that cannot start for want of them all the same makes a drain go on with the
+    jobs it runs."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = FILES_SPARE + slots * FILES_A_SLOT
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        top = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, top), hard))
 
 
 def job_name(script: str) -> str:
@@ -291,7 +308,7 @@ class Run:
             if exc.errno == errno.ENOENT and os.path.exists(argv[0]):
                 raise ScriptError(argv[0], "its interpreter (first line) is not there") from None
             if exc.errno != errno.ENOEXEC:
-                raise ScriptError(argv[0], exc.strerror or str(exc)) from None
+                raise ScriptError(argv[0], exc.strerror or str(exc), exc.errno) from None
         # A script without a "#!" line: run it with bash, as bash itself (and the seed) would.
         from shutil import which
 
