@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 FORMATS = ("parquet", "csv", "json", "orc")
 DEFAULT_FORMAT = "parquet"  # what the seed's ``file:`` means
@@ -91,15 +92,27 @@ def dataset_tables(rows: Iterable[Mapping[str, object]]) -> list[str]:
     return found
 
 
-def publish(tables: Iterable[str], dataid: str, token: str) -> list[str]:
+class Publication(NamedTuple):
+    """What a publish did: ``aside``, what the chunks held before and the folders of
+    older attempts (a late writer's), to :func:`remove` once the finish is committed;
+    ``moves``, its renames (from, to) in order, for :func:`unpublish`."""
+
+    aside: list[str]
+    moves: list[tuple[str, str]]
+
+
+def publish(tables: Iterable[str], dataid: str, token: str) -> Publication:
     """Move attempt ``token``'s output of chunk ``dataid`` into place in each of
     ``tables`` (those it wrote), with renames only: it runs inside the finish's
     transaction, which has checked that the run still owns the chunk. What the chunks
-    held before, and the folders of older attempts (a late writer's), are moved aside:
-    the list returned, to :func:`remove` once the finish is committed. A failure puts
-    back what was moved and raises PublishFailed: the run is not recorded READY."""
-    aside: list[str] = []
-    done: list[tuple[str, str, str]] = []  # (staged, final, trash) moved, for an undo
+    held before, and older attempts' folders, are moved aside. A failure puts back what
+    was moved and raises PublishFailed: the run is not recorded READY."""
+    done = Publication([], [])
+
+    def move(path: str, to: str) -> None:
+        os.rename(path, to)
+        done.moves.append((path, to))
+
     try:
         for table in tables:
             staged = staging(table, dataid, token)
@@ -108,25 +121,28 @@ def publish(tables: Iterable[str], dataid: str, token: str) -> list[str]:
             final = chunk_path(table, dataid)
             trash = f"{os.path.dirname(staged)}/old-{token}"
             if os.path.lexists(final):
-                os.rename(final, trash)
-            done.append((staged, final, trash))
-            os.rename(staged, final)
-            aside.append(trash)
+                move(final, trash)
+            move(staged, final)
+            done.aside.append(trash)
             for number, older in enumerate(_listing(os.path.dirname(staged))):
                 if os.path.basename(older).startswith(("run=", "batch=")):  # a late writer's
                     with contextlib.suppress(OSError):
-                        os.rename(older, f"{trash}.{number}")
-                        aside.append(f"{trash}.{number}")
+                        move(older, f"{trash}.{number}")
+                        done.aside.append(f"{trash}.{number}")
     except OSError as exc:
-        for staged, final, trash in reversed(done):
-            with contextlib.suppress(OSError):
-                if not os.path.lexists(staged):
-                    os.rename(final, staged)
-                if os.path.lexists(trash):
-                    os.rename(trash, final)
+        unpublish(done.moves)
         where = exc.filename or dataid
         raise PublishFailed(f"cannot publish chunk {dataid} ({where}: {exc.strerror})") from None
-    return aside
+    return done
+
+
+def unpublish(moves: list[tuple[str, str]]) -> None:
+    """Undo a publish's renames, the last first: the chunks hold what they held before
+    and the attempt its output (a finish that did not commit)."""
+    while moves:
+        path, to = moves.pop()
+        with contextlib.suppress(OSError):
+            os.rename(to, path)
 
 
 def remove(paths: Iterable[str]) -> None:

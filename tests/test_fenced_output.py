@@ -129,7 +129,7 @@ def test_a_publish_moves_the_chunks_old_files_and_older_attempts_aside(tmp_path)
         staged = Path(layout.staging(table, "7", token))
         staged.mkdir(parents=True)
         (staged / "part.csv").write_text(token)
-    aside = layout.publish([table], "7", "mine")
+    aside = layout.publish([table], "7", "mine").aside
     assert _files(chunk) == {"part.csv": "mine"}
     assert sorted(_files(Path(path)).get("part.csv", "") for path in aside) == ["", "late"]
     assert {p.name for p in (Path(table) / layout.ATTEMPTS / "dataid=7").iterdir()} == {
@@ -155,3 +155,53 @@ def test_a_publish_that_fails_puts_every_chunk_back(tmp_path):
     for table in tables:
         assert _files(Path(table) / "dataid=7") == {"part.csv": "before"}
         assert _files(Path(layout.staging(table, "7", "mine"))) == {"part.csv": "after"}
+
+
+def test_a_publish_undone_puts_back_the_chunk_and_every_attempts_folder(tmp_path):
+    """A finish that published and was not committed: its renames undone, the last first."""
+    table = str(tmp_path / "t")
+    chunk = Path(table) / "dataid=7"
+    chunk.mkdir(parents=True)
+    (chunk / "old.csv").write_text("attempt 1's")
+    for token in ("late", "mine"):
+        staged = Path(layout.staging(table, "7", token))
+        staged.mkdir(parents=True)
+        (staged / "part.csv").write_text(token)
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    done = layout.publish([table], "7", "mine")
+    layout.unpublish(done.moves)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    assert _files(chunk) == {"old.csv": "attempt 1's"} and done.moves == []
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_finish_whose_commit_the_server_refuses_leaves_the_chunk_as_it_was(
+    cli, tmp_path, address
+):
+    """The server refuses the finish's COMMIT (a deferred constraint trigger of a store
+    writer): the run is not READY, and its chunk keeps what its last READY run made
+    (on SQLite: test_sweep_findings, a COMMIT on a full disk)."""
+    import psycopg
+
+    table = _register(cli, tmp_path)
+    assert cli.runjob("./work.sh").code == 0
+    (table / "dataid=7" / "mark").write_text("the first run's chunk")
+    cli.ok("resubmit", "work", "7")
+    with psycopg.connect(address, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION hostile() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN RAISE EXCEPTION 'hostile commit'; END $$"
+        )
+        conn.execute(
+            "CREATE CONSTRAINT TRIGGER hostile AFTER UPDATE ON run DEFERRABLE INITIALLY"
+            " DEFERRED FOR EACH ROW WHEN (NEW.status = 'READY') EXECUTE FUNCTION hostile()"
+        )
+    done = cli.runjob("./work.sh")
+    assert done.code != 0 and "hostile commit" in done.err, done
+    assert _files(table / "dataid=7") == {"mark": "the first run's chunk", "part.csv": "here\n"}, (
+        done
+    )
+    assert rows(tmp_path, "select status from run order by attempt") == [
+        ("READY",),
+        ("RUNNING",),
+    ]

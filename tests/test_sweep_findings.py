@@ -294,12 +294,6 @@ def test_a_token_rewritten_by_a_store_writer_never_starts_a_chunk_beside_its_hel
         (tmp_path / "go").touch()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the finish moves the output into the chunk before its COMMIT: when the COMMIT "
-    "fails (here the store's disk is full) the run is not READY (later FAILED, abandoned) "
-    "but its output stays published",
-)
 def test_a_finish_whose_commit_fails_never_publishes(cli, tmp_path):
     """Fenced output, statement 1: a run that fails never replaces the chunk."""
     from support import mounted

@@ -94,7 +94,14 @@ def _finish(
     failed: Failed,
 ) -> tuple[int, int, str]:
     tries: list[int] = []
-    aside: list[str] = []  # moved aside by the publish, deleted once it is committed
+    done = layout.Publication([], [])  # what publishing did, kept until it is committed
+    reached: list[int] = []  # the tries that published: their run still owned the chunk
+
+    def publish() -> None:
+        reached.append(len(tries))
+        published = layout.publish(tables, claim.dataid, claim.token)
+        done.aside.extend(published.aside)
+        done.moves.extend(published.moves)
 
     def finish() -> tuple[int, int, str]:
         tries.append(1)
@@ -110,7 +117,7 @@ def _finish(
                 duration=outcome.duration,
                 reason=outcome.note,
                 validation=outcome.validation,
-                publish=lambda: aside.extend(layout.publish(tables, claim.dataid, claim.token)),
+                publish=publish,
             )
         except RunFenced:
             if len(tries) > 1 and _recorded(store, job, claim, status):
@@ -118,6 +125,15 @@ def _finish(
                 outs = {s for _, s in store.out_status(job.jobid, claim.dataid)}
                 final = outs.pop() if len(outs) == 1 else status
                 return len(job.outputs), len(job.inputs), final
+            raise
+        except BaseException as exc:
+            # A try that published, not committed (the store said so; a commit whose
+            # answer was lost with the connection may have been: the next try tells):
+            # the chunks keep what they held. It published once the run was known to
+            # own the chunk still, so no earlier try was committed either.
+            if reached[-1:] == [len(tries)] and not store.outcome_unknown(exc):
+                layout.unpublish(done.moves)
+                done.aside.clear()
             raise
 
     published = False
@@ -128,7 +144,7 @@ def _finish(
         return counts  # type: ignore[return-value]
     finally:
         if published:  # what the chunk held before, and older attempts' folders
-            layout.remove(aside)
+            layout.remove(done.aside)
         else:  # a failed or fenced attempt's output is never published
             layout.discard(tables, claim.dataid, claim.token)
         # Only now: the status is final before anyone else may take the chunk.

@@ -92,6 +92,11 @@ class Store(ABC):
         """Is ``exc`` a failure of the store that passes if tried again later?"""
         return getattr(exc, "passing", False)
 
+    def outcome_unknown(self, exc: BaseException) -> bool:
+        """Did ``exc`` leave unknown whether the transaction it ended was committed (its
+        COMMIT sent, the answer lost with the connection)? Not on a store in a file."""
+        return False
+
     # What a run's liveness needs (dataflow.run.liveness): "lock", this host's chunk lock
     # and its run's token; "lease" (a :class:`dataflow.store.leases.LeaseStore`), also a
     # run lock and heartbeat every host sees, held by a keeper (dataflow.run.keeper).

@@ -252,9 +252,14 @@ def _open(address: str) -> psycopg.Connection:
 def passing(exc: BaseException) -> bool:
     """A lost connection or a server going down or up (the next transaction connects
     again), a deadlock or serialization failure (rolled back whole)."""
+    return outcome_unknown(exc) or (getattr(exc, "sqlstate", None) or "").startswith("40")
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """A lost connection or a server going down: a COMMIT sent may have been done."""
     state = getattr(exc, "sqlstate", None) or ""
     lost = isinstance(exc, psycopg.OperationalError) and not state
-    return lost or state.startswith(("08", "57P", "40"))
+    return lost or state.startswith(("08", "57P"))
 
 
 def _scrubbed(address: str, exc: psycopg.Error) -> str:

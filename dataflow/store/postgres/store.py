@@ -36,7 +36,7 @@ from ..queries.tables import TableQueries
 from ..queries.views import ViewQueries
 from . import schema
 from .claims import ClaimQueries
-from .connection import Connection, connect, display, failure, marks, passing
+from .connection import Connection, connect, display, failure, marks, outcome_unknown, passing
 
 STATE_ENV = "DATAFLOW_STATE"  # this host's folder for a shared store's logs and lock file
 QUERIES = NamedQueries(__package__)
@@ -70,6 +70,9 @@ class PostgresStore(
         """A lost connection or a server going down or up (the next transaction connects
         again), a deadlock or serialization failure (rolled back whole)."""
         return passing(exc) or super().passing(exc)
+
+    def outcome_unknown(self, exc: BaseException) -> bool:
+        return outcome_unknown(exc)
 
     def __init__(self, address: str, conn: Connection):
         self.path = address  # type: ignore[assignment]
