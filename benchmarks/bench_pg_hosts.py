@@ -157,7 +157,7 @@ def _one_death(address: str, work: Path, env_a: dict, partition: Proxy | None) -
         pg_server.register(store, jobid, [f"{jobid}_in"], [f"{jobid}_out"])
         pg_server.ready(store, f"{jobid}_in", "source", 0, 1)
         store.conn.execute(
-            "INSERT INTO job(jobid, itemtype, itemvalue) VALUES (?, 'retries', '1')", (jobid,)
+            "INSERT INTO job(jobid, itemtype, itemvalue) VALUES (%s, 'retries', '1')", (jobid,)
         )
     write_script(work / f"{jobid}.sh", "#!/bin/sh\necho $$ > job.pid\nexec sleep 300\n")
     pidfile = work / "job.pid"

@@ -135,8 +135,8 @@ def build_chain(address: str, chain, triggers: bool) -> tuple[Store, float]:
             for k, jobid in enumerate(chain.jobs, start=1):
                 store.conn.execute(
                     "INSERT INTO candidate(jobid, sortkey, dataid) "
-                    "SELECT ?, dataflow_natkey(g::text), g::text "
-                    "FROM generate_series(?::int, ?::int) g",
+                    "SELECT %s, dataflow_natkey(g::text), g::text "
+                    "FROM generate_series(%s::int, %s::int) g",
                     (jobid, chain.done(k), chain.done(k - 1) - 1),
                 )
     store.conn.execute("VACUUM ANALYZE")  # as autovacuum leaves a store that has lived
