@@ -85,7 +85,7 @@ class Drain:
         self.failure: BaseException | None = None  # a store error that outlasted our patience
         self._said_store = False
         self._owner = threading.current_thread()  # the drain's: it notifies and uses the store
-        self._unusable_said: set[str] = set()  # dataids that cannot name a chunk, warned of
+        self._unusable_said: set[str] = set()  # dataids of candidates skipped, warned of
         # where runs stage their file outputs, published by their finish (layout.py); a
         # driver's drain has the job's variables in its own environment
         self.tables = layout.output_tables(job.outputs, {**os.environ, **env.variables})

@@ -160,7 +160,8 @@ def _serve_requests(state: _State, requests: int, answers: int) -> None:
             try:
                 try:
                     answer = _request(state, line)
-                except Exception:  # its session ended: at once, not at the next heartbeat
+                except Exception as exc:  # its session ended: at once, not at a heartbeat
+                    say(f"store out of reach ({' '.join(str(exc).split())[:200]}); reconnecting")
                     state.connect()  # (which takes the locks it held again)
                     answer = _request(state, line)
             except Exception as exc:
