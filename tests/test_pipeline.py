@@ -139,3 +139,28 @@ def test_a_keeper_whose_session_ended_answers_the_next_claim_at_once(work, pg_da
     (again,) = keeper_backends(pg_database)
     held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1"
     assert again != backend and _admin(pg_database, f"{held} AND pid = {again}") == [(2,)]
+
+
+def test_a_keeper_started_above_descriptor_1023_answers(work):
+    """A drain of many slots holds more than 1,024 descriptors (it raises its limit for
+    them): a keeper started then talks over pipes numbered above 1023, where select()
+    cannot look."""
+    import os
+    import resource
+
+    store, job = work
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"a hard limit of {hard} open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1030:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        claimed = claims.claim(store, job, command="./work.sh").claim
+        assert claimed is not None and claimed.dataid == "1"
+        assert keeper.current(store).requests > 1023
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

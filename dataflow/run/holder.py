@@ -46,13 +46,15 @@ class Lines:
 
     def __init__(self, fd: int):
         self.fd, self.pending = fd, b""
+        self._poller = select.poll()  # not select(): a drain of many slots has descriptors
+        self._poller.register(fd, select.POLLIN)  # above 1023
 
     def read(self, timeout: float | None) -> str | None:
         """The next line ('' at end of file); None after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self.pending:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([self.fd], [], [], left)[0]:
+            if not self._poller.poll(None if left is None else left * 1000):
                 return None
             data = os.read(self.fd, 65536)
             if not data:
