@@ -83,7 +83,7 @@ class Drain:
         self._dry = False  # the last claim found nothing claimable
         self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
-        self._said_store = False
+        self._said_store = self._said_cramped = False
         self._owner = threading.current_thread()  # the drain's: it notifies and uses the store
         self._unusable_said: set[str] = set()  # dataids that cannot name a chunk, warned of
         # where runs stage their file outputs, published by their finish (layout.py); a
@@ -171,9 +171,15 @@ class Drain:
         except ScriptError as exc:
             if exc.errno not in SCARCE or not self._active:
                 raise
-            self.parallel = self._units()
-            self.notify(Event("cramped", status=f"{exc}; at most {self.parallel} jobs at once"))
+            self._cramped(str(exc))
         return None
+
+    def _cramped(self, why: str) -> None:
+        """Go on with the jobs that run, no more at once; said once a drain."""
+        self.parallel = max(self._units(), 1)
+        if not self._said_cramped:
+            self._said_cramped = True
+            self.notify(Event("cramped", status=f"{why}; at most {self.parallel} jobs at once"))
 
     def _room_ahead(self) -> bool:
         """May chunks be claimed ahead: every slot busy with short jobs, the last found."""
@@ -182,6 +188,7 @@ class Drain:
             and self._per_slot > 0
             and not self._dry
             and self.in_batch is None
+            and not self._said_cramped  # short of descriptors: none held for later
             and self.failure is None
             and not self.summary.interrupted
             and self._units() >= self.parallel
@@ -219,6 +226,12 @@ class Drain:
         except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # no more claims; the runs
             if not ahead:  # under way finish and are recorded, then it is raised
                 self.failure = exc  # (a claim ahead is tried again once a slot frees)
+            return [], None
+        except OSError as exc:  # a chunk's lock cannot be opened: the runs under way go on
+            if exc.errno not in SCARCE or not self._active:
+                raise
+            if not ahead:
+                self._cramped(f"cannot claim a chunk: {exc.strerror or exc}")
             return [], None
         assert isinstance(result, claims.ClaimResult)
         for dataid in result.abandoned:

@@ -164,7 +164,9 @@ class Copier:
         return sorted({sink.lost for sink in sinks if sink.lost})
 
     def _copy(self) -> None:
-        with selectors.DefaultSelector() as selector:
+        # poll, not epoll: a selector that needs no descriptor of its own cannot fail for
+        # want of one (the job, started already, would block on a pipe nobody reads)
+        with selectors.PollSelector() as selector:
             for pipe in self.routes:
                 selector.register(pipe, selectors.EVENT_READ)
             while selector.get_map() and not self._stop.is_set():

@@ -1,0 +1,97 @@
+"""Adversarial sweep of four changes: the keeper's retry of a failed request
+(run/holder.py), a drain short of descriptors (run/drain.py, runner.make_room), a finish
+whose COMMIT is refused after its publish (run/recorder.py, layout.publish/unpublish), and
+hostile attempt/retry counts (run/claims.py).
+
+Breaks found (each a test here):
+
+- A drain of quick jobs (claiming ahead) under a hard limit of 24-32 open files stopped
+  with ``error: <store>-locks: Too many open files`` and left its started chunks RUNNING:
+  a claim that cannot open a chunk's lock was not taken as "short of descriptors".
+- Such a claim leaked the locks it took before in the same batch (liveness.take opened
+  them outside its try): the drain then passed over its own locked chunks and ended with
+  exit 0 and "14 waiting".
+- The output copier's epoll selector needs a descriptor: without one, a traceback on
+  stderr ("Exception ignored in thread") and nobody read the job's pipes: a job writing
+  more than a pipe holds blocked, and RunJob with it, for ever (now a poll selector).
+- The "cramped" warning was said at every shrink (up to three lines), not once.
+
+Attacks that held are listed at the end of this docstring as they are tried.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from test_runjob import ready, register
+
+from support import BIN, ROOT, script
+
+LIMITED = ("warning: cannot run ./work.sh", "warning: cannot claim a chunk")
+
+
+def _files(limit: int):
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+
+@pytest.mark.both_stores
+@pytest.mark.parametrize("files,pause", [(20, "0.3"), (24, "0.3"), (24, "0"), (28, "0"), (32, "0")])
+def test_a_drain_short_of_descriptors_never_hangs_nor_leaves_a_chunk_running(
+    cli, tmp_path, files, pause
+):
+    """``--parallel 4`` under a hard limit of a few dozen files, jobs quick enough to be
+    claimed ahead and writing more than a pipe holds: RunJob ends, exit 0, at most one
+    warning line and no traceback, every chunk run once and READY."""
+    cli.ok("createtables")
+    register(cli, "work", ["src"], ["dst"])
+    ready(cli, "src", *map(str, range(1, 21)))
+    big = 'head -c 100000 /dev/zero | tr "\\0" x'
+    script(tmp_path, "work.sh", f'echo "$dataid" >> ran.log; sleep {pause}; {big}')
+    done = subprocess.run(
+        [str(BIN / "RunJob"), "--all", "--parallel", "4", "./work.sh"],
+        cwd=tmp_path,
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        preexec_fn=_files(files),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) <= 1 and all(line.startswith(LIMITED) for line in lines), done.stderr
+    ran = Counter((tmp_path / "ran.log").read_text().split())
+    assert ran == Counter(str(i) for i in range(1, 21))
+    found = cli.ok("sql", "select distinct status from datastatus where jobid = 'work'")
+    assert found.lines[2:] == ["READY"]
+
+
+def test_the_output_copier_needs_no_descriptor_of_its_own(tmp_path):
+    """A Copier started when no descriptor is left copies all a job writes (it used
+    epoll, whose descriptor could not be made: a traceback, and the job's pipe full)."""
+    program = f"""
+import os, resource, subprocess, sys
+sys.path.insert(0, {str(ROOT)!r})
+from dataflow.run.output import Copier, Sink
+out = os.open({str(tmp_path / "copied")!r}, os.O_WRONLY | os.O_CREAT)
+job = subprocess.Popen(["sh", "-c", "head -c 300000 /dev/zero"], stdout=subprocess.PIPE)
+highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+while True:  # every descriptor taken
+    try:
+        os.open("/dev/null", os.O_RDONLY)
+    except OSError:
+        break
+copier = Copier([(job.stdout, [Sink("copy", out)])], [])
+copier.start()
+job.wait(timeout=60)
+copier.stop(30)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "copied").stat().st_size == 300000
