@@ -200,3 +200,50 @@ def test_a_finish_whose_every_commit_is_lost_leaves_no_output_of_a_failed_run(
     cli.ok("recover")
     assert rows(tmp_path, "select status from run order by attempt")[-1] != ("READY",)
     assert _files(table / "dataid=7") == {"mark": "the first run's chunk", "part.csv": "here\n"}
+
+
+@pytest.mark.slow
+def test_a_keeper_takes_again_the_run_locks_a_hostile_writer_held_at_its_reconnect(hosts, tmp_path):
+    """The server ends the keeper's session while it holds the run locks of three live
+    runs, and a store writer takes advisory locks of the same keys before the keeper
+    reconnects; once the writer lets them go, the keeper holds them again (its lease
+    held the chunks meanwhile: host B never runs one of them)."""
+    import time
+
+    import psycopg
+    from hosts import keeper_backends
+    from test_hosts import _one_job
+    from test_lease import JOB, WAIT_GO, _ledger
+
+    from dataflow.store.postgres.claims import run_key
+    from support import BOUND, start_runjob, wait_for
+
+    a, b = hosts
+    _one_job(a, tmp_path, JOB + WAIT_GO, chunks=3)
+    runner = start_runjob(a, "--all", "--parallel", "3", "./work.sh")
+    wait_for(lambda: len(_ledger(tmp_path)) == 3, what="three live runs")
+    wait_for(lambda: keeper_backends(a.address), what="the run locks")
+    (backend,) = keeper_backends(a.address)
+    keys = [run_key("work", str(d)) for d in (1, 2, 3)]
+    with psycopg.connect(a.address, autocommit=True) as hostile:
+        hostile.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        wait_for(
+            lambda: all(
+                hostile.execute("SELECT pg_try_advisory_lock(%s)", (k,)).fetchone()[0] for k in keys
+            ),
+            what="the hostile locks",
+        )
+        seen = rows(tmp_path, "select max(seen) from run")[0][0]
+        wait_for(  # the keeper reconnected: its heartbeat goes on
+            lambda: rows(tmp_path, "select min(seen) from run")[0][0] > seen,
+            what="a heartbeat",
+        )
+        assert b.runjob("--all", "./work.sh").code == 0  # nothing for B: leases held
+    time.sleep(BOUND / 2)  # a few heartbeats of the keeper's
+    held = wait_for(
+        lambda: len(keeper_backends(a.address)) == 1, timeout=BOUND, what="the locks again"
+    )
+    assert held is not False
+    (tmp_path / "go").touch()
+    assert runner.wait(timeout=60) == 0
+    assert sorted(line.split()[0] for line in _ledger(tmp_path)) == ["1", "2", "3"]
