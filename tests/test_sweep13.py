@@ -284,7 +284,9 @@ def test_keeper_sessions_ended_again_and_again_under_two_draining_hosts(hosts, t
         ender.join()
     errors = [runner.stderr.read() for runner in runners]
     assert "Traceback" not in "".join(errors), errors
-    assert all(c == 0 or len(e.splitlines()) == 1 for c, e in zip(codes, errors)), errors
+    assert all(c == 0 or len(e.splitlines()) == 1 for c, e in zip(codes, errors, strict=True)), (
+        errors
+    )
     ledger = _ledger(tmp_path)
     assert not [line for line in ledger if "OVERLAP" in line], ledger
     for host in hosts:  # what a drain that gave up left: its next run finishes the work
