@@ -21,6 +21,7 @@ Attacks that held are listed at the end of this docstring as they are tried.
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import subprocess
 import sys
@@ -332,3 +333,72 @@ def test_a_keeper_whose_retry_finds_the_server_refusing_ends_the_drain_in_one_li
     finally:
         proxy.close()
         ADDRESSES.pop(tmp_path, None)
+
+
+PIDS = "/sys/fs/cgroup/pids"
+
+
+@pytest.mark.both_stores
+@pytest.mark.parametrize("tasks", [8, 10, 12, 16])
+def test_a_drain_short_of_tasks_never_tracebacks_nor_leaves_a_chunk_running(
+    cli, tmp_path, tasks, store_kind
+):
+    """RunJob in a cgroup of at most ``tasks`` tasks (its threads count; root is held to
+    it, unlike RLIMIT_NPROC): a thread or a fork that cannot start. It ended in a
+    RuntimeError traceback (can't start new thread), its chunks left RUNNING. Now: no
+    traceback, nothing RUNNING once it ends, no chunk run twice."""
+    import os
+    import time
+
+    group = f"{PIDS}/sweep13-{os.getpid()}-{tasks}-{store_kind}"
+    try:
+        os.mkdir(group)
+    except OSError as exc:
+        pytest.skip(f"no pids cgroup here: {exc}")
+    try:
+        with open(f"{group}/pids.max", "w") as limit:
+            limit.write(str(tasks))
+        cli.ok("createtables")
+        register(cli, "work", ["src"], ["dst"])
+        ready(cli, "src", *map(str, range(1, 13)))
+        job = tmp_path / "work.sh"  # a job that forks nothing (Python, not through Spark)
+        job.write_text(
+            "#!/usr/bin/env python3\nimport os, time\n"
+            "with open('ran.log', 'a') as f: f.write(os.environ['dataid'] + '\\n')\n"
+            "time.sleep(0.3)\n"
+        )
+        job.chmod(0o755)
+
+        def enter() -> None:
+            with open(f"{group}/cgroup.procs", "w") as procs:
+                procs.write(str(os.getpid()))
+
+        done = subprocess.run(
+            [str(BIN / "RunJob"), "--all", "--parallel", "4", "./work.sh"],
+            cwd=tmp_path,
+            env=cli.env,
+            capture_output=True,
+            text=True,
+            preexec_fn=enter,
+            timeout=120,
+        )
+    finally:
+        for _ in range(100):  # what is left in the group (a keeper letting go) is ended
+            with open(f"{group}/cgroup.procs") as procs:
+                left = procs.read().split()
+            if not left:
+                break
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), 9)
+            time.sleep(0.1)
+        os.rmdir(group)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0 or len(done.stderr.splitlines()) <= 2, done.stderr
+    ran = Counter((tmp_path / "ran.log").read_text().split()) if done.returncode == 0 else None
+    assert ran is None or ran == Counter(str(i) for i in range(1, 13))
+    if (tmp_path / "ran.log").exists():
+        twice = [d for d, n in Counter((tmp_path / "ran.log").read_text().split()).items() if n > 1]
+        assert twice == []
+    found = cli.ok("sql", "select distinct status from datastatus where jobid = 'work'")
+    assert "RUNNING" not in found.lines[2:], done.stderr

@@ -277,7 +277,11 @@ class Drain:
         liveness.started(self.store, self.job.jobid, claim.dataid, claim.runid, claim.token, group)
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
-        start_thread(lambda claim=claim, run=run: self._wait(claim, run))
+        try:
+            start_thread(lambda claim=claim, run=run: self._wait(claim, run))
+        except RuntimeError as exc:  # no thread left (a limit of tasks): waited for here
+            self._cramped(f"cannot run {self.argv[0]}: no thread to wait for it ({exc})")
+            self._wait(claim, run)
         self.summary.running = len(self._active)
 
     def _launch_batch(self, batch: list[Claim]) -> None:

@@ -143,7 +143,7 @@ class Copier:
         self._done = threading.Event()
 
     def start(self) -> None:
-        start_thread(self._run)
+        start_thread(self.run)
 
     def stop(self, grace: float) -> None:
         """Wait up to ``grace`` seconds for the pipes to end, then stop copying."""
@@ -152,7 +152,8 @@ class Copier:
         # bounded: a console that blocks (a reader that stopped reading) must not hang us
         self._done.wait(grace)
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Copy in this thread, until every pipe is at its end (or :meth:`stop`)."""
         try:
             self._copy()
         finally:
