@@ -15,8 +15,38 @@ Breaks found (each a test here):
   stderr ("Exception ignored in thread") and nobody read the job's pipes: a job writing
   more than a pipe holds blocked, and RunJob with it, for ever (now a poll selector).
 - The "cramped" warning was said at every shrink (up to three lines), not once.
+- A drain short of tasks (a pids cgroup: threads and forks; root is held to it, unlike
+  RLIMIT_NPROC): "RuntimeError: can't start new thread" traceback from the copier's, the
+  run's waiting or the recorder's thread, chunks left RUNNING; the copier's failure came
+  after the job was spawned. Fixed: its thread starts before the job, the others fall
+  back to the drain's thread.
+- status, explain and the board on a run row whose retry is text or bytes (any SQLite
+  client): TypeError traceback (RunJob skipped the chunk already). Fixed
+  (lifecycle.counted).
+- The keeper ignored which run locks its reconnect took again: a store writer holding a
+  key at that moment left the keeper believing it held the lock for good. Fixed: taken
+  again at each heartbeat, and a hold of such a chunk is answered "not held".
+- xfail: a finish whose every COMMIT is lost with its session (outcome unknown, the move
+  kept) gives up; the run is recovered FAILED (abandoned) with its output still in the
+  chunk, and the last READY run's files, moved aside, deleted with the attempt folder.
 
-Attacks that held are listed at the end of this docstring as they are tried.
+Attacks that held:
+
+- Keeper sessions ended every 0.1 s under two hosts draining 60 quick chunks: no overlap
+  (flock judge), every chunk READY once, no traceback.
+- The keeper's retry finding the server refusing connections: RunJob ends in one line,
+  exit 3, no hang, nothing RUNNING (the keeper fences at half the bound; its log says
+  "store out of reach" at every tick meanwhile: noisy, left alone).
+- A finish whose first COMMIT is lost (a deferred trigger ending its own session) and
+  not done: the next try commits READY, the chunk holds the run's output only.
+- Attempt/retry counts -1, 1.5, 1e308, 2**63-1, text, bytes (SQLite), -1 and -2**31
+  (PostgreSQL; NULL is refused by both schemas): RunJob skips the chunk in one line;
+  history, runs, recover, resubmit, hold/release, log, lineage, check, endjob and
+  deleterun never traceback. 2**31-2 runs its last attempt (2**31-1 fits).
+- Hard limits of 8-16 open files (nothing can start): one error line,
+  nothing claimed or left RUNNING. (Left alone: on PostgreSQL at 12 files the keeper's
+  "internal error" line reaches RunJob's stderr beside the error line; the job inherits
+  the raised soft limit of open files.)
 """
 
 from __future__ import annotations
