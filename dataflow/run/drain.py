@@ -144,41 +144,48 @@ class Drain:
 
     def _start_more(self) -> Event | None:
         """Claim and start runs while there is room; the cap-full event if that stopped us."""
-        try:
-            while (
-                not self.summary.interrupted
-                and self.failure is None
-                and self._units() < self.parallel
-                and (self.limit is None or self.summary.started < self.limit)
-                and self.healthy()  # an engine that is gone would fail every chunk claimed
-            ):
-                if self._ahead and liveness.lapsing(self.store, self._ahead_at):
-                    claims.release_all(self.store, self.job.jobid, self._ahead)
-                if self._ahead:  # claimed while every slot was busy
-                    self._launch(self._ahead.pop(0))
-                    continue
-                # a batch of chunks for a run of in_batch; else a chunk for each free slot
-                wanted = self.batch if self.in_batch is not None else self.parallel - self._units()
-                if self.limit is not None:
-                    wanted = min(wanted, self.limit - self.summary.started)
-                claimed, blocked = self._claim_some(wanted)
-                if len(claimed) > 1 and self.in_batch is not None:
-                    self._launch_batch(claimed)
-                else:
-                    self._launch_each(claimed)
-                if blocked is not None or len(claimed) < wanted:
-                    return blocked
-        except ScriptError as exc:
-            if exc.errno not in SCARCE or not self._active:
-                raise
-            self._cramped(str(exc))
+        for _ in range(2):  # short of descriptors: fewer at once; again if none runs
+            try:
+                return self._start_some()
+            except ScriptError as exc:
+                if exc.errno not in SCARCE or not (self._active or self._ahead):
+                    raise
+                self._cramped(str(exc))
+                if self._active:
+                    return None
+        return None
+
+    def _start_some(self) -> Event | None:
+        while (
+            not self.summary.interrupted
+            and self.failure is None
+            and self._units() < self.parallel
+            and (self.limit is None or self.summary.started < self.limit)
+            and self.healthy()  # an engine that is gone would fail every chunk claimed
+        ):
+            if self._ahead and liveness.lapsing(self.store, self._ahead_at):
+                claims.release_all(self.store, self.job.jobid, self._ahead)
+            if self._ahead:  # claimed while every slot was busy
+                self._launch(self._ahead.pop(0))
+                continue
+            # a batch of chunks for a run of in_batch; else a chunk for each free slot
+            wanted = self.batch if self.in_batch is not None else self.parallel - self._units()
+            if self.limit is not None:
+                wanted = min(wanted, self.limit - self.summary.started)
+            claimed, blocked = self._claim_some(wanted)
+            if len(claimed) > 1 and self.in_batch is not None:
+                self._launch_batch(claimed)
+            else:
+                self._launch_each(claimed)
+            if blocked is not None or len(claimed) < wanted:
+                return blocked
         return None
 
     def _cramped(self, why: str) -> None:
-        """Go on with the jobs that run, no more at once; said once a drain."""
         self.parallel = max(self._units(), 1)
+        claims.release_all(self.store, self.job.jobid, self._ahead)  # their descriptors
         if not self._said_cramped:
-            self._said_cramped = True
+            self._said_cramped = True  # said once a drain
             self.notify(Event("cramped", status=f"{why}; at most {self.parallel} jobs at once"))
 
     def _room_ahead(self) -> bool:
@@ -230,8 +237,7 @@ class Drain:
         except OSError as exc:  # a chunk's lock cannot be opened: the runs under way go on
             if exc.errno not in SCARCE or not self._active:
                 raise
-            if not ahead:
-                self._cramped(f"cannot claim a chunk: {exc.strerror or exc}")
+            self._cramped(f"cannot claim a chunk: {exc.strerror or exc}")
             return [], None
         assert isinstance(result, claims.ClaimResult)
         for dataid in result.abandoned:
