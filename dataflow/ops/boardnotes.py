@@ -47,7 +47,9 @@ def advice(store: Store, cell: dict) -> str:
     except DataflowError:
         retries = 0
     retry = run["retry"] if run else 0
-    if retry < retries:
+    if run and not lifecycle.counted(run):  # written by hand: no count
+        todo = "its last run's attempt or retry is not a count: correct or delete its rows"
+    elif retry < retries:
         todo = f"automatic retry {retry + 1} of {retries} at the next RunJob"
     else:
         todo = f"no retry left: fix the cause, then 'utility resubmit {jobid} {dataid}'"

@@ -192,7 +192,10 @@ def _safe(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]
         blockers.append("it is on hold ('utility release' unfreezes it)")
     if READY in statuses:
         blockers.append(f"{job.jobid} already produced it (READY); resubmit it to rerun")
-    if FAILED in statuses and RESUBMIT not in statuses:
+    if run and not lifecycle.counted(run):
+        lines.append(f"its last run's attempt, retry: {run['attempt']!r}, {run['retry']!r}")
+        blockers.append(f"it {claims.MISCOUNTED}: correct or delete its rows")
+    elif FAILED in statuses and RESUBMIT not in statuses:
         retry = run["retry"] if run else 0
         if retry >= job.settings.retries:
             why = f", {run['reason']}" if run and run["reason"] else ""

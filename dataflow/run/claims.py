@@ -18,7 +18,17 @@ from .. import dataids, layout
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
 from . import liveness, locks, logs, processes
-from .lifecycle import ABANDONED, FAILED, RESUBMIT, RUNNING, Job, claimable, load_job, retry_wait
+from .lifecycle import (
+    ABANDONED,
+    FAILED,
+    RESUBMIT,
+    RUNNING,
+    Job,
+    claimable,
+    counted,
+    load_job,
+    retry_wait,
+)
 
 
 class Claim(namedtuple("Claim", "dataid attempt runid lock logpath token previous")):
@@ -124,14 +134,6 @@ def usable(dataid: str) -> bool:
 
 UNNAMEABLE = "cannot name a chunk (a NUL byte, or bytes that are not UTF-8)"
 MISCOUNTED = "has a last run whose attempt or retry is not a count"
-_COUNT_END = 2**31 - 1  # PostgreSQL's integer: the next attempt must fit
-
-
-def _counted(last: Row) -> bool:
-    """Are the last run's attempt and retry counts a claim can add one to? Any SQLite
-    client may write text into their columns, and any client a count at the limit."""
-    counts = (last["attempt"], last["retry"])
-    return all(type(n) is int and 0 <= n < _COUNT_END for n in counts)
 
 
 def peek(store: Store, job: Job, limit: int = 10_000, at: datetime | None = None) -> str | None:
@@ -144,6 +146,8 @@ def peek(store: Store, job: Job, limit: int = 10_000, at: datetime | None = None
         if not usable(dataid):
             continue
         [(rows, last, ready)] = store.chunk_facts(job.jobid, job.inputs, [dataid])
+        if last and not counted(last):
+            continue  # a claim skips it too
         if claimable(job, rows, ready, last and last["retry"]) and not _delayed(
             store, job, rows, last
         ):
@@ -243,7 +247,7 @@ def _claim_next(
                 facts = store.chunk_facts(job.jobid, job.inputs, [d for _, d in looked])
                 found = []
                 for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True):
-                    if last and not _counted(last):
+                    if last and not counted(last):
                         unusable.append((dataid, MISCOUNTED))
                     elif _fits(store, job, key, dataid, rows, last, ready):
                         found.append((key, dataid, rows, last))

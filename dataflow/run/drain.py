@@ -83,7 +83,7 @@ class Drain:
         self._dry = False  # the last claim found nothing claimable
         self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
-        self._said_store = False
+        self._said_store = self._said_cramped = False
         self._owner = threading.current_thread()  # the drain's: it notifies and uses the store
         self._unusable_said: set[str] = set()  # dataids of candidates skipped, warned of
         # where runs stage their file outputs, published by their finish (layout.py); a
@@ -144,36 +144,49 @@ class Drain:
 
     def _start_more(self) -> Event | None:
         """Claim and start runs while there is room; the cap-full event if that stopped us."""
-        try:
-            while (
-                not self.summary.interrupted
-                and self.failure is None
-                and self._units() < self.parallel
-                and (self.limit is None or self.summary.started < self.limit)
-                and self.healthy()  # an engine that is gone would fail every chunk claimed
-            ):
-                if self._ahead and liveness.lapsing(self.store, self._ahead_at):
-                    claims.release_all(self.store, self.job.jobid, self._ahead)
-                if self._ahead:  # claimed while every slot was busy
-                    self._launch(self._ahead.pop(0))
-                    continue
-                # a batch of chunks for a run of in_batch; else a chunk for each free slot
-                wanted = self.batch if self.in_batch is not None else self.parallel - self._units()
-                if self.limit is not None:
-                    wanted = min(wanted, self.limit - self.summary.started)
-                claimed, blocked = self._claim_some(wanted)
-                if len(claimed) > 1 and self.in_batch is not None:
-                    self._launch_batch(claimed)
-                else:
-                    self._launch_each(claimed)
-                if blocked is not None or len(claimed) < wanted:
-                    return blocked
-        except ScriptError as exc:
-            if exc.errno not in SCARCE or not self._active:
-                raise
-            self.parallel = self._units()
-            self.notify(Event("cramped", status=f"{exc}; at most {self.parallel} jobs at once"))
+        for _ in range(2):  # short of descriptors: fewer at once; again if none runs
+            try:
+                return self._start_some()
+            except ScriptError as exc:
+                if exc.errno not in SCARCE or not (self._active or self._ahead):
+                    raise
+                self._cramped(str(exc))
+                if self._active:
+                    return None
         return None
+
+    def _start_some(self) -> Event | None:
+        while (
+            not self.summary.interrupted
+            and self.failure is None
+            and self._units() < self.parallel
+            and (self.limit is None or self.summary.started < self.limit)
+            and self.healthy()  # an engine that is gone would fail every chunk claimed
+        ):
+            if self._ahead and liveness.lapsing(self.store, self._ahead_at):
+                claims.release_all(self.store, self.job.jobid, self._ahead)
+            if self._ahead:  # claimed while every slot was busy
+                self._launch(self._ahead.pop(0))
+                continue
+            # a batch of chunks for a run of in_batch; else a chunk for each free slot
+            wanted = self.batch if self.in_batch is not None else self.parallel - self._units()
+            if self.limit is not None:
+                wanted = min(wanted, self.limit - self.summary.started)
+            claimed, blocked = self._claim_some(wanted)
+            if len(claimed) > 1 and self.in_batch is not None:
+                self._launch_batch(claimed)
+            else:
+                self._launch_each(claimed)
+            if blocked is not None or len(claimed) < wanted:
+                return blocked
+        return None
+
+    def _cramped(self, why: str) -> None:
+        self.parallel = max(self._units(), 1)
+        claims.release_all(self.store, self.job.jobid, self._ahead)  # their descriptors
+        if not self._said_cramped:
+            self._said_cramped = True  # said once a drain
+            self.notify(Event("cramped", status=f"{why}; at most {self.parallel} jobs at once"))
 
     def _room_ahead(self) -> bool:
         """May chunks be claimed ahead: every slot busy with short jobs, the last found."""
@@ -182,6 +195,7 @@ class Drain:
             and self._per_slot > 0
             and not self._dry
             and self.in_batch is None
+            and not self._said_cramped  # short of descriptors: none held for later
             and self.failure is None
             and not self.summary.interrupted
             and self._units() >= self.parallel
@@ -219,6 +233,11 @@ class Drain:
         except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # no more claims; the runs
             if not ahead:  # under way finish and are recorded, then it is raised
                 self.failure = exc  # (a claim ahead is tried again once a slot frees)
+            return [], None
+        except OSError as exc:  # a chunk's lock cannot be opened: the runs under way go on
+            if exc.errno not in SCARCE or not self._active:
+                raise
+            self._cramped(f"cannot claim a chunk: {exc.strerror or exc}")
             return [], None
         assert isinstance(result, claims.ClaimResult)
         for dataid in result.abandoned:
@@ -264,7 +283,11 @@ class Drain:
         liveness.started(self.store, self.job.jobid, claim.dataid, claim.runid, claim.token, group)
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
-        start_thread(lambda claim=claim, run=run: self._wait(claim, run))
+        try:
+            start_thread(lambda claim=claim, run=run: self._wait(claim, run))
+        except RuntimeError as exc:  # no thread left (a limit of tasks): waited for here
+            self._cramped(f"cannot run {self.argv[0]}: no thread to wait for it ({exc})")
+            self._wait(claim, run)
         self.summary.running = len(self._active)
 
     def _launch_batch(self, batch: list[Claim]) -> None:

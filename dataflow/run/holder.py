@@ -81,6 +81,9 @@ class _State:
         self.address = address
         self.store: LeaseStore | None = None
         self.chunks: dict[tuple[str, str], _Run | None] = {}  # run locks held
+        # of those, the ones a reconnect could not take again (a store writer held the
+        # key): tried again at each heartbeat
+        self.missing: set[tuple[str, str]] = set()
         self.lock = threading.Lock()  # one user of the store and of ``chunks`` at a time
         self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
         self.runjob_gone = False
@@ -96,8 +99,19 @@ class _State:
         store = open_store(self.address)
         assert isinstance(store, LeaseStore)  # a keeper is started for such a store only
         store.keep_alive()
-        store.try_run_locks(list(self.chunks))  # lost with the old session; leases held on
+        chunks = list(self.chunks)  # lost with the old session; leases held on
+        taken = store.try_run_locks(chunks)
+        self.missing = {chunk for chunk, ok in zip(chunks, taken, strict=True) if not ok}
         self.store = store
+
+    def take_missing(self) -> None:
+        """Take again the run locks a reconnect could not."""
+        assert self.store is not None
+        self.missing &= set(self.chunks)
+        chunks = list(self.missing)
+        for chunk, ok in zip(chunks, self.store.try_run_locks(chunks), strict=True):
+            if ok:
+                self.missing.discard(chunk)
 
     def runs(self) -> list[_Run]:
         return [run for run in self.chunks.values() if run is not None]
@@ -138,9 +152,14 @@ def _request(state: _State, line: str) -> str | None:
     chunks = [(text(job), text(dataid)) for job, dataid in pairs]
     fresh = [chunk for chunk in chunks if chunk not in state.chunks]
     held = dict(zip(fresh, store.try_run_locks(fresh), strict=True))
+    if state.missing:
+        state.take_missing()
     answers = []
     for chunk in chunks:
         earlier = state.chunks.get(chunk)
+        if chunk in state.missing:  # ours, its lock held by another session now
+            answers.append("0")
+            continue
         if chunk in state.chunks:  # ours already: not while an earlier run of ours lives
             if earlier is not None and processes.carrying({earlier.token}):
                 answers.append("0")
@@ -198,6 +217,8 @@ def _renew(state: _State) -> None:
         assert state.store is not None
         runs = state.runs()
         renewed = state.store.renew_leases([run.runid for run in runs])
+        if state.missing:
+            state.take_missing()
     except Exception as exc:
         say(f"store out of reach ({' '.join(str(exc).split())[:200]}); reconnecting")
         with contextlib.suppress(Exception):

@@ -211,6 +211,16 @@ def load_job(store: Store, jobid: str) -> Job:
     )
 
 
+COUNT_END = 2**31 - 1  # PostgreSQL's integer: the next attempt must fit
+
+
+def counted(last: dict) -> bool:
+    """Are a run's attempt and retry counts a claim can add one to? Any SQLite client may
+    write text or bytes into their columns, and any client a count at the limit."""
+    counts = (last["attempt"], last["retry"])
+    return all(type(n) is int and 0 <= n < COUNT_END for n in counts)
+
+
 def claimable(
     job: Job, rows: list[ChunkRow], ready_inputs: int, last_retry: int | None = None
 ) -> bool:

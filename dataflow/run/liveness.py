@@ -152,8 +152,9 @@ def take(store: Store, chunks: list[tuple[locks.ChunkLock, str, str, Row | None]
     RunJob's keeper (one request for them all). Never waits. A lock not taken is closed."""
     if not chunks:
         return []
-    local = [lock.try_acquire() for lock, *_ in chunks]
-    try:
+    local: list[bool] = []
+    try:  # a lock that cannot be opened (no descriptor left) lets go of those taken
+        local.extend(lock.try_acquire() for lock, *_ in chunks)
         ours = [
             (jobid, dataid, last)
             for (_, jobid, dataid, last), ok in zip(chunks, local, strict=True)

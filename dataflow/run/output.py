@@ -143,7 +143,7 @@ class Copier:
         self._done = threading.Event()
 
     def start(self) -> None:
-        start_thread(self._run)
+        start_thread(self.run)
 
     def stop(self, grace: float) -> None:
         """Wait up to ``grace`` seconds for the pipes to end, then stop copying."""
@@ -152,7 +152,8 @@ class Copier:
         # bounded: a console that blocks (a reader that stopped reading) must not hang us
         self._done.wait(grace)
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Copy in this thread, until every pipe is at its end (or :meth:`stop`)."""
         try:
             self._copy()
         finally:
@@ -164,7 +165,9 @@ class Copier:
         return sorted({sink.lost for sink in sinks if sink.lost})
 
     def _copy(self) -> None:
-        with selectors.DefaultSelector() as selector:
+        # poll, not epoll: a selector that needs no descriptor of its own cannot fail for
+        # want of one (the job, started already, would block on a pipe nobody reads)
+        with selectors.PollSelector() as selector:
             for pipe in self.routes:
                 selector.register(pipe, selectors.EVENT_READ)
             while selector.get_map() and not self._stop.is_set():

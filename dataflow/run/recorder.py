@@ -170,8 +170,13 @@ class Recorder:
 
     def record(self, claim: Claim, outcome: Outcome) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._serve, daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no thread left (a limit of tasks): recorded here, now
+                self.done(record(self.store, self.job, self.tables, claim, outcome, self.failed))
+                return
+            self._thread = thread
         self._queue.put((claim, outcome))
 
     def close(self) -> None:

@@ -16,12 +16,13 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import namedtuple
 from pathlib import Path
 
 from ..errors import ScriptError
-from .output import Copier, LogSink, Sink, Tail
+from .output import Copier, LogSink, Sink, Tail, start_thread
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
 # (nor the file that holds the key)
@@ -261,17 +262,29 @@ class Run:
 
     def start(self) -> None:
         self._started = time.monotonic()
-        self.process = self._spawn(self.argv)
-        self._log = log = self._open_log()
-        self._tail = Tail()
-        # spark-submit hands its Python driver's stderr on through its stdout: watch both
-        routes = [(self.process.stdout, [log, self._tail, *self._watchers()])]
-        routes.append((self.process.stderr, [log, self._tail, *self._watchers()]))
-        if self.echo:
-            routes[0][1].append(Sink.console("stdout", sys.stdout))
-            routes[1][1].append(Sink.console("stderr", sys.stderr))
-        self._copier = Copier(routes, self.secrets)
-        self._copier.start()
+        # the thread that copies its output first: without one (a limit of tasks) the job
+        # must not start at all
+        copier: list[Copier] = []
+        given = threading.Event()
+        try:
+            start_thread(lambda: given.wait() and copier and copier[0].run())
+        except RuntimeError as exc:
+            why = f"no thread for its output ({exc})"
+            raise ScriptError(self.argv[0], why, errno.EAGAIN) from None
+        try:
+            self.process = self._spawn(self.argv)
+            self._log = log = self._open_log()
+            self._tail = Tail()
+            # spark-submit hands its Python driver's stderr on through its stdout: watch both
+            routes = [(self.process.stdout, [log, self._tail, *self._watchers()])]
+            routes.append((self.process.stderr, [log, self._tail, *self._watchers()]))
+            if self.echo:
+                routes[0][1].append(Sink.console("stdout", sys.stdout))
+                routes[1][1].append(Sink.console("stderr", sys.stderr))
+            self._copier = Copier(routes, self.secrets)
+            copier.append(self._copier)
+        finally:
+            given.set()
 
     def _watchers(self) -> list[Sink]:
         """More destinations of the job's output (each of stdout and stderr): for a
