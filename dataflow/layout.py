@@ -152,6 +152,22 @@ def remove(paths: Iterable[str]) -> None:
         _prune(os.path.dirname(path))
 
 
+def restore(tables: Iterable[str], dataid: str, token: str) -> None:
+    """Attempt ``token`` is recovered as dead, never READY: if its finish moved its
+    output into the chunk (and what the chunk held aside), put the chunk back as it was,
+    its output back into its attempt folder (for :func:`discard`)."""
+    for table in tables:
+        staged = staging(table, dataid, token)
+        trash = f"{os.path.dirname(staged)}/old-{token}"
+        final = chunk_path(table, dataid)
+        with contextlib.suppress(OSError):
+            if os.path.lexists(trash):
+                if os.path.lexists(final) and not os.path.lexists(staged):
+                    os.rename(final, staged)
+                if not os.path.lexists(final):
+                    os.rename(trash, final)
+
+
 def discard(tables: Iterable[str], dataid: str, token: str) -> None:
     """Delete attempt ``token``'s folder of chunk ``dataid``: it failed, or was fenced."""
     for table in tables:

@@ -26,9 +26,10 @@ Breaks found (each a test here):
 - The keeper ignored which run locks its reconnect took again: a store writer holding a
   key at that moment left the keeper believing it held the lock for good. Fixed: taken
   again at each heartbeat, and a hold of such a chunk is answered "not held".
-- xfail: a finish whose every COMMIT is lost with its session (outcome unknown, the move
-  kept) gives up; the run is recovered FAILED (abandoned) with its output still in the
-  chunk, and the last READY run's files, moved aside, deleted with the attempt folder.
+- A finish whose every COMMIT is lost with its session (outcome unknown, the move kept)
+  gives up; the run was recovered FAILED (abandoned) with its output still in the chunk,
+  and the last READY run's files, moved aside, were left behind. Fixed: recovery puts
+  the chunk back (layout.restore).
 
 Attacks that held:
 
@@ -204,15 +205,6 @@ def test_a_finish_whose_commit_was_lost_and_not_done_is_recorded_by_its_next_try
 
 @pytest.mark.slow
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a finish whose every COMMIT is lost with its session keeps its move (outcome "
-    "unknown) and gives up ('lost', exit 3): its run stays RUNNING and 'recover' marks it "
-    "FAILED (abandoned), yet the chunk keeps that run's output, and what the chunk held "
-    "(the last READY run's files, moved aside to _attempts/dataid=7/old-<token>) is "
-    "deleted with the attempt's folder: nothing puts the move back once the store says "
-    "the run did not commit",
-)
 def test_a_finish_whose_every_commit_is_lost_leaves_no_output_of_a_failed_run(
     cli, tmp_path, address
 ):

@@ -92,7 +92,9 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
         store.finish(job, dataid, FAILED)
         store.abandon_runs(job, dataid, ABANDONED)
         if last:  # nothing of the run lives: what it staged is never published
-            layout.discard(_staged_tables(store, job), dataid, liveness.run_token(store, last))
+            tables, token = _staged_tables(store, job), liveness.run_token(store, last)
+            layout.restore(tables, dataid, token)  # a finish that moved it did not commit
+            layout.discard(tables, dataid, token)
     return dead
 
 
