@@ -261,6 +261,15 @@ def setting(cli, name, value):
     cli.ok("dml", f"insert into job (jobid,itemtype,itemvalue) values ('work','{name}','{value}')")
 
 
+def open_files(soft: int, hard: int | None = None):
+    """A ``preexec_fn`` that sets a child's limit of open files (the hard one: ``soft``)."""
+    import resource
+
+    return lambda: resource.setrlimit(
+        resource.RLIMIT_NOFILE, (soft, soft if hard is None else hard)
+    )
+
+
 def start_runjob(cli, *args, env=None, **kw):
     """RunJob in the background; ``env``: variables added to the CLI's environment."""
     return subprocess.Popen(

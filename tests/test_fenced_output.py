@@ -119,8 +119,9 @@ def test_a_late_writer_never_overwrites_the_chunk_of_the_attempt_that_took_it(ho
     assert not (table / layout.ATTEMPTS).exists()
 
 
-def test_a_publish_moves_the_chunks_old_files_and_older_attempts_aside(tmp_path):
-    """Inside the finish's transaction only renames; what is deleted is deleted after."""
+def _a_chunk_and_two_attempts(tmp_path: Path) -> tuple[str, Path]:
+    """Table ``t``: chunk 7 as attempt 1 made it, and the staged output of two attempts,
+    ``late`` (a writer that goes on) and ``mine`` (the one finishing)."""
     table = str(tmp_path / "t")
     chunk = Path(table) / "dataid=7"
     chunk.mkdir(parents=True)
@@ -129,6 +130,12 @@ def test_a_publish_moves_the_chunks_old_files_and_older_attempts_aside(tmp_path)
         staged = Path(layout.staging(table, "7", token))
         staged.mkdir(parents=True)
         (staged / "part.csv").write_text(token)
+    return table, chunk
+
+
+def test_a_publish_moves_the_chunks_old_files_and_older_attempts_aside(tmp_path):
+    """Inside the finish's transaction only renames; what is deleted is deleted after."""
+    table, chunk = _a_chunk_and_two_attempts(tmp_path)
     aside = layout.publish([table], "7", "mine").aside
     assert _files(chunk) == {"part.csv": "mine"}
     assert sorted(_files(Path(path)).get("part.csv", "") for path in aside) == ["", "late"]
@@ -159,14 +166,7 @@ def test_a_publish_that_fails_puts_every_chunk_back(tmp_path):
 
 def test_a_publish_undone_puts_back_the_chunk_and_every_attempts_folder(tmp_path):
     """A finish that published and was not committed: its renames undone, the last first."""
-    table = str(tmp_path / "t")
-    chunk = Path(table) / "dataid=7"
-    chunk.mkdir(parents=True)
-    (chunk / "old.csv").write_text("attempt 1's")
-    for token in ("late", "mine"):
-        staged = Path(layout.staging(table, "7", token))
-        staged.mkdir(parents=True)
-        (staged / "part.csv").write_text(token)
+    table, chunk = _a_chunk_and_two_attempts(tmp_path)
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     done = layout.publish([table], "7", "mine")
     layout.unpublish(done.moves)

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from dataflow.dataids import today
-from support import BIN, STAMP, script
+from support import BIN, STAMP, open_files, script
 
 pytestmark = pytest.mark.both_stores
 DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'
@@ -214,13 +214,6 @@ def test_drain_on_a_terminal_draws_a_progress_bar(env_job, tmp_path):
     assert re.search(r"drainme: 3 READY, 0 FAILED in \d+\.\d s", text)
 
 
-def _limited(files: int):
-    """A child's limit of open files, soft and hard."""
-    import resource
-
-    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
-
-
 def test_a_drain_short_of_descriptors_runs_fewer_jobs_at_once_and_all_of_them(env_job, tmp_path):
     """``--parallel 40`` under a hard limit of 80 open files: a job that cannot start for
     want of descriptors makes the drain go on with those it runs, said in one line; every
@@ -228,18 +221,12 @@ def test_a_drain_short_of_descriptors_runs_fewer_jobs_at_once_and_all_of_them(en
     register(env_job, "work", ["src"], ["dst"])
     ready(env_job, "src", *map(str, range(1, 31)))
     script(tmp_path, "work.sh", 'echo "$dataid" >> ran.log; sleep 0.2')
-    done = subprocess.run(
-        [str(BIN / "RunJob"), "--all", "--parallel", "40", "./work.sh"],
-        cwd=tmp_path,
-        env=env_job.env,
-        capture_output=True,
-        text=True,
-        preexec_fn=_limited(80),
-        timeout=300,
+    done = env_job.runjob(
+        "--all", "--parallel", "40", "./work.sh", preexec_fn=open_files(80), timeout=300
     )
-    assert done.returncode == 0, done.stderr
-    warning = done.stderr.splitlines()
-    assert len(warning) == 1, done.stderr
+    assert done.code == 0, done.err
+    warning = done.err.splitlines()
+    assert len(warning) == 1, done.err
     assert re.fullmatch(
         r"warning: cannot run \./work\.sh: Too many open files; at most \d+ jobs at once",
         warning[0],
@@ -258,15 +245,9 @@ def test_a_drain_raises_its_soft_limit_of_open_files_for_its_slots(env_job, tmp_
     import resource
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    done = subprocess.run(
-        [str(BIN / "RunJob"), "--all", "--parallel", "100", "./work.sh"],
-        cwd=tmp_path,
-        env=env_job.env,
-        capture_output=True,
-        text=True,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (128, hard)),
-        timeout=300,
+    done = env_job.runjob(
+        "--all", "--parallel", "100", "./work.sh", preexec_fn=open_files(128, hard), timeout=300
     )
-    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.code == 0 and done.err == "", done.err
     wanted = min(64 + 100 * 12, hard)
     assert (tmp_path / "limits").read_text().split() == [str(wanted)] * 2

@@ -53,7 +53,6 @@ Attacks that held:
 from __future__ import annotations
 
 import contextlib
-import resource
 import subprocess
 import sys
 from collections import Counter
@@ -63,13 +62,9 @@ from test_runjob import ready, register
 from test_sweep_batch import _admin
 
 from dataflow import layout
-from support import BIN, ROOT, rows, script
+from support import ROOT, open_files, rows, script
 
 LIMITED = ("warning: cannot run ./work.sh", "warning: cannot claim a chunk")
-
-
-def _files(limit: int):
-    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 @pytest.mark.both_stores
@@ -85,18 +80,12 @@ def test_a_drain_short_of_descriptors_never_hangs_nor_leaves_a_chunk_running(
     ready(cli, "src", *map(str, range(1, 21)))
     big = 'head -c 100000 /dev/zero | tr "\\0" x'
     script(tmp_path, "work.sh", f'echo "$dataid" >> ran.log; sleep {pause}; {big}')
-    done = subprocess.run(
-        [str(BIN / "RunJob"), "--all", "--parallel", "4", "./work.sh"],
-        cwd=tmp_path,
-        env=cli.env,
-        capture_output=True,
-        text=True,
-        preexec_fn=_files(files),
-        timeout=120,
+    done = cli.runjob(
+        "--all", "--parallel", "4", "./work.sh", preexec_fn=open_files(files), timeout=120
     )
-    assert done.returncode == 0, done.stderr
-    lines = done.stderr.splitlines()
-    assert len(lines) <= 1 and all(line.startswith(LIMITED) for line in lines), done.stderr
+    assert done.code == 0, done.err
+    lines = done.err.splitlines()
+    assert len(lines) <= 1 and all(line.startswith(LIMITED) for line in lines), done.err
     ran = Counter((tmp_path / "ran.log").read_text().split())
     assert ran == Counter(str(i) for i in range(1, 21))
     found = cli.ok("sql", "select distinct status from datastatus where jobid = 'work'")
@@ -395,15 +384,7 @@ def test_a_drain_short_of_tasks_never_tracebacks_nor_leaves_a_chunk_running(
             with open(f"{group}/cgroup.procs", "w") as procs:
                 procs.write(str(os.getpid()))
 
-        done = subprocess.run(
-            [str(BIN / "RunJob"), "--all", "--parallel", "4", "./work.sh"],
-            cwd=tmp_path,
-            env=cli.env,
-            capture_output=True,
-            text=True,
-            preexec_fn=enter,
-            timeout=120,
-        )
+        done = cli.runjob("--all", "--parallel", "4", "./work.sh", preexec_fn=enter, timeout=120)
     finally:
         for _ in range(100):  # what is left in the group (a keeper letting go) is ended
             with open(f"{group}/cgroup.procs") as procs:
@@ -415,12 +396,12 @@ def test_a_drain_short_of_tasks_never_tracebacks_nor_leaves_a_chunk_running(
                     os.kill(int(pid), 9)
             time.sleep(0.1)
         os.rmdir(group)
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == 0 or len(done.stderr.splitlines()) <= 2, done.stderr
-    ran = Counter((tmp_path / "ran.log").read_text().split()) if done.returncode == 0 else None
+    assert "Traceback" not in done.err, done.err
+    assert done.code == 0 or len(done.err.splitlines()) <= 2, done.err
+    ran = Counter((tmp_path / "ran.log").read_text().split()) if done.code == 0 else None
     assert ran is None or ran == Counter(str(i) for i in range(1, 13))
     if (tmp_path / "ran.log").exists():
         twice = [d for d, n in Counter((tmp_path / "ran.log").read_text().split()).items() if n > 1]
         assert twice == []
     found = cli.ok("sql", "select distinct status from datastatus where jobid = 'work'")
-    assert "RUNNING" not in found.lines[2:], done.stderr
+    assert "RUNNING" not in found.lines[2:], done.err
