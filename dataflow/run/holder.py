@@ -108,6 +108,8 @@ class _State:
         """Take again the run locks a reconnect could not."""
         assert self.store is not None
         self.missing &= set(self.chunks)
+        if not self.missing:
+            return
         chunks = list(self.missing)
         for chunk, ok in zip(chunks, self.store.try_run_locks(chunks), strict=True):
             if ok:
@@ -121,6 +123,11 @@ class _State:
         if runs:
             say(f"{why}: fencing {', '.join(map(str, runs))}")
         processes.kill({run.token for run in runs}, {run.group for run in runs})
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (a driver's may span several)."""
+    return " ".join(str(exc).split())
 
 
 def say(line: str) -> None:
@@ -152,8 +159,7 @@ def _request(state: _State, line: str) -> str | None:
     chunks = [(text(job), text(dataid)) for job, dataid in pairs]
     fresh = [chunk for chunk in chunks if chunk not in state.chunks]
     held = dict(zip(fresh, store.try_run_locks(fresh), strict=True))
-    if state.missing:
-        state.take_missing()
+    state.take_missing()
     answers = []
     for chunk in chunks:
         earlier = state.chunks.get(chunk)
@@ -182,11 +188,11 @@ def _serve_requests(state: _State, requests: int, answers: int) -> None:
                 try:
                     answer = _request(state, line)
                 except Exception as exc:  # its session ended: at once, not at a heartbeat
-                    say(f"store out of reach ({' '.join(str(exc).split())[:200]}); reconnecting")
+                    say(f"store out of reach ({one_line(exc)[:200]}); reconnecting")
                     state.connect()  # (which takes the locks it held again)
                     answer = _request(state, line)
             except Exception as exc:
-                answer = f"!{' '.join(str(exc).split())}"
+                answer = f"!{one_line(exc)}"
         if answer is not None:
             os.write(answers, (answer + "\n").encode())
     state.runjob_gone = True
@@ -217,10 +223,9 @@ def _renew(state: _State) -> None:
         assert state.store is not None
         runs = state.runs()
         renewed = state.store.renew_leases([run.runid for run in runs])
-        if state.missing:
-            state.take_missing()
+        state.take_missing()
     except Exception as exc:
-        say(f"store out of reach ({' '.join(str(exc).split())[:200]}); reconnecting")
+        say(f"store out of reach ({one_line(exc)[:200]}); reconnecting")
         with contextlib.suppress(Exception):
             state.connect()
         return
@@ -256,7 +261,7 @@ def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) ->
                     state.store.release_leases([run.runid for run in gone.values() if run])
                     state.store.drop_run_locks(list(gone))
             except Exception as exc:  # the next heartbeat reconnects
-                say(f"store out of reach ({' '.join(str(exc).split())[:200]})")
+                say(f"store out of reach ({one_line(exc)[:200]})")
                 state.store = None
 
 
@@ -268,7 +273,7 @@ def main(address: str, requests: int, answers: int, pings: int, pongs: int) -> N
     try:
         state.connect()
     except Exception as exc:
-        os.write(answers, f"!{' '.join(str(exc).split())}\n".encode())
+        os.write(answers, f"!{one_line(exc)}\n".encode())
         return
     try:
         serve(state, requests, answers, pings, pongs)

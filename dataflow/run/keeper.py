@@ -44,7 +44,7 @@ import time
 from ..store import Store
 from ..store.address import shown
 from . import processes
-from .holder import LOG_NAME, TICK_S, Lines, bound, main, say, word
+from .holder import LOG_NAME, TICK_S, Lines, bound, main, one_line, say, word
 from .output import write_all
 
 
@@ -69,7 +69,7 @@ class Keeper:
                 _isolate(store, keep=(requests, answers, pings, pongs))
                 main(str(store.path), requests, answers, pings, pongs)
             except BaseException as exc:
-                say(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}")
+                say(f"internal error: {type(exc).__name__}: {one_line(exc)}")
             finally:
                 os._exit(0)
         for fd in (requests, answers, pings, pongs):
