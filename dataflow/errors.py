@@ -192,6 +192,15 @@ class DriverFailed(DataflowError):
         self.exit_code = 1 if claimed else 2  # 2: nothing claimed, as a configuration error
 
 
+class WorkerFailed(DataflowError):
+    """A worker of a drain spread over processes could not go on: what it said (the
+    store failed...), or how it ended (killed); the others drained on meanwhile."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class BadSparkArgs(DataflowError):
     def __init__(self, source: str, reason: str):
         super().__init__(f"cannot split {source} into spark-submit arguments: {reason}")

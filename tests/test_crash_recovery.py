@@ -38,9 +38,9 @@ def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
     runjob = start_runjob(chain, "./work.sh", start_new_session=True)
     wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start")
     job_pid = int((tmp_path / "job.pid").read_text())
-    os.killpg(job_pid, signal.SIGKILL)  # the job's whole group, then RunJob: a power cut
-    os.kill(runjob.pid, signal.SIGKILL)
-    runjob.wait()
+    os.kill(runjob.pid, signal.SIGKILL)  # RunJob, then the job's whole group: a power cut
+    runjob.wait()  # (the other way round, RunJob may record the job's death first)
+    os.killpg(job_pid, signal.SIGKILL)
     assert statuses(tmp_path, "work")["1"] == "RUNNING"
     # SIGKILL is delivered asynchronously: wait until every process of the run is gone
     # (on PostgreSQL: its keeper too, which then lets the run lock go).

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from dataflow.run import claims, inprocess, locks
 from dataflow.run.claims import Claim
-from dataflow.run.driven import decode, encode
-from dataflow.run.events import Event
+from dataflow.run.events import Event, decode, encode
 from dataflow.run.inprocess import ThreadRun
 from dataflow.run.runner import Outcome
 from dataflow.run.sparksubmit import has_entry_point

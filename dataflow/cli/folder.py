@@ -24,7 +24,8 @@ MAX_ROUNDS = 100  # a pipeline whose producers never stop producing still ends
 def drain(options: argparse.Namespace) -> int:
     if options.dry_run or options.validate or options.args:
         raise UsageError(
-            "a folder takes --all [--parallel N] [--batch K] only: name a script for the rest"
+            "a folder takes --all [--parallel N] [--workers W] [--batch K] only: "
+            "name a script for the rest"
         )
     folder = Path(options.script)
     scripts = _scripts(folder)
@@ -38,6 +39,7 @@ def drain(options: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "dataflow.cli.runjob", "--all"]
     command += ["--db", options.db] if options.db else []
     command += ["--parallel", str(options.parallel)] if options.parallel else []
+    command += ["--workers", str(options.workers)] if options.workers else []
     command += ["--batch", str(options.batch)] if options.batch else []
     worst, stopped, child = 0, [], []
 

@@ -10,16 +10,16 @@ import signal
 import sys
 
 from .. import __version__, crypto
-from ..errors import DriverFailed, UsageError
+from ..errors import DriverFailed, UsageError, WorkerFailed
 from ..run import alerts, claims, jobenv, keeper, launch, lifecycle, runner, sparkconnect
 from ..store import Store, locate, open_store
 from ..store.address import for_job
 from . import guarded, say, seed_passkey_given, stamp, text_arguments, warn
 from .report import Report, live
 
-USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--batch K] [--validate CHECK] [--dry-run]
-              SCRIPT [ARGS...]
-       RunJob [--db PATH] --all [--parallel N] [--batch K] FOLDER"""
+USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--workers W] [--batch K] [--validate CHECK]
+              [--dry-run] SCRIPT [ARGS...]
+       RunJob [--db PATH] --all [--parallel N] [--workers W] [--batch K] FOLDER"""
 DESCRIPTION = """\
 Infers the job from SCRIPT's name (./loadbob.sh -> loadbob), claims the smallest
 chunk whose inputs are all READY and that the job has not produced, runs SCRIPT
@@ -80,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="run up to N chunks at once (implies --all)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="W",
+        help="spread the N slots over W processes (default: one a core on PostgreSQL, "
+        "1 on SQLite; not for a job run through Spark)",
     )
     parser.add_argument(
         "--batch",
@@ -154,6 +162,8 @@ def run(options: argparse.Namespace) -> int:
         raise UsageError("--parallel needs a number >= 1")
     if options.batch is not None and options.batch < 1:
         raise UsageError("--batch needs a number >= 1")
+    if options.workers is not None and options.workers < 1:
+        raise UsageError("--workers needs a number >= 1")
     if drain_mode and os.path.isdir(options.script):
         from . import folder
 
@@ -173,7 +183,6 @@ def run(options: argparse.Namespace) -> int:
         if options.dry_run:
             return _dry_run(store, job, env, plan)
         plan.check(script)
-        claims.prepare(store, jobid)
         report = Report(script, jobid, drain_mode)
         pager = alerts.Pager(store, job)  # told of every event, it sends when the drain ends
         validate = [runner.resolve(options.validate, submitted=False)] if options.validate else None
@@ -185,6 +194,7 @@ def run(options: argparse.Namespace) -> int:
             env,
             every=drain_mode,
             parallel=options.parallel or 1,
+            processes=options.workers,
             batch=options.batch or 0,
             notify=pager.watch(report),
             validate=validate,
@@ -193,7 +203,7 @@ def run(options: argparse.Namespace) -> int:
         previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}
         try:
             summary = drain.run()
-        except DriverFailed:
+        except (DriverFailed, WorkerFailed):
             if drain.summary.started:  # what it did before it died
                 report.finish(drain.summary, drain.left)
             raise

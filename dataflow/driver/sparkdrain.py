@@ -30,13 +30,12 @@ import traceback
 from collections.abc import Callable
 
 from dataflow.errors import DataflowError
-from dataflow.run import keeper, lifecycle, liveness, sparkconnect
+from dataflow.run import jobenv, keeper, lifecycle, liveness, sparkconnect
 from dataflow.run.claims import Claim
 from dataflow.run.drain import Drain
-from dataflow.run.driven import EventWriter
+from dataflow.run.events import EventWriter
 from dataflow.run.inbatch import BatchChunk, BatchRun
 from dataflow.run.inprocess import ThreadRun, reason_of
-from dataflow.run.jobenv import JobEnv
 from dataflow.spark.engine import Engine
 from dataflow.store import open_store
 from dataflow.store.address import locate
@@ -69,17 +68,9 @@ def _options(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _secrets(job: lifecycle.Job) -> list[str]:
-    """The decrypted passwords RunJob put in this environment, and a Spark Connect
-    server's token: masked in chunk logs."""
-    names = (f"{dataset}_password" for dataset in job.inputs + job.outputs)
-    found = [value for name in names if (value := os.environ.get(name))]
-    return found + sparkconnect.secrets(os.environ.get(sparkconnect.REMOTE_ENV, ""))
-
-
 def main(argv: list[str]) -> int:
     options = _options(argv)
-    events = EventWriter(options.events)
+    events = EventWriter(os.open(options.events, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC))
     events.started()
     _start_keeper()
     try:
@@ -91,8 +82,8 @@ def main(argv: list[str]) -> int:
         return 2
     with open_store(locate()) as store:  # $DATAFLOW_DB, set by RunJob
         job = lifecycle.load_job(store, options.job)
-        env = JobEnv({})  # the job's variables are this process's environment already
-        env.secrets = _secrets(job)
+        env = jobenv.inherited(job)  # the job's variables are this process's environment
+        env.secrets += sparkconnect.secrets(os.environ.get(sparkconnect.REMOTE_ENV, ""))
         footer = f"(Spark's own log of this drain: {options.log})" if options.log else None
 
         def chunk(claim: Claim, variables: dict[str, str]) -> ThreadRun:

@@ -57,10 +57,12 @@ class _DryRun(Exception):
     """Raised inside the claim transaction to roll it back."""
 
 
-def prepare(store: Store, jobid: str) -> None:
+def prepare(store: Store, jobid: str, keeper: bool = True) -> None:
     """Check, before anything is claimed, what a run needs on disk: its lock file and
-    its log folder. A claim must never be spent on a failure that was foreseeable."""
-    liveness.prepare(store, jobid)
+    its log folder. A claim must never be spent on a failure that was foreseeable.
+    ``keeper``: this process claims (on a shared store its keeper starts now)."""
+    if keeper:
+        liveness.prepare(store, jobid)
     try:
         locks.prepare(store.lockfile)
     except OSError as exc:

@@ -25,76 +25,13 @@ from pathlib import Path
 from ..errors import DriverFailed
 from ..store import Store
 from ..store.address import Address
-from .claims import Claim
-from .events import Event, Summary
+from .events import Event, Summary, Tally, decode
 from .jobenv import JobEnv
 from .lifecycle import Job
 from .logs import driver_log_path
 from .runner import KILL_GRACE_S, Outcome, Run, child_environment, signal_name
 
 _POLL_S = 0.2
-
-
-def encode(event: Event) -> str:
-    """An event as one JSON line (a claim without its lock; dataids may hold escapes)."""
-    claim = event.claim
-    fields = {
-        "kind": event.kind,
-        "dataid": event.dataid,
-        "claim": None
-        if claim is None
-        else [claim.dataid, claim.attempt, claim.runid, str(claim.logpath), claim.token],
-        "outcome": None if event.outcome is None else list(event.outcome),
-        "status": event.status,
-        "counts": list(event.counts),
-        "live": event.live,
-        "cap": event.cap,
-    }
-    return json.dumps(fields) + "\n"
-
-
-def decode(line: str) -> Event:
-    fields = json.loads(line)
-    claim = fields["claim"]
-    if claim is not None:
-        dataid, attempt, runid, logpath, token = claim
-        claim = Claim(dataid, attempt, runid, None, Path(logpath), token, ())
-    outcome = fields["outcome"]
-    if outcome is not None:
-        outcome = Outcome(*outcome)
-        outcome = outcome._replace(lost=tuple(outcome.lost))
-    return Event(
-        fields["kind"],
-        fields["dataid"],
-        claim,
-        outcome,
-        fields["status"],
-        tuple(fields["counts"]),
-        fields["live"],
-        fields["cap"],
-    )
-
-
-class EventWriter:
-    """The driver's side: appends events; a RunJob that is gone is no reason to stop."""
-
-    def __init__(self, path: str):
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-
-    def __call__(self, event: Event) -> None:
-        self.write(encode(event))
-
-    def started(self) -> None:
-        """The driver says which process it is (spark-submit's JVM is its parent)."""
-        self.write(json.dumps({"kind": "driver", "pid": os.getpid()}) + "\n")
-
-    def error(self, message: str) -> None:
-        """The driver cannot drain at all (the job script does not import...)."""
-        self.write(json.dumps({"kind": "error", "message": message}) + "\n")
-
-    def write(self, line: str) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self.fd, line.encode("utf-8", "surrogatepass"))
 
 
 def is_running(pid: int) -> bool:
@@ -136,10 +73,10 @@ class DriverDrain:
         self.launch, self.parallel, self.command = launch, parallel, command
         self.batch = batch  # chunks per call of run_batch (0: the job's setting, or default)
         self.notify, self.validate = notify, validate
-        self.summary = Summary()
+        self._tally = Tally()  # the summary, from the driver's events
+        self.summary = self._tally.summary
         self.log = driver_log(store.files, job.jobid)
         self._run: Run | None = None
-        self._running: set[int] = set()
         self._error: str | None = None
         self._driver: int | None = None  # the driver's pid, once it said so
 
@@ -223,20 +160,7 @@ class DriverDrain:
             self._driver = fields["pid"]
             return
         event = decode(line)
-        summary = self.summary
-        if event.kind == "launch":
-            summary.started += 1
-            self._running.add(event.claim.runid)
-        elif event.kind == "ended":
-            self._running.discard(event.claim.runid)
-            summary.last = event.outcome
-            if event.status == "READY":
-                summary.ready += 1
-            else:
-                summary.failed += 1
-        elif event.kind == "cap_full":
-            summary.cap_full = True
-        summary.running = len(self._running)
+        self._tally.count(event)
         self.notify(event)
 
     def _check(self, outcome: Outcome) -> None:
@@ -245,13 +169,13 @@ class DriverDrain:
             raise DriverFailed(
                 self.job.jobid, self._error, self.log, self.summary.started > 0, self.role
             )
-        if self.summary.interrupted or (outcome.returncode == 0 and not self._running):
+        if self.summary.interrupted or (outcome.returncode == 0 and not self._tally.running):
             return
         code = outcome.returncode
         how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
         if code > 128:
             how += f" ({signal_name(code - 128)})"
-        left = len(self._running)
+        left = len(self._tally.running)
         if left:
             how += (
                 f" with {left} chunk{'s' if left > 1 else ''} RUNNING (marked FAILED, "

@@ -1,9 +1,15 @@
-"""What a drain tells of as it goes (:class:`Event`) and what it did (:class:`Summary`)."""
+"""What a drain tells of as it goes (:class:`Event`) and what it did (:class:`Summary`);
+events as JSON lines, for a drain in another process (a Spark driver, a drain's worker)
+to tell RunJob (:class:`EventWriter`, :func:`decode`, :class:`Tally`)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import time
 from collections import namedtuple
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,3 +48,98 @@ class Summary:
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.began
+
+
+class Tally:
+    """A :class:`Summary` kept from the events of drains in other processes."""
+
+    def __init__(self) -> None:
+        self.summary = Summary()
+        self.running: set[int] = set()  # the runids launched and not yet ended
+
+    def count(self, event: Event) -> None:
+        summary = self.summary
+        if event.kind == "launch":
+            summary.started += 1
+            self.running.add(event.claim.runid)
+        elif event.kind in ("ended", "fenced"):
+            self.running.discard(event.claim.runid)
+            if event.kind == "fenced":
+                summary.fenced += 1
+            else:
+                summary.last = event.outcome
+                if event.status == "READY":
+                    summary.ready += 1
+                else:
+                    summary.failed += 1
+        elif event.kind == "cap_full":
+            summary.cap_full = True
+        summary.running = len(self.running)
+
+
+def encode(event: Event) -> str:
+    """An event as one JSON line (a claim without its lock; dataids may hold escapes)."""
+    claim = event.claim
+    fields = {
+        "kind": event.kind,
+        "dataid": event.dataid,
+        "claim": None
+        if claim is None
+        else [claim.dataid, claim.attempt, claim.runid, str(claim.logpath), claim.token],
+        "outcome": None if event.outcome is None else list(event.outcome),
+        "status": event.status,
+        "counts": list(event.counts),
+        "live": event.live,
+        "cap": event.cap,
+    }
+    return json.dumps(fields) + "\n"
+
+
+def decode(line: str) -> Event:
+    from .claims import Claim
+    from .runner import Outcome
+
+    fields = json.loads(line)
+    claim = fields["claim"]
+    if claim is not None:
+        dataid, attempt, runid, logpath, token = claim
+        claim = Claim(dataid, attempt, runid, None, Path(logpath), token, ())
+    outcome = fields["outcome"]
+    if outcome is not None:
+        outcome = Outcome(*outcome)
+        outcome = outcome._replace(lost=tuple(outcome.lost))
+    return Event(
+        fields["kind"],
+        fields["dataid"],
+        claim,
+        outcome,
+        fields["status"],
+        tuple(fields["counts"]),
+        fields["live"],
+        fields["cap"],
+    )
+
+
+class EventWriter:
+    """The telling side: writes events to ``fd`` (a file opened to append, a pipe); a
+    RunJob that is gone is no reason to stop."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __call__(self, event: Event) -> None:
+        self.write(encode(event))
+
+    def started(self) -> None:
+        """The driver says which process it is (spark-submit's JVM is its parent)."""
+        self.write(json.dumps({"kind": "driver", "pid": os.getpid()}) + "\n")
+
+    def error(self, message: str, exit_code: int = 2) -> None:
+        """The drain cannot go on (the job script does not import, the store failed...)."""
+        self.write(json.dumps({"kind": "error", "message": message, "code": exit_code}) + "\n")
+
+    def write(self, line: str) -> None:
+        data = line.encode("utf-8", "surrogatepass")
+        with contextlib.suppress(OSError):
+            while data:  # a pipe may take a long line in parts
+                data = data[os.write(self.fd, data) :]

@@ -6,6 +6,7 @@ Values go straight into the child's environment (no shell ever sees them), so
 
 from __future__ import annotations
 
+import os
 import re
 
 from .. import crypto
@@ -29,6 +30,16 @@ class JobEnv:
 
     def for_chunk(self, dataid: str) -> dict[str, str]:
         return {**self.variables, "dataid": dataid}
+
+
+def inherited(job: Job) -> JobEnv:
+    """The environment of a drain in a process of its own (a Spark driver, a drain's
+    worker), to which RunJob gave the job's variables: only ``dataid`` to add; the
+    decrypted passwords among them, to mask in logs."""
+    env = JobEnv({})
+    names = (f"{dataset}_password" for dataset in job.inputs + job.outputs)
+    env.secrets = [value for name in names if (value := os.environ.get(name))]
+    return env
 
 
 def is_variable_name(name: str) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..store import Store
 from ..store.address import Address
-from . import claims, runner, sparkconnect, sparksubmit
+from . import claims, runner, sparkconnect, sparksubmit, workers
 from .drain import Drain
 from .driven import DriverDrain
 from .events import Event
@@ -96,16 +96,28 @@ def drain(
     *,
     every: bool,
     parallel: int,
+    processes: int | None = None,
     batch: int = 0,
     notify: Callable[[Event], None],
     validate: list[str] | None,
-) -> Drain | DriverDrain:
+) -> Drain | DriverDrain | workers.WorkerDrain:
     """The drain that runs the job's chunks: one (``every`` false) or all of them;
-    ``batch``: chunks a driver claims together for ``run_batch`` (0: the job's setting).
+    ``batch``: chunks a driver claims together for ``run_batch`` (0: the job's setting);
+    ``processes``: how many the slots are spread over (None: :func:`.workers.shares`).
+    What a run needs on disk is checked first (nothing is claimed on a failure that
+    can be foreseen).
 
     A job with an entry point drains in one Spark driver (or Connect client), started
     only when there is work: a chunk that turns up meanwhile is run by a job process of
-    its own, at the cost of a shell job."""
+    its own, at the cost of a shell job. A job process per chunk: in this process, or
+    in worker processes (:mod:`.workers`)."""
+    plain = launch.run_with is Run and not launch.entry and not launch.remote
+    slots = workers.shares(store, job, parallel, processes) if every and plain else []
+    claims.prepare(store, job.jobid, keeper=not slots)  # the workers' own keepers claim
+    if slots:
+        return workers.WorkerDrain(
+            store, address, job, env, launch.argv, slots=slots, notify=notify, validate=validate
+        )
     if launch.entry and every and claims.anything_to_do(store, job):
         return DriverDrain(
             store,

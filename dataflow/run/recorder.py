@@ -65,6 +65,17 @@ def patiently(
         return done
 
 
+def asked(store: Store, call: Callable[[], object]) -> object:
+    """``call()`` (a read) in a transaction of its own, tried again as :func:`patiently`
+    tries: a session the server ended while it was idle is opened again."""
+
+    def attempt() -> object:
+        with store.transaction():
+            return call()
+
+    return patiently(store, attempt)
+
+
 def record(
     store: Store, job: Job, tables: dict, claim: Claim, outcome: Outcome, failed: Failed
 ) -> Ended:

@@ -1,0 +1,91 @@
+"""One worker of a drain spread over processes (:mod:`.workers`): ``python -m
+dataflow.run.worker --job J --parallel K --events FD -- SCRIPT [ARGS...]``, started by
+RunJob. It drains the job's chunks as a ``RunJob --all --parallel K`` would (its own
+connection, keeper and chunk locks; the same claims, which other workers race safely)
+and tells RunJob what happens as JSON lines on descriptor FD, RunJob reporting it all
+as one drain. The job's variables are in its environment (RunJob decrypted them), the
+store's address in ``DATAFLOW_DB``; nothing secret is in its arguments.
+
+It stops claiming once RunJob is gone (its chunks under way still end and are recorded)
+and passes a signal it gets to its jobs, as RunJob does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from ..errors import DataflowError
+from ..store import DRIVER_ERRORS, open_store
+from ..store.address import for_job, locate
+from . import claims, jobenv, keeper, lifecycle, recorder, runner
+from .drain import Drain
+from .events import EventWriter
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _options(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m dataflow.run.worker")
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--parallel", type=int, default=1)
+    parser.add_argument("--events", type=int, required=True)  # a descriptor: the pipe
+    parser.add_argument("--validate")
+    parser.add_argument("argv", nargs=argparse.REMAINDER)
+    options = parser.parse_args(argv)
+    options.argv = options.argv[1:] if options.argv[:1] == ["--"] else options.argv
+    return options
+
+
+def main(argv: list[str]) -> int:
+    options = _options(argv)
+    events = EventWriter(options.events)
+    parent = os.getppid()
+    try:
+        return _drain(options, events, parent)
+    except DataflowError as exc:
+        events.error(str(exc), exc.exit_code)
+        return exc.exit_code
+    except tuple(DRIVER_ERRORS) as exc:
+        events.error(f"store error: {' '.join(str(exc).split())}", 3)
+        return 3
+    except (OSError, RuntimeError) as exc:  # no process or thread left for its keeper...
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        events.error(f"cannot drain {options.job}: {why}", 2)
+        return 2
+
+
+def _drain(options: argparse.Namespace, events: EventWriter, parent: int) -> int:
+    address = locate()  # $DATAFLOW_DB, set by RunJob
+    with open_store(address) as store:
+        # a session the server ends as it starts costs it nothing
+        job = recorder.asked(store, lambda: lifecycle.load_job(store, options.job))
+        assert isinstance(job, lifecycle.Job)
+        env = jobenv.inherited(job)
+        env.variables["DATAFLOW_DB"] = for_job(address)  # as RunJob gives it to a job
+        runner.make_room(options.parallel)
+        claims.prepare(store, job.jobid)  # its keeper, before its threads
+        drain = Drain(
+            store,
+            job,
+            env,
+            options.argv,
+            parallel=max(options.parallel, 1),
+            echo=False,
+            notify=events,
+            validate=[options.validate] if options.validate else None,
+            healthy=lambda: os.getppid() == parent,  # RunJob gone: no more claims
+        )
+        for number in SIGNALS:
+            signal.signal(number, lambda n, _: drain.stop(n))
+        try:
+            summary = drain.run()
+        finally:
+            keeper.close_all()
+    return 128 + summary.interrupted if summary.interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
