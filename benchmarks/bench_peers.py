@@ -4,8 +4,8 @@ same machine, in the same run, interleaved round by round.
 - PostgreSQL: ``RunJob --all --parallel N ./noop.sh`` over no-op chunks ÷ procrastinate
   with N worker processes draining as many no-op jobs (fsync on, one server for both);
 - PostgreSQL, no job process: our claim-and-finish loop in one process (the real
-  path: ``claims.claim``, the keeper, ``recorder.record``) ÷ pgqueuer taking one job per
-  dequeue, one worker;
+  path: ``claims.claim`` and the keeper, the ends recorded by a ``recorder.Recorder``
+  thread as a drain's are) ÷ pgqueuer taking one job per dequeue, one worker;
 - SQLite: ``RunJob --all ./noop.sh`` per chunk ÷ Luigi (local scheduler, one worker),
   with a ``true`` subprocess per task and in-process;
 - cron's case: one ``RunJob ./noop.sh`` (a whole process claiming one chunk) on
@@ -46,6 +46,8 @@ from measure import (
     verdict,
     write_script,
 )
+
+from dataflow.run.workers import cores
 
 PEERS = ("procrastinate==3.10.0", "luigi==3.8.1", "pgqueuer==1.6.0")
 HERE = Path(__file__).resolve().parent / "peers"
@@ -164,7 +166,8 @@ def bench_postgres(
         f"{PEERS[0].split('==')[1]}, a worker process of concurrency 1 per N, `wait=False` so "
         "each stops once the queue is empty), one server with fsync on, the two interleaved "
         f"over {rounds} rounds. RunJob's time is the whole process (start-up, keeper, a log "
-        "per chunk, history); procrastinate's from its workers' start to their end."
+        "per chunk, history; at `--parallel 4`, its slots spread over worker processes, one a "
+        f"core: {cores()} here); procrastinate's from its workers' start to their end."
     )
 
 
@@ -285,9 +288,11 @@ def bench_loop(config: Config, python: Path, section: Section, server: pg_server
         )
     )
     section.text(
-        f"### {TITLE}: claim and finish in one process\n\n{jobs:,} no-op chunks claimed and "
-        "finished one at a time by one process through the drain's own path (`claims.claim` "
-        "with its keeper, `recorder.record`), no job process, against pgqueuer "
+        f"### {TITLE}: claim and finish in one process\n\n{jobs:,} no-op chunks claimed "
+        "one at a time by one process through the drain's own path (`claims.claim` with its "
+        "keeper in its main thread; each end recorded by `recorder.Recorder` in its own thread "
+        "and connection while the next chunk is claimed, as a drain records them), no job "
+        "process, against pgqueuer "
         f"{PEERS[2].split('==')[1]} draining {jobs:,} no-op jobs with one worker taking one "
         "job per dequeue (`batch_size=1`, drain mode), interleaved over "
         f"{rounds} rounds. Our time is from the loop's start to its end; pgqueuer's from its "

@@ -67,7 +67,8 @@ def test_a_folder_takes_no_script_options(cli, tmp_path):
     refused = cli.runjob("--all", "--dry-run", "./etl")
     assert (refused.code, refused.err) == (
         2,
-        "error: a folder takes --all [--parallel N] [--batch K] only: name a script for the rest\n",
+        "error: a folder takes --all [--parallel N] [--workers W] [--batch K] only: "
+        "name a script for the rest\n",
     )
     zero = cli.runjob("--batch", "0", "./etl")
     assert (zero.code, zero.err) == (2, "error: --batch needs a number >= 1\n")

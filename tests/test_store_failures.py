@@ -149,3 +149,35 @@ def test_a_drain_outlives_its_sessions_being_cut(tmp_path, pg_database):
         )
     finally:
         ADDRESSES.pop(tmp_path, None)
+
+
+def test_ends_the_recorder_cannot_record_are_recorded_by_the_drain(cli, tmp_path):
+    """The recorder's own connection cannot be opened (as when no descriptor is left; here
+    the store's file is renamed under the drain, whose connection goes on): each end it
+    is handed comes back to the drain, which records it; every chunk ends READY."""
+    from test_runjob import ready, register
+
+    from dataflow.run import claims, keeper, lifecycle
+    from dataflow.run.drain import Drain
+    from dataflow.run.jobenv import JobEnv
+    from dataflow.store import open_store
+
+    cli.ok("createtables")
+    register(cli, "work", ["src"], ["dst"])
+    ready(cli, "src", *map(str, range(1, 7)))
+    job_script = tmp_path / "work.sh"
+    job_script.write_text("#!/bin/sh\necho ran\n")
+    job_script.chmod(0o755)
+    with open_store(tmp_path / "dataflow.db") as store:
+        job = lifecycle.load_job(store, "work")
+        claims.prepare(store, "work")
+        assert store.identity  # read (and kept) while the file has its name
+        (tmp_path / "dataflow.db").rename(tmp_path / "moved.db")  # what the recorder opens
+        drain = Drain(store, job, JobEnv({}), [str(job_script)], parallel=2, echo=False)
+        try:
+            summary = drain.run()
+        finally:
+            keeper.close_all()
+        assert (summary.ready, summary.failed, drain.failure) == (6, 0, None)
+    (tmp_path / "moved.db").rename(tmp_path / "dataflow.db")
+    assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 7)}

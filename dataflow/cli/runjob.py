@@ -32,7 +32,7 @@ chunk, a failed batch split until only the chunks that fail alone fail. Password
 from PASSKEY or PASSKEY_FILE (or, as in the seed, a passkey as first argument).
 With --all, a FOLDER runs every job script in it (named after a registered job),
 producers before consumers, round after round until nothing is left to claim;
---parallel and --batch apply to each of its jobs.
+--parallel, --workers and --batch apply to each of its jobs.
 """
 EXIT_CODES = """exit codes:
   0        the chunk is READY, or there was nothing to do (cron calls again later)

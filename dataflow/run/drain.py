@@ -5,7 +5,6 @@ records their ends in a thread of its own (:mod:`.recorder`). While its jobs are
 (the last ended within :data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims
 its next chunks ahead in one transaction, to start each the moment a slot frees: one a
 slot, or :data:`MANY_AHEAD` after a job that ended within :data:`MANY_BELOW_S`.
-
 Nothing here prints: progress is reported through ``notify(Event)``.
 """
 
@@ -359,8 +358,7 @@ class Drain:
                 return self._events.get(timeout=0.5)
 
     def _take(self, item: tuple[str, Any]) -> None:
-        """Act on what happened: a job ended, a run's end is recorded, or a recorder
-        thread has something to say."""
+        """Act on what happened: a job ended, its end is recorded, the recorder says."""
         kind, what = item
         if kind == "say":
             self.notify(what)
@@ -385,6 +383,8 @@ class Drain:
 
     def _report(self, ended: recorder.Ended) -> None:
         claim, outcome = ended.claim, ended.outcome
+        if ended.kind == "unrecorded":  # the recorder has no connection (no descriptor left)
+            ended = recorder.record(self.store, self.job, self.tables, claim, outcome, self._failed)
         if ended.kind == "fenced":
             self.summary.fenced += 1
             self.notify(Event("fenced", claim.dataid, claim, outcome, ended.status))

@@ -16,7 +16,7 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from .. import layout
-from ..errors import RunFenced, StoreUnavailable
+from ..errors import DataflowError, RunFenced, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
 from . import lifecycle, liveness
 from .claims import Claim
@@ -28,9 +28,11 @@ FINISH_PATIENCE = 3  # a finish waits this many times the store's patience for i
 
 class Ended(namedtuple("Ended", "claim outcome kind status counts")):
     """A run's end as recorded. kind: ``ended`` (status: the chunk's status now),
-    ``fenced`` (its result was refused; status says why) or ``lost`` (the store failed
+    ``fenced`` (its result was refused; status says why), ``lost`` (the store failed
     for longer than its patience; status is the error: the chunk stays RUNNING, and is
-    recovered later). counts: OUT rows updated and IN rows released."""
+    recovered later) or ``unrecorded`` (a :class:`Recorder` could not open its own
+    connection: the end is for the drain to record). counts: OUT rows updated and IN
+    rows released."""
 
     __slots__ = ()
 
@@ -204,6 +206,10 @@ class Recorder:
                 try:
                     if own is None:
                         own = type(self.store).open(self.store.path)
+                except (DataflowError, OSError, *DRIVER_ERRORS) as exc:  # no descriptor left...
+                    self.done(Ended(claim, outcome, "unrecorded", exc, ()))  # for the drain
+                    continue
+                try:
                     ended = record(own, self.job, self.tables, claim, outcome, self.failed)
                 except BaseException as exc:  # the connection could not be opened, or a defect:
                     ended = Ended(claim, outcome, "lost", exc, ())  # RUNNING, recovered later
