@@ -111,7 +111,7 @@ def drain(
     only when there is work: a chunk that turns up meanwhile is run by a job process of
     its own, at the cost of a shell job. A job process per chunk: in this process, or
     in worker processes (:mod:`.workers`)."""
-    plain = launch.run_with is Run and not launch.entry and not launch.remote
+    plain = not sparksubmit.is_spark_job(launch.script)  # a process per chunk, no Spark
     slots = workers.shares(store, job, parallel, processes) if every and plain else []
     claims.prepare(store, job.jobid, keeper=not slots)  # the workers' own keepers claim
     if slots:

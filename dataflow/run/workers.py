@@ -31,7 +31,8 @@ from .jobenv import JobEnv
 from .lifecycle import Job
 from .runner import child_environment, signal_name
 
-ONCE = ("store", "cramped", "cap_full")  # said once a drain, not once a worker
+# said once a drain, not once a worker (unusable: once a dataid)
+ONCE = ("store", "cramped", "cap_full", "unusable")
 
 
 def shares(store: Store, job: Job, parallel: int, workers: int | None = None) -> list[int]:
@@ -167,7 +168,7 @@ class WorkerDrain:
         event = decode(line)
         self._tally.count(event)
         once = (event.kind, event.dataid if event.kind == "unusable" else "")
-        if event.kind in ONCE or event.kind == "unusable":
+        if event.kind in ONCE:
             if once in self._said:
                 return
             self._said.add(once)
