@@ -385,8 +385,8 @@ def test_a_chunk_claimed_ahead_by_a_killed_drain_is_recovered_and_never_runs_twi
 @pytest.mark.both_stores
 def test_racing_drains_claiming_ahead_run_each_chunk_once_within_the_cap(chain, tmp_path):
     """Three drains of short jobs, each claiming a chunk for each of its free slots in
-    one transaction and more ahead while its slots are busy: every chunk runs once, and
-    never more than max_parallel at a time (the chunks claimed ahead count)."""
+    one transaction (none ahead: under a cap one would hold a place without running):
+    every chunk runs once, and never more than max_parallel at a time."""
     _counting_live_runs(chain, tmp_path, 90, 4, "sleep 0.05")
     drains = [start_runjob(chain, "--all", "--parallel", "3", "./work.sh") for _ in range(3)]
     for drain in drains:

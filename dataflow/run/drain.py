@@ -79,7 +79,7 @@ class Drain:
         self._recording = 0  # ends handed to the recorder, not yet recorded
         self._ahead: list[Claim] = []  # claimed while every slot was busy (at _ahead_at)
         self._per_slot = 0  # chunks claimed ahead a slot, by how quickly the last job ended
-        self._dry = False  # the last claim found nothing claimable
+        self._dry = False  # no claim ahead: the last found none, or the job has a cap
         self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
         self._said_store = self._said_cramped = False
@@ -246,7 +246,7 @@ class Drain:
         for dataid, why in fresh.items():
             self.notify(Event("unusable", dataid, status=why))
         claimed = [result.claim, *result.more] if result.claim is not None else []
-        self._dry = not claimed  # no claim ahead until one is found again
+        self._dry = not claimed or bool(result.cap)  # capped: one ahead holds a place idle
         if result.cap_full and not ahead:
             self.summary.cap_full = True
             self._recovered_at = None  # dead runs may fill the cap: look next time
