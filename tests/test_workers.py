@@ -9,6 +9,7 @@ import os
 import signal
 
 import pytest
+from hosts import alive
 
 from dataflow.run import workers
 from dataflow.run.events import Event, Tally
@@ -114,23 +115,12 @@ def test_no_claim_once_runjob_is_gone(cli, tmp_path):
     pids = workers_of(runjob.pid)
     os.kill(runjob.pid, signal.SIGKILL)  # RunJob alone: its workers see their parent go
     runjob.wait()
-    wait_for(
-        lambda: not any(os.path.exists(f"/proc/{pid}/stat") and not _zombie(pid) for pid in pids),
-        what="the workers to end",
-    )
+    wait_for(lambda: not any(alive(pid) for pid in pids), what="the workers to end")
     started = (tmp_path / "starts").read_text().split()
     assert len(started) <= 4  # what each worker ran when RunJob went, or had claimed ahead
     found = statuses(tmp_path, "work")
     assert set(found) == set(started)  # the rest never claimed
     assert set(found.values()) == {"READY"}  # the runs under way ended and were recorded
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            return file.read().rpartition(b")")[2].split()[0] == b"Z"
-    except OSError:
-        return True
 
 
 @on_postgres

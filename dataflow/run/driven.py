@@ -25,6 +25,7 @@ from pathlib import Path
 from ..errors import DriverFailed
 from ..store import Store
 from ..store.address import Address
+from . import recorder
 from .events import Event, Summary, Tally, decode
 from .jobenv import JobEnv
 from .lifecycle import Job
@@ -81,7 +82,7 @@ class DriverDrain:
         self._driver: int | None = None  # the driver's pid, once it said so
 
     def left(self) -> int:
-        return self.store.count_candidates(self.job.jobid)
+        return recorder.waiting(self.store, self.job.jobid)
 
     def stop(self, number: int) -> None:
         """A signal RunJob received: the driver gets it (its chunks end FAILED)."""

@@ -78,6 +78,15 @@ def asked(store: Store, call: Callable[[], object]) -> object:
     return patiently(store, attempt)
 
 
+def waiting(store: Store, jobid: str) -> int:
+    """Chunks still waiting for ``jobid``, asked over the session of a process that left
+    the drain to others (a Spark driver, workers): idle so long that the server may have
+    ended it, it is opened again."""
+    count = asked(store, lambda: store.count_candidates(jobid))
+    assert isinstance(count, int)
+    return count
+
+
 def record(
     store: Store, job: Job, tables: dict, claim: Claim, outcome: Outcome, failed: Failed
 ) -> Ended:

@@ -81,11 +81,7 @@ class WorkerDrain:
         self._error: WorkerFailed | None = None  # the first a worker said
 
     def left(self) -> int:
-        """Chunks still waiting (asked over a session idle all drain long: the server
-        may have ended it meanwhile, and it is opened again)."""
-        count = recorder.asked(self.store, lambda: self.store.count_candidates(self.job.jobid))
-        assert isinstance(count, int)
-        return count
+        return recorder.waiting(self.store, self.job.jobid)
 
     def stop(self, number: int) -> None:
         """A signal RunJob received: each worker gets it (and passes it to its jobs)."""
@@ -95,7 +91,7 @@ class WorkerDrain:
                 worker.send_signal(number)
 
     def run(self) -> Summary:
-        pipes = {}
+        pipes: list[int] = []  # the reading end of each worker's events
         try:
             for slots in self.slots:
                 if self.summary.interrupted:
@@ -112,7 +108,7 @@ class WorkerDrain:
                     break
                 finally:
                     os.close(writing)
-                pipes[reading] = self._workers[-1]
+                pipes.append(reading)
             self._relay(pipes)
         except BaseException:  # nothing more is told: the workers are stopped, not waited out
             self.stop(signal.SIGTERM)
@@ -140,25 +136,23 @@ class WorkerDrain:
             process_group=0,  # a terminal's ^C reaches RunJob, which passes it on once
         )
 
-    def _relay(self, pipes: dict[int, subprocess.Popen]) -> None:
+    def _relay(self, pipes: list[int]) -> None:
         """Pass on what the workers tell until each has closed its end."""
-        selector = selectors.DefaultSelector()
-        partial = {}
-        for reading in pipes:
-            selector.register(reading, selectors.EVENT_READ)
-            partial[reading] = b""
-        while partial:
-            for key, _ in selector.select():
-                data = os.read(key.fd, 1 << 16)
-                if not data:
-                    selector.unregister(key.fd)
-                    del partial[key.fd]
-                    continue
-                lines = (partial[key.fd] + data).split(b"\n")
-                partial[key.fd] = lines.pop()
-                for line in lines:
-                    self._event(line.decode("utf-8", "surrogatepass"))
-        selector.close()
+        partial = dict.fromkeys(pipes, b"")  # a line not yet whole, by pipe
+        with selectors.DefaultSelector() as selector:
+            for reading in pipes:
+                selector.register(reading, selectors.EVENT_READ)
+            while partial:
+                for key, _ in selector.select():
+                    data = os.read(key.fd, 1 << 16)
+                    if not data:
+                        selector.unregister(key.fd)
+                        del partial[key.fd]
+                        continue
+                    lines = (partial[key.fd] + data).split(b"\n")
+                    partial[key.fd] = lines.pop()
+                    for line in lines:
+                        self._event(line.decode("utf-8", "surrogatepass"))
 
     def _event(self, line: str) -> None:
         fields = json.loads(line)
