@@ -60,13 +60,18 @@ def main(argv: list[str]) -> int:
 def _drain(options: argparse.Namespace, events: EventWriter, parent: int) -> int:
     address = locate()  # $DATAFLOW_DB, set by RunJob
     with open_store(address) as store:
-        # a session the server ends as it starts costs it nothing
-        job = recorder.asked(store, lambda: lifecycle.load_job(store, options.job))
+
+        def ready() -> lifecycle.Job:  # its keeper started before its threads
+            job = lifecycle.load_job(store, options.job)
+            claims.prepare(store, job.jobid)
+            return job
+
+        # a session the server ends as it starts (RunJob's drain is under way) costs nothing
+        job = recorder.asked(store, ready)
         assert isinstance(job, lifecycle.Job)
         env = jobenv.inherited(job)
         env.variables["DATAFLOW_DB"] = for_job(address)  # as RunJob gives it to a job
         runner.make_room(options.parallel)
-        claims.prepare(store, job.jobid)  # its keeper, before its threads
         drain = Drain(
             store,
             job,
