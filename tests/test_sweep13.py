@@ -92,15 +92,24 @@ def test_a_drain_short_of_descriptors_never_hangs_nor_leaves_a_chunk_running(
     assert found.lines[2:] == ["READY"]
 
 
-def test_the_output_copier_needs_no_descriptor_of_its_own(tmp_path):
-    """A Copier started when no descriptor is left copies all a job writes (it used
-    epoll, whose descriptor could not be made: a traceback, and the job's pipe full)."""
+def test_a_job_never_starts_with_nobody_to_read_its_output(tmp_path):
+    """With no descriptor left, a job is refused before it starts (what reads its output,
+    a watcher's thread and the pipe that wakes it, comes first): one clear error, the job
+    never run. A job already started needs no descriptor more: its watcher reads all it
+    writes (it used epoll, whose descriptor could not be made: a traceback, and the job's
+    pipe full)."""
     program = f"""
-import os, resource, subprocess, sys
+import os, resource, sys
 sys.path.insert(0, {str(ROOT)!r})
-from dataflow.run.output import Copier, Sink
-out = os.open({str(tmp_path / "copied")!r}, os.O_WRONLY | os.O_CREAT)
-job = subprocess.Popen(["sh", "-c", "head -c 300000 /dev/zero"], stdout=subprocess.PIPE)
+from dataflow.errors import ScriptError
+from dataflow.run.runner import Run
+from dataflow.run.watcher import Watcher
+copied = {str(tmp_path / "copied")!r}
+watcher = Watcher()
+watcher.ready()
+job = Run(["sh", "-c", "head -c 300000 /dev/zero"], dict(os.environ), log_path=copied,
+          echo=False, watcher=watcher)
+job.start()
 highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
 resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 while True:  # every descriptor taken
@@ -108,16 +117,24 @@ while True:  # every descriptor taken
         os.open("/dev/null", os.O_RDONLY)
     except OSError:
         break
-copier = Copier([(job.stdout, [Sink("copy", out)])], [])
-copier.start()
-job.wait(timeout=60)
-copier.stop(30)
+assert job.wait().returncode == 0
+while True:  # those the job's end gave back, taken too
+    try:
+        os.open("/dev/null", os.O_RDONLY)
+    except OSError:
+        break
+try:
+    Run(["sh", "-c", "touch {tmp_path / "ran"}"], dict(os.environ), echo=False).start()
+except ScriptError as exc:
+    print(exc)
 """
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert (tmp_path / "copied").stat().st_size == 300000
+    assert "nothing to read its output" in done.stdout and "open files" in done.stdout
+    assert not (tmp_path / "ran").exists()
 
 
 @pytest.mark.parametrize(

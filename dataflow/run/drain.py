@@ -1,10 +1,10 @@
 """Running a job's chunks: one (a plain ``RunJob``) or every claimable one (``--all``),
-up to ``parallel`` at once. The store is used from this thread only; each running
-job has a thread that copies its output and waits for it, and a drain of many chunks
-records their ends in a thread of its own (:mod:`.recorder`). While its jobs are short
-(the last ended within :data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims
-its next chunks ahead in one transaction, to start each the moment a slot frees: one a
-slot, or :data:`MANY_AHEAD` after a job that ended within :data:`MANY_BELOW_S`.
+up to ``parallel`` at once. The store is used from this thread only; its job processes
+are watched by one thread (:mod:`.watcher`), and a drain of many chunks records their
+ends in another (:mod:`.recorder`). While its jobs are short (the last ended within
+:data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims its next chunks ahead in
+one transaction, to start each the moment a slot frees: one a slot, or
+:data:`MANY_AHEAD` after a job that ended within :data:`MANY_BELOW_S`.
 Nothing here prints: progress is reported through ``notify(Event)``.
 """
 
@@ -30,6 +30,7 @@ from .lifecycle import FAILED, READY, Job
 from .output import start_thread
 from .processes import ATTEMPT_VARIABLE, STORE_VARIABLE, VARIABLE
 from .runner import Outcome, Run, child_environment
+from .watcher import Watcher
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
@@ -72,8 +73,9 @@ class Drain:
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
         self.summary, self._ahead_at = Summary(), 0.0
         self._active: dict[int, tuple[Claim, Run]] = {}
-        # ("ended", (claim, outcome)) from a run's thread, ("recorded", Ended) and
-        # ("say", Event) from the recorder's: acted on in the drain's thread
+        self._watcher = Watcher()  # copies the output of every job process, waits for them
+        # ("ended", (claim, outcome)) from the watcher or a run's thread, ("recorded",
+        # Ended) and ("say", Event) from the recorder's: acted on in the drain's thread
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._recorder: recorder.Recorder | None = None  # None: ends are recorded here
         self._recording = 0  # ends handed to the recorder, not yet recorded
@@ -108,6 +110,7 @@ class Drain:
             return self._drain()
         finally:
             claims.release_all(self.store, self.job.jobid, self._ahead)  # never started
+            self._watcher.close()
             if self._recorder is not None:
                 self._recorder.close()
 
@@ -128,7 +131,8 @@ class Drain:
             if self._active and self._room_ahead():
                 self._ahead = self._claim_some(self._wanted_ahead(), ahead=True)[0]
                 self._ahead_at = time.monotonic()
-            self._take(self._next_event())
+            with contextlib.suppress(queue.Empty):  # a timeout: signal handlers run promptly
+                self._take(self._events.get(timeout=0.5))
 
     def _failed(self, error: BaseException, seconds: float) -> None:
         """The store failed for ``seconds`` and then answered: said once a drain."""
@@ -267,8 +271,7 @@ class Drain:
         if self.in_process is None:
             run = self._run(self.argv, claim)
         else:
-            variables = self._variables(claim)
-            run = self.in_process(claim, variables)
+            run = self.in_process(claim, self._variables(claim))
         self.notify(Event("launch", claim.dataid, claim))
         self._active[claim.runid] = (claim, run)
         try:
@@ -282,8 +285,11 @@ class Drain:
         liveness.started(self.store, self.job.jobid, claim.dataid, claim.runid, claim.token, group)
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
-        try:
-            start_thread(lambda claim=claim, run=run: self._wait(claim, run))
+        try:  # the watcher says when a job process has ended; else a thread waits for it
+            if not self.validate and hasattr(run, "when_ended"):
+                run.when_ended(lambda outcome, c=claim: self._events.put(("ended", (c, outcome))))
+            else:
+                start_thread(lambda claim=claim, run=run: self._wait(claim, run))
         except RuntimeError as exc:  # no thread left (a limit of tasks): waited for here
             self._cramped(f"cannot run {self.argv[0]}: no thread to wait for it ({exc})")
             self._wait(claim, run)
@@ -332,6 +338,7 @@ class Drain:
             echo=self.echo,
             timeout=self.job.settings.timeout,
             append=append,
+            watcher=self._watcher,
         )
 
     def _wait(self, claim: Claim, run: Run) -> None:
@@ -352,11 +359,6 @@ class Drain:
         finally:
             self._events.put(("ended", (claim, outcome)))
 
-    def _next_event(self) -> tuple[str, Any]:
-        while True:  # a timeout, so that signal handlers run promptly
-            with contextlib.suppress(queue.Empty):
-                return self._events.get(timeout=0.5)
-
     def _take(self, item: tuple[str, Any]) -> None:
         """Act on what happened: a job ended, its end is recorded, the recorder says."""
         kind, what = item
@@ -374,16 +376,14 @@ class Drain:
             status = READY if outcome.ok else FAILED
             self.notify(Event("ending", claim.dataid, claim, outcome, status))
             if self._recorder is None:
-                self._report(
-                    recorder.record(self.store, self.job, self.tables, claim, outcome, self._failed)
-                )
+                self._report(recorder.Ended(claim, outcome, "unrecorded", None, ()))
             else:
                 self._recording += 1
                 self._recorder.record(claim, outcome)
 
     def _report(self, ended: recorder.Ended) -> None:
         claim, outcome = ended.claim, ended.outcome
-        if ended.kind == "unrecorded":  # the recorder has no connection (no descriptor left)
+        if ended.kind == "unrecorded":  # no recorder, or it has no connection (no descriptor)
             ended = recorder.record(self.store, self.job, self.tables, claim, outcome, self._failed)
         if ended.kind == "fenced":
             self.summary.fenced += 1

@@ -1,18 +1,16 @@
 """Copying a job's output to RunJob's console and to the run's log.
 
-The job writes into pipes; a thread copies them out. Whatever happens to a
-destination (a closed stdout, ``| head -1`` gone, a full disk under the log) the
-pipes are read to their end: a destination that fails once is dropped and named in
-the outcome, so the job never blocks on it. Writes go to raw descriptors, never
-through Python's buffered streams, whose locks a blocked write would hold at exit.
+The job writes into pipes; a :class:`~.watcher.Watcher` copies them out. Whatever
+happens to a destination (a closed stdout, ``| head -1`` gone, a full disk under the
+log) the pipes are read to their end: a destination that fails once is dropped and
+named in the outcome, so the job never blocks on it. Writes go to raw descriptors,
+never through Python's buffered streams, whose locks a blocked write would hold at exit.
 """
 
 from __future__ import annotations
 
 import _thread
 import os
-import selectors
-import threading
 from collections.abc import Callable, Iterable
 
 from .logs import Redactor
@@ -134,55 +132,30 @@ def start_thread(function: Callable[[], object]) -> None:
 
 
 class Copier:
-    """Copies each pipe, with the job's secrets masked, to its sinks until every pipe
-    is at its end (or :meth:`stop` is called: a grandchild may keep a pipe open)."""
+    """Copies each pipe, with the job's secrets masked, to its sinks: a read at a time,
+    as its :class:`~.watcher.Watcher` finds data there."""
 
     def __init__(self, routes: Iterable[tuple[object, Iterable[Sink]]], secrets: Iterable[str]):
         self.routes = {pipe: (Redactor(secrets), tuple(sinks)) for pipe, sinks in routes}
-        self._stop = threading.Event()
-        self._done = threading.Event()
 
-    def start(self) -> None:
-        start_thread(self.run)
+    def read(self, pipe: object) -> bool:
+        """Copy what ``pipe`` holds now; False at its end."""
+        redactor, sinks = self.routes[pipe]
+        data = os.read(pipe.fileno(), 65536)  # type: ignore[attr-defined]
+        for sink in sinks:
+            sink.write(redactor.feed(data) if data else redactor.flush())
+        return bool(data)
 
-    def stop(self, grace: float) -> None:
-        """Wait up to ``grace`` seconds for the pipes to end, then stop copying."""
-        self._done.wait(grace)
-        self._stop.set()
-        # bounded: a console that blocks (a reader that stopped reading) must not hang us
-        self._done.wait(grace)
-
-    def run(self) -> None:
-        """Copy in this thread, until every pipe is at its end (or :meth:`stop`)."""
-        try:
-            self._copy()
-        finally:
-            self._done.set()
-
-    def lost(self) -> list[str]:
-        """The destinations that failed, with why."""
-        sinks = {sink for _, sinks in self.routes.values() for sink in sinks}
-        return sorted({sink.lost for sink in sinks if sink.lost})
-
-    def _copy(self) -> None:
-        # poll, not epoll: a selector that needs no descriptor of its own cannot fail for
-        # want of one (the job, started already, would block on a pipe nobody reads)
-        with selectors.PollSelector() as selector:
-            for pipe in self.routes:
-                selector.register(pipe, selectors.EVENT_READ)
-            while selector.get_map() and not self._stop.is_set():
-                for key, _ in selector.select(timeout=0.1):
-                    redactor, sinks = self.routes[key.fileobj]
-                    data = os.read(key.fd, 65536)
-                    if data:
-                        data = redactor.feed(data)
-                    else:
-                        selector.unregister(key.fileobj)
-                        data = redactor.flush()
-                    for sink in sinks:
-                        sink.write(data)
+    def close(self) -> None:
+        """What each pipe's masking held back, then the pipes closed (a grandchild that
+        still holds one gets SIGPIPE, not a reader)."""
         for pipe, (redactor, sinks) in self.routes.items():
             rest = redactor.flush()
             for sink in sinks:
                 sink.write(rest)
             pipe.close()  # type: ignore[attr-defined]
+
+    def lost(self) -> list[str]:
+        """The destinations that failed, with why."""
+        sinks = {sink for _, sinks in self.routes.values() for sink in sinks}
+        return sorted({sink.lost for sink in sinks if sink.lost})

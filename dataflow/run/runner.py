@@ -12,24 +12,24 @@ import contextlib
 import errno
 import os
 import resource
-import select
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import namedtuple
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ScriptError
-from .output import Copier, LogSink, Sink, Tail, start_thread
+from .output import Copier, LogSink, Sink, Tail
+from .watcher import Watcher
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
 # (nor the file that holds the key)
 WITHHELD = ("PASSKEY", "PASSKEY_FILE")
 KILL_GRACE_S = 10.0  # after SIGTERM (a timeout, or a signal passed on), before SIGKILL
-_POLL_S = 0.2  # how often a wait looks at the clock
-DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the job exits
+_POLL_S = 0.2  # how often a wait looks up (a signal's handler runs between looks)
 # descriptors RunJob holds for a running job (its pipes, log and lock, the locks of chunks
 # claimed ahead for its slot), with room to spare; and for all else
 FILES_A_SLOT, FILES_SPARE = 12, 64
@@ -215,29 +215,6 @@ class Outcome(
         return "; ".join(part for part in (self.reason, lost, self.cluster) if part) or None
 
 
-def _wait_exit(process: subprocess.Popen, timeout: float) -> int | None:
-    """The process's exit code once it ends within ``timeout`` seconds, else None. Woken
-    by the exit itself (a pidfd), not by polling: a short job is not kept waiting for
-    the next look (``Popen.wait`` with a timeout sleeps up to 50 ms between looks)."""
-    if process.returncode is not None:
-        return process.returncode
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # no pidfd here, or the process is already reaped
-        try:
-            return process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-    try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        if not poller.poll(timeout * 1000):
-            return None
-    finally:
-        os.close(pidfd)
-    return process.wait()
-
-
 class Run:
     """One job process, started in its own process group, its output tee'd to a log."""
 
@@ -252,25 +229,33 @@ class Run:
         echo: bool = True,
         timeout: float | None = None,
         append: bool = False,
+        watcher: Watcher | None = None,
     ):
         self.argv, self.env, self.lock_fd = argv, env, lock_fd
+        self.watcher = watcher  # None: one of its own (a thread)
         self.log_path, self.secrets, self.echo, self.timeout = log_path, secrets, echo, timeout
         self.append = append
         self.process: subprocess.Popen | None = None
         self.interrupted: int | None = None
         self._terminated_at: float | None = None  # when the group was first asked to end
+        self._timed_out: float | None = None  # its timeout, once it was ended for it
+        self._killed = False  # SIGKILL sent
+        self._outcome: Outcome | None = None
+        self._then: Callable[[Outcome], object] | None = None
+        self._then_lock = threading.Lock()
+        self._done = threading.Event()
 
     def start(self) -> None:
         self._started = time.monotonic()
-        # the thread that copies its output first: without one (a limit of tasks) the job
-        # must not start at all
-        copier: list[Copier] = []
-        given = threading.Event()
+        # what copies its output and waits for it first: without it (no thread or
+        # descriptor left) the job must not start at all
+        watcher = self.watcher or Watcher()
         try:
-            start_thread(lambda: given.wait() and copier and copier[0].run())
-        except RuntimeError as exc:
-            why = f"no thread for its output ({exc})"
-            raise ScriptError(self.argv[0], why, errno.EAGAIN) from None
+            watcher.ready()
+        except (OSError, RuntimeError) as exc:
+            why = f"nothing to read its output ({exc})"
+            code = getattr(exc, "errno", None) or errno.EAGAIN
+            raise ScriptError(self.argv[0], why, code) from None
         try:
             self.process = self._spawn(self.argv)
             self._log = log = self._open_log()
@@ -282,9 +267,10 @@ class Run:
                 routes[0][1].append(Sink.console("stdout", sys.stdout))
                 routes[1][1].append(Sink.console("stderr", sys.stderr))
             self._copier = Copier(routes, self.secrets)
-            copier.append(self._copier)
+            watcher.watch(self, self._exited)
         finally:
-            given.set()
+            if watcher is not self.watcher:  # its own: it ends with the job
+                watcher.close()
 
     def _watchers(self) -> list[Sink]:
         """More destinations of the job's output (each of stdout and stderr): for a
@@ -329,7 +315,7 @@ class Run:
 
     def signal(self, number: int) -> None:
         """Pass a signal RunJob received to the job's whole process group; a job still
-        alive KILL_GRACE_S later gets SIGKILL (see :meth:`wait`)."""
+        alive KILL_GRACE_S later gets SIGKILL (see :meth:`overdue`)."""
         self.interrupted = self.interrupted or number
         self._terminated_at = self._terminated_at or time.monotonic()
         self._kill_group(number)
@@ -342,29 +328,72 @@ class Run:
     def wait(self) -> Outcome:
         """Wait for the job (SIGTERM on timeout, SIGKILL when a SIGTERM or a signal passed
         on is ignored for KILL_GRACE_S) and for its output to be copied."""
-        assert self.process is not None
-        timed_out, killed = None, False
-        while True:
-            code = _wait_exit(self.process, _POLL_S)
-            if code is not None:
-                break
-            now = time.monotonic()
-            if (
-                self.timeout is not None
-                and timed_out is None
-                and now - self._started > self.timeout
-            ):
-                timed_out = self.timeout
+        while not self._done.wait(_POLL_S):  # a timeout: a signal's handler runs promptly
+            pass
+        assert self._outcome is not None
+        return self._outcome
+
+    def when_ended(self, report: Callable[[Outcome], object]) -> None:
+        """Have ``report(outcome)`` called once the job has ended (from the watcher's
+        thread; at once if it has): instead of a thread that waits."""
+        with self._then_lock:
+            if self._outcome is None:
+                self._then = report
+                return
+        report(self._outcome)
+
+    # what the watcher asks of a run
+    def pipes(self) -> list[object]:
+        return list(self._copier.routes)
+
+    def copy(self, pipe: object) -> bool:
+        return self._copier.read(pipe)
+
+    def close_pipes(self) -> None:
+        self._copier.close()
+
+    def overdue(self, now: float) -> float | None:
+        """End a job past its time: SIGTERM at its timeout, SIGKILL KILL_GRACE_S after a
+        SIGTERM (or a signal passed on). Seconds until it should be asked again."""
+        due = []
+        if self.timeout is not None and self._timed_out is None:
+            if now - self._started > self.timeout:
+                self._timed_out = self.timeout
                 self._terminated_at = self._terminated_at or now
                 self._kill_group(signal.SIGTERM)
-            elif self._terminated_at and not killed and now - self._terminated_at > KILL_GRACE_S:
-                killed = True
+            else:
+                due.append(self._started + self.timeout - now)
+        if self._terminated_at is not None and not self._killed:
+            if now - self._terminated_at > KILL_GRACE_S:
+                self._killed = True
                 self._kill_group(signal.SIGKILL)
-        self._copier.stop(DRAIN_AFTER_EXIT_S)
-        if self._log.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._log.fd)
-        duration = round(time.monotonic() - self._started, 3)
-        exception = self._tail.exception() if code > 0 else None
-        lost = self._copier.lost()
-        return Outcome(code, duration, timed_out, self.interrupted, lost=lost, exception=exception)
+            else:
+                due.append(self._terminated_at + KILL_GRACE_S - now)
+        return min(due, default=None)
+
+    def _exited(self, code: int | None) -> None:
+        """The job has exited (code None: its end is unknown, the watcher failed), its
+        output is copied: its outcome, always given."""
+        outcome = Outcome(1, lost=("RunJob: the watcher of its output failed",))
+        try:
+            if self._log.fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._log.fd)
+            if code is not None:
+                duration = round(time.monotonic() - self._started, 3)
+                exception = self._tail.exception() if code > 0 else None
+                lost = self._copier.lost()
+                outcome = Outcome(
+                    code,
+                    duration,
+                    self._timed_out,
+                    self.interrupted,
+                    lost=lost,
+                    exception=exception,
+                )
+        finally:
+            with self._then_lock:
+                self._outcome, then = outcome, self._then
+            self._done.set()
+            if then is not None:
+                then(outcome)

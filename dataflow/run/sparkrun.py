@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from . import sparkcluster
-from .output import Sink
+from .output import Sink, start_thread
 from .runner import Outcome, Run
 from .sparkcluster import KUBERNETES, Submission, Watch
 
@@ -124,6 +124,11 @@ class SparkRun(Run):
             return f"{argv[0]}: {exc.strerror or exc}"
         except subprocess.TimeoutExpired:
             return f"{argv[0]} did not answer within {KILL_TIMEOUT_S:g} s"
+
+    def when_ended(self, report: Callable[[Outcome], object]) -> None:
+        """Its end is known once its application is followed on the cluster: a thread
+        waits for it."""
+        start_thread(lambda: report(self.wait()))
 
     def wait(self) -> Outcome:
         outcome = super().wait()

@@ -1,0 +1,207 @@
+"""Watching job processes from one thread: their output copied to its sinks, their
+exits noticed (a pidfd each), the ones that outrun their timeout or ignore a signal
+ended, and each end reported.
+
+A drain watches all its jobs with one :class:`Watcher`, instead of two threads a job
+(one to copy its output, one to wait for it): thread starts and the wake-ups between
+threads were a third of what a short job cost the drain. The thread (and the pipe that
+wakes it) is made before the first job starts, so that a job never runs with nobody to
+read its output; once it is there, a job needs no thread or descriptor of its own (a
+job whose pidfd cannot be opened is looked at every :data:`TICK_S` instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import selectors
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+TICK_S = 0.2  # how often the clock (timeouts, a signal's grace) and pidfd-less jobs are looked at
+DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the job exits
+
+
+class _Watched:
+    """A job being watched: its pipes still open, its exit code once it has exited."""
+
+    def __init__(self, run: Any, report: Callable[[int | None], None]):
+        self.run, self.report = run, report
+        self.open = set(run.pipes())
+        self.pidfd: int | None = None
+        self.code: int | None = None
+        self.exited_at = 0.0
+
+
+class Watcher:
+    """Copies the output of the runs it is given and reports each one's exit code once
+    it has exited and its output is copied (or :data:`DRAIN_AFTER_EXIT_S` later).
+
+    A run has ``pipes()`` (its job's stdout and stderr), ``copy(pipe)`` (one read of
+    a pipe; False at its end), ``close_pipes()``, ``process`` (a Popen) and
+    ``overdue(now)`` (it ends a job past its time; seconds until it should be asked
+    again, or None)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._added: list[_Watched] = []
+        self._watched: dict[int, _Watched] = {}  # by the job's pid
+        self._wake: tuple[int, int] | None = None
+        self._closing = False
+
+    def ready(self) -> None:
+        """Make the thread (and its wake-up pipe) if it is not there: before a job starts.
+        OSError (no descriptor left) or RuntimeError (no thread left) if they cannot be."""
+        with self._lock:
+            if self._wake is not None:
+                return
+            wake = _wake_up()
+            try:
+                threading.Thread(target=self._serve, args=(wake[0],), daemon=True).start()
+            except BaseException:
+                _close(wake)
+                raise
+            self._wake, self._closing = wake, False
+
+    def watch(self, run: Any, report: Callable[[int | None], None]) -> None:
+        """Watch ``run`` (started, after :meth:`ready`): ``report(code)`` is called from the
+        watcher's thread once (code None: the watcher failed, the job's end is unknown)."""
+        with self._lock:
+            gone = self._wake is None  # its thread failed: the drain must still hear of it
+            if not gone:
+                self._added.append(_Watched(run, report))
+        if gone:
+            report(None)
+        self._poke()
+
+    def close(self) -> None:
+        """The thread ends once every run it watches has ended (nothing waits for it)."""
+        with self._lock:
+            self._closing = True
+        self._poke()
+
+    def _poke(self) -> None:
+        with self._lock:
+            if self._wake is not None:
+                with contextlib.suppress(BlockingIOError):  # a wake-up is pending already
+                    os.write(self._wake[1], (1).to_bytes(8, sys.byteorder))
+
+    def _serve(self, wake: int) -> None:
+        selector = selectors.PollSelector()  # poll: no descriptor of its own to make
+        selector.register(wake, selectors.EVENT_READ, None)
+        try:
+            while self._take(selector):
+                timeout = self._timeout(time.monotonic())
+                for key, _ in selector.select(timeout):
+                    if key.data is None:
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(wake, 4096)  # (an eventfd's count, or a pipe's bytes)
+                    elif key.data[1] is None:  # a pidfd: the job exited
+                        self._exited(selector, key.data[0])
+                    elif not key.data[0].run.copy(key.fileobj):
+                        selector.unregister(key.fileobj)
+                        key.data[0].open.discard(key.fileobj)
+                self._settle(selector, time.monotonic())
+        finally:  # closed, or a defect: the drain must still hear of every run
+            selector.close()
+            with self._lock:
+                left, self._added = [*self._watched.values(), *self._added], []
+                if self._wake is not None:
+                    _close(self._wake)
+                    self._wake = None
+            for watched in left:
+                self._end(None, watched, None)
+
+    def _take(self, selector: selectors.BaseSelector) -> bool:
+        """Register the runs added since; False once closed with nothing left to watch."""
+        with self._lock:
+            added, self._added = self._added, []
+            if not added and not self._watched and self._closing:
+                assert self._wake is not None
+                _close(self._wake)
+                self._wake = None
+                return False
+        for watched in added:
+            pid = watched.run.process.pid
+            self._watched[pid] = watched
+            for pipe in watched.open:
+                selector.register(pipe, selectors.EVENT_READ, (watched, pipe))
+            try:  # (no pidfd on this system, no descriptor left: looked at each tick)
+                watched.pidfd = os.pidfd_open(pid)
+                selector.register(watched.pidfd, selectors.EVENT_READ, (pid, None))
+            except AttributeError:
+                pass
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ESRCH, errno.ENOSYS):
+                    raise
+        return True
+
+    def _timeout(self, now: float) -> float:
+        """Seconds until something must be looked at: a run's clock, a lingering pipe."""
+        timeout = TICK_S
+        for watched in self._watched.values():
+            if watched.code is not None:
+                timeout = min(timeout, watched.exited_at + DRAIN_AFTER_EXIT_S - now)
+            elif (due := watched.run.overdue(now)) is not None:
+                timeout = min(timeout, due)
+        return max(timeout, 0.0)
+
+    def _exited(self, selector: selectors.BaseSelector, pid: int) -> None:
+        watched = self._watched[pid]
+        code = watched.run.process.poll()
+        if code is None:  # a pidfd says so only once the process has exited
+            return
+        watched.code, watched.exited_at = code, time.monotonic()
+        assert watched.pidfd is not None
+        selector.unregister(watched.pidfd)
+        os.close(watched.pidfd)
+        watched.pidfd = None
+
+    def _settle(self, selector: selectors.BaseSelector, now: float) -> None:
+        """Report the runs that have exited and whose output is copied (or waited for long
+        enough: a grandchild may hold a pipe); look at the jobs without a pidfd."""
+        for pid, watched in list(self._watched.items()):
+            if watched.code is None and watched.pidfd is None:
+                code = watched.run.process.poll()
+                if code is not None:
+                    watched.code, watched.exited_at = code, now
+            if watched.code is None:
+                continue
+            if watched.open and now < watched.exited_at + DRAIN_AFTER_EXIT_S:
+                continue
+            for pipe in watched.open:
+                selector.unregister(pipe)
+            self._end(pid, watched, watched.code)
+
+    def _end(self, pid: int | None, watched: _Watched, code: int | None) -> None:
+        if pid is not None:
+            del self._watched[pid]
+        if watched.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(watched.pidfd)
+        try:
+            watched.run.close_pipes()
+        finally:
+            watched.report(code)
+
+
+def _wake_up() -> tuple[int, int]:
+    """What wakes the watcher's thread: an eventfd (one descriptor: a drain short of
+    them still runs a job at a time), else a pipe. Read end, write end."""
+    try:
+        fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        return fd, fd
+    except AttributeError:  # not Linux
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        return read, write
+
+
+def _close(wake: tuple[int, int]) -> None:
+    for fd in set(wake):
+        os.close(fd)
