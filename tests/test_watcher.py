@@ -1,0 +1,124 @@
+"""One watcher thread for many job processes (dataflow/run/watcher.py): real processes,
+started while others run, each one's output copied whole to its own log (secrets
+masked), its exit code and its end reported once; a job past its timeout, or one that
+ignores the signal passed on, ended."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dataflow.run.runner import Run
+from dataflow.run.watcher import Watcher
+
+SECRET = "s3cr3t-pw"
+
+jobs = st.lists(
+    st.tuples(
+        st.integers(0, 3),  # exit code
+        st.integers(0, 200_000),  # bytes on stdout (more than a pipe holds)
+        st.integers(0, 3_000),  # bytes on stderr
+        st.sampled_from(["0", "0.01", "0.05"]),  # seconds it sleeps first
+        st.booleans(),  # it writes the secret
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _job(code: int, out: int, err: int, pause: str, secret: bool) -> list[str]:
+    said = f"echo {SECRET};" if secret else ""
+    body = (
+        f"sleep {pause}; {said} head -c {out} /dev/zero | tr '\\0' o;"
+        f" head -c {err} /dev/zero | tr '\\0' e >&2; exit {code}"
+    )
+    return ["sh", "-c", body]
+
+
+@settings(max_examples=15, deadline=None)
+@given(batches=st.lists(jobs, min_size=1, max_size=3))
+def test_many_jobs_on_one_watcher_each_reported_once_with_all_its_output(tmp_path_factory, batches):
+    """Batches of jobs started on one watcher while the last batch still runs: every job's
+    end is reported once, with its own exit code, its whole output in its own log (the
+    secret masked), nothing mixed."""
+    folder = tmp_path_factory.mktemp("logs")
+    watcher = Watcher()
+    ended: queue.Queue = queue.Queue()
+    started = []
+    for batch in batches:
+        for spec in batch:
+            log = folder / f"{len(started)}.log"
+            run = Run(
+                _job(*spec), dict(os.environ), log_path=log, secrets=[SECRET], echo=False,
+                watcher=watcher,
+            )  # fmt: skip
+            run.start()
+            number = len(started)
+            run.when_ended(lambda outcome, n=number: ended.put((n, outcome)))
+            started.append((spec, log))
+    reports = [ended.get(timeout=60) for _ in started]
+    watcher.close()
+    assert sorted(n for n, _ in reports) == list(range(len(started)))
+    for n, outcome in reports:
+        (code, out, err, _, secret), log = started[n]
+        assert outcome.returncode == code and outcome.lost == []
+        data = log.read_bytes()  # stdout and stderr, as they were read
+        assert SECRET.encode() not in data and data.count(b"***\n") == secret
+        assert data.count(b"o") == out and data.count(b"e") == err
+        assert len(data) == out + err + 4 * secret
+    assert ended.empty()
+
+
+def test_a_job_past_its_timeout_is_ended_and_one_that_ignores_sigterm_killed(tmp_path):
+    """On one watcher: a job past its timeout gets SIGTERM (124's outcome: timeout set);
+    a job that ignores the signal passed on is killed KILL_GRACE_S later; a quick job
+    started meanwhile is reported at once, not after them."""
+    watcher = Watcher()
+    ended: queue.Queue = queue.Queue()
+    slow = Run(["sleep", "30"], dict(os.environ), echo=False, timeout=5, watcher=watcher)
+    trapped = tmp_path / "stubborn.log"
+    stubborn = Run(
+        ["sh", "-c", "trap '' TERM; echo trapped; sleep 30 & wait; sleep 30"],
+        dict(os.environ), log_path=trapped, echo=False, watcher=watcher,
+    )  # fmt: skip
+    for name, run in (("slow", slow), ("stubborn", stubborn)):
+        run.start()
+        run.when_ended(lambda outcome, name=name: ended.put((name, outcome)))
+    while not trapped.exists() or not trapped.read_text():  # its trap is set
+        time.sleep(0.01)
+    stubborn.signal(signal.SIGTERM)
+    quick = Run(["true"], dict(os.environ), echo=False, watcher=watcher)
+    quick.start()
+    quick.when_ended(lambda outcome: ended.put(("quick", outcome)))
+    first = ended.get(timeout=30)
+    assert first[0] == "quick" and first[1].returncode == 0
+    rest = dict(ended.get(timeout=60) for _ in range(2))
+    watcher.close()
+    assert rest["slow"].timeout == 5 and rest["slow"].exit_code == 124
+    assert rest["stubborn"].returncode == -signal.SIGKILL
+    assert rest["stubborn"].interrupted == signal.SIGTERM
+
+
+def test_a_run_without_a_watcher_has_one_of_its_own_that_ends_with_it(tmp_path):
+    """A Run given no watcher (a Spark driver's, a check's) is watched by a thread of its
+    own, which is gone once the job is: no thread or descriptor left behind."""
+    import threading
+
+    before = threading.active_count()
+    fds = len(os.listdir("/proc/self/fd"))
+    run = Run(
+        ["sh", "-c", "echo hi; exit 3"], dict(os.environ), log_path=tmp_path / "l", echo=False
+    )
+    run.start()
+    assert run.wait().returncode == 3
+    deadline = time.monotonic() + 10
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() == before
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert (tmp_path / "l").read_text() == "hi\n"
