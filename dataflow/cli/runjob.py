@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import signal
 import sys
 
 from .. import __version__, crypto
 from ..errors import DriverFailed, UsageError, WorkerFailed
-from ..run import alerts, claims, jobenv, keeper, launch, lifecycle, runner, sparkconnect
+from ..run import alerts, claims, foreground, jobenv, launch, lifecycle, runner, sparkconnect
 from ..store import Store, locate, open_store
 from ..store.address import for_job
 from . import guarded, say, seed_passkey_given, stamp, text_arguments, warn
@@ -43,7 +42,6 @@ EXIT_CODES = """exit codes:
   124      the job was killed by its timeout
   128+n    RunJob, or the job, was stopped by signal n
 """
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STORE_ENV = (
     "DATAFLOW_DB"  # the store, as the job gets it (a file's absolute path, a URL without password)
 )
@@ -200,17 +198,13 @@ def run(options: argparse.Namespace) -> int:
             validate=validate,
         )
         report.summary, report.left = drain.summary, drain.left
-        previous = {sig: signal.signal(sig, lambda n, _: drain.stop(n)) for sig in SIGNALS}
         try:
-            summary = drain.run()
+            summary = foreground.run(drain)
         except (DriverFailed, WorkerFailed):
             if drain.summary.started:  # what it did before it died
                 report.finish(drain.summary, drain.left)
             raise
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            keeper.close_all()
             if problem := pager.send():  # every status it tells of is committed
                 warn(problem)
         report.finish(summary, drain.left)

@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import traceback
 from collections.abc import Callable
 
 from dataflow.errors import DataflowError
-from dataflow.run import jobenv, keeper, lifecycle, liveness, sparkconnect
+from dataflow.run import foreground, jobenv, lifecycle, liveness, sparkconnect
 from dataflow.run.claims import Claim
 from dataflow.run.drain import Drain
 from dataflow.run.events import EventWriter
@@ -40,7 +39,6 @@ from dataflow.spark.engine import Engine
 from dataflow.store import open_store
 from dataflow.store.address import locate
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # chunks per call of a job's run_batch unless its ``batch`` setting or --batch says: by a
 # sweep of K (benchmarks/findings.md, 18)
 DEFAULT_BATCH = 20
@@ -129,12 +127,7 @@ def main(argv: list[str]) -> int:
             batch=size,
             healthy=_health(engine),
         )
-        for number in SIGNALS:
-            signal.signal(number, lambda n, _: drain.stop(n))
-        try:
-            summary = drain.run()
-        finally:
-            keeper.close_all()
+        summary = foreground.run(drain)
     if summary.interrupted:
         if engine.remote:  # nothing of this client's may go on running on the server
             with contextlib.suppress(Exception):

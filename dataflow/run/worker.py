@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 
 from ..errors import DataflowError
 from ..store import DRIVER_ERRORS, open_store
 from ..store.address import for_job, locate
-from . import claims, jobenv, keeper, lifecycle, recorder, runner
+from . import claims, foreground, jobenv, lifecycle, recorder, runner
 from .drain import Drain
 from .events import EventWriter
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _options(argv: list[str]) -> argparse.Namespace:
@@ -83,12 +80,7 @@ def _drain(options: argparse.Namespace, events: EventWriter, parent: int) -> int
             validate=[options.validate] if options.validate else None,
             healthy=lambda: os.getppid() == parent,  # RunJob gone: no more claims
         )
-        for number in SIGNALS:
-            signal.signal(number, lambda n, _: drain.stop(n))
-        try:
-            summary = drain.run()
-        finally:
-            keeper.close_all()
+        summary = foreground.run(drain)
     return 128 + summary.interrupted if summary.interrupted else 0
 
 

@@ -1,0 +1,24 @@
+"""Running a drain in the foreground of its process (RunJob, a worker, a Spark driver):
+a signal the process gets stops the drain's claims and reaches its jobs; at the end the
+keeper of its chunk locks is closed, and the signals handled as before."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from . import keeper
+from .events import Summary
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run(drain: Any) -> Summary:
+    """``drain.run()``, a signal passed to ``drain.stop`` meanwhile."""
+    previous = {number: signal.signal(number, lambda n, _: drain.stop(n)) for number in SIGNALS}
+    try:
+        return drain.run()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        keeper.close_all()
