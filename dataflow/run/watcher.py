@@ -27,14 +27,12 @@ DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the
 
 
 class _Watched:
-    """A job being watched: its pipes still open, its exit code once it has exited."""
+    """A job being watched: its pipes still open, its pidfd."""
 
     def __init__(self, run: Any, report: Callable[[int | None], None]):
         self.run, self.report = run, report
         self.open = set(run.pipes())
         self.pidfd: int | None = None
-        self.code: int | None = None
-        self.exited_at = 0.0
 
 
 class Watcher:
@@ -50,6 +48,8 @@ class Watcher:
         self._lock = threading.Lock()
         self._added: list[_Watched] = []
         self._watched: dict[int, _Watched] = {}  # by the job's pid
+        self._exits: dict[int, tuple[int, float]] = {}  # exited (code, when), output not all read
+        self._polled: set[int] = set()  # those without a pidfd: looked at each tick
         self._wake: tuple[int, int] | None = None
         self._closing = False
 
@@ -134,18 +134,19 @@ class Watcher:
                 watched.pidfd = os.pidfd_open(pid)
                 selector.register(watched.pidfd, selectors.EVENT_READ, (pid, None))
             except AttributeError:
-                pass
+                self._polled.add(pid)
             except OSError as exc:
                 if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ESRCH, errno.ENOSYS):
                     raise
+                self._polled.add(pid)
         return True
 
     def _timeout(self, now: float) -> float:
         """Seconds until something must be looked at: a run's clock, a lingering pipe."""
         timeout = TICK_S
-        for watched in self._watched.values():
-            if watched.code is not None:
-                timeout = min(timeout, watched.exited_at + DRAIN_AFTER_EXIT_S - now)
+        for pid, watched in self._watched.items():
+            if pid in self._exits:
+                timeout = min(timeout, self._exits[pid][1] + DRAIN_AFTER_EXIT_S - now)
             elif (due := watched.run.overdue(now)) is not None:
                 timeout = min(timeout, due)
         return max(timeout, 0.0)
@@ -155,7 +156,7 @@ class Watcher:
         code = watched.run.process.poll()
         if code is None:  # a pidfd says so only once the process has exited
             return
-        watched.code, watched.exited_at = code, time.monotonic()
+        self._exits[pid] = code, time.monotonic()
         assert watched.pidfd is not None
         selector.unregister(watched.pidfd)
         os.close(watched.pidfd)
@@ -164,18 +165,19 @@ class Watcher:
     def _settle(self, selector: selectors.BaseSelector, now: float) -> None:
         """Report the runs that have exited and whose output is copied (or waited for long
         enough: a grandchild may hold a pipe); look at the jobs without a pidfd."""
-        for pid, watched in list(self._watched.items()):
-            if watched.code is None and watched.pidfd is None:
-                code = watched.run.process.poll()
-                if code is not None:
-                    watched.code, watched.exited_at = code, now
-            if watched.code is None:
-                continue
-            if watched.open and now < watched.exited_at + DRAIN_AFTER_EXIT_S:
+        for pid in list(self._polled):
+            code = self._watched[pid].run.process.poll()
+            if code is not None:
+                self._polled.discard(pid)
+                self._exits[pid] = code, now
+        for pid, (code, exited_at) in list(self._exits.items()):
+            watched = self._watched[pid]
+            if watched.open and now < exited_at + DRAIN_AFTER_EXIT_S:
                 continue
             for pipe in watched.open:
                 selector.unregister(pipe)
-            self._end(pid, watched, watched.code)
+            del self._exits[pid]
+            self._end(pid, watched, code)
 
     def _end(self, pid: int | None, watched: _Watched, code: int | None) -> None:
         if pid is not None:
