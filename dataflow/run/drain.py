@@ -286,7 +286,7 @@ class Drain:
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
         try:  # the watcher says when a job process has ended; else a thread waits for it
-            if not self.validate and hasattr(run, "when_ended"):
+            if not self.validate and callable(getattr(run, "when_ended", None)):
                 run.when_ended(lambda outcome, c=claim: self._events.put(("ended", (c, outcome))))
             else:
                 start_thread(lambda claim=claim, run=run: self._wait(claim, run))

@@ -238,7 +238,7 @@ class Run:
         self.process: subprocess.Popen | None = None
         self.interrupted: int | None = None
         self._terminated_at: float | None = None  # when the group was first asked to end
-        self._timed_out: float | None = None  # its timeout, once it was ended for it
+        self._ended_for_time: float | None = None  # its timeout, once it was ended for it
         self._killed = False  # SIGKILL sent
         self._outcome: Outcome | None = None
         self._then: Callable[[Outcome], object] | None = None
@@ -356,9 +356,9 @@ class Run:
         """End a job past its time: SIGTERM at its timeout, SIGKILL KILL_GRACE_S after a
         SIGTERM (or a signal passed on). Seconds until it should be asked again."""
         due = []
-        if self.timeout is not None and self._timed_out is None:
+        if self.timeout is not None and self._ended_for_time is None:
             if now - self._started > self.timeout:
-                self._timed_out = self.timeout
+                self._ended_for_time = self.timeout
                 self._terminated_at = self._terminated_at or now
                 self._kill_group(signal.SIGTERM)
             else:
@@ -386,7 +386,7 @@ class Run:
                 outcome = Outcome(
                     code,
                     duration,
-                    self._timed_out,
+                    self._ended_for_time,
                     self.interrupted,
                     lost=lost,
                     exception=exception,

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from . import sparkcluster
-from .output import Sink, start_thread
+from .output import Sink
 from .runner import Outcome, Run
 from .sparkcluster import KUBERNETES, Submission, Watch
 
@@ -65,6 +65,8 @@ def driver_variables(env: dict[str, str], names: Iterable[str], secrets: Iterabl
 
 class SparkRun(Run):
     """spark-submit, its application followed on the cluster (see the module's doc)."""
+
+    when_ended = None  # its end is known once it is followed on the cluster: :meth:`wait`
 
     def __init__(self, argv: list[str], env: dict[str, str], *, submission: Submission,
                  variables: Iterable[str] = (), **options):  # fmt: skip
@@ -124,11 +126,6 @@ class SparkRun(Run):
             return f"{argv[0]}: {exc.strerror or exc}"
         except subprocess.TimeoutExpired:
             return f"{argv[0]} did not answer within {KILL_TIMEOUT_S:g} s"
-
-    def when_ended(self, report: Callable[[Outcome], object]) -> None:
-        """Its end is known once its application is followed on the cluster: a thread
-        waits for it."""
-        start_thread(lambda: report(self.wait()))
 
     def wait(self) -> Outcome:
         outcome = super().wait()
