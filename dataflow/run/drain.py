@@ -382,9 +382,9 @@ class Drain:
                 self._recorder.record(claim, outcome)
 
     def _report(self, ended: recorder.Ended) -> None:
-        claim, outcome = ended.claim, ended.outcome
         if ended.kind == "unrecorded":  # no recorder, or it has no connection (no descriptor)
-            ended = recorder.record(self.store, self.job, self.tables, claim, outcome, self._failed)
+            ended = recorder.record(self.store, self.job, self.tables, *ended[:2], self._failed)
+        claim, outcome = ended.claim, ended.outcome  # (recorded: not published, it failed)
         if ended.kind == "fenced":
             self.summary.fenced += 1
             self.notify(Event("fenced", claim.dataid, claim, outcome, ended.status))
