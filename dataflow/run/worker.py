@@ -40,11 +40,18 @@ def _options(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
+    # RunJob starts a worker with these signals blocked, so that one it passes on while
+    # the worker starts is kept until now, not taken by Python's default (death, or
+    # KeyboardInterrupt); its drain stops as it begins
+    early: list[int] = []
+    for number in SIGNALS:
+        signal.signal(number, lambda n, _: early.append(n))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     options = _options(argv)
     events = EventWriter(options.events)
     parent = os.getppid()
     try:
-        return _drain(options, events, parent)
+        return _drain(options, events, parent, early)
     except DataflowError as exc:
         events.error(str(exc), exc.exit_code)
         return exc.exit_code
@@ -57,7 +64,7 @@ def main(argv: list[str]) -> int:
         return 2
 
 
-def _drain(options: argparse.Namespace, events: EventWriter, parent: int) -> int:
+def _drain(options: argparse.Namespace, events: EventWriter, parent: int, early: list[int]) -> int:
     address = locate()  # $DATAFLOW_DB, set by RunJob
     with open_store(address) as store:
 
@@ -85,6 +92,8 @@ def _drain(options: argparse.Namespace, events: EventWriter, parent: int) -> int
         )
         for number in SIGNALS:
             signal.signal(number, lambda n, _: drain.stop(n))
+        if early:  # a signal came as it started: nothing is claimed
+            drain.stop(early[0])
         try:
             summary = drain.run()
         finally:
