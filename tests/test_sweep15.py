@@ -369,20 +369,9 @@ def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, li
             conn.execute(f"drop role {role}")
 
 
-MISCOUNTED = pytest.mark.xfail(
-    strict=True,
-    reason="a worker whose next job cannot start (no descriptor) while its last ends are "
-    "being recorded raises at once: those ends are never told, RunJob says '0 READY'",
-)
-
-
 @pytest.mark.parametrize(
     "store_kind,files",
-    [
-        *[(kind, files) for kind in ("sqlite", "postgres") for files in (12, 20, 24, 32)],
-        pytest.param("sqlite", 16, marks=MISCOUNTED),
-        ("postgres", 16),
-    ],
+    [(kind, files) for kind in ("sqlite", "postgres") for files in (12, 16, 20, 24, 32)],
     indirect=["store_kind"],
 )
 def test_a_spread_drain_short_of_descriptors_ends_in_one_line(cli, tmp_path, files):

@@ -147,10 +147,11 @@ class Drain:
             try:
                 return self._start_some()
             except ScriptError as exc:
-                if exc.errno not in SCARCE or not (self._active or self._ahead):
+                # nothing else under way: given up, once the ends being recorded are told
+                if exc.errno not in SCARCE or not (self._active or self._ahead or self._recording):
                     raise
                 self._cramped(str(exc))
-                if self._active:
+                if self._active or self._recording:
                     return None
         return None
 
