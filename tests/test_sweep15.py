@@ -391,3 +391,101 @@ def test_a_spread_drain_short_of_descriptors_ends_in_one_line(cli, tmp_path, fil
     assert set(statuses(tmp_path, "work").values()) == {"READY"}
     ran = _no_overlap(tmp_path)
     assert len(ran) == len(set(ran)) == 12, ran
+
+
+@on_postgres
+def test_a_reader_that_leaves_costs_a_spread_drain_nothing(cli, tmp_path):
+    """``RunJob ... | head -1``: RunJob's output is a pipe nobody reads any more; the
+    drain goes on, every chunk READY once, exit 0, nothing on stderr."""
+    from support import BIN
+
+    chunks(cli, 12)
+    script(tmp_path, "work.sh", JUDGE + "sleep 0.2")
+    done = cli.sh(f"{BIN}/RunJob {' '.join(SPREAD)} | head -1; echo rc ${{PIPESTATUS[0]}}")
+    assert done.out.endswith("rc 0\n") and done.err == "", done
+    assert set(statuses(tmp_path, "work").values()) == {"READY"}
+    assert sorted(_no_overlap(tmp_path), key=int) == [str(n) for n in range(1, 13)]
+
+
+@pytest.mark.both_stores
+def test_dataids_a_pipe_line_cannot_hold_whole(cli, tmp_path):
+    """Dataids with a newline, a quote, a backslash, non-ASCII, 5000 characters (an event
+    longer than a pipe writes at once): each run once, READY, told in RunJob's report."""
+    chunks(cli, 1)
+    cli.ok("dml", "delete from datastatus")
+    odd = ["a\nb", 'q"uo\\te', "caf\u00e9-\u65e5\u672c", "x" * 5000, "{}", "1e3"]
+    for dataid in odd:
+        _insert_ready(tmp_path, dataid)
+    script(tmp_path, "work.sh", 'printf "%s\\0" "$dataid" >> ran')
+    done = cli.runjob(*SPREAD)
+    assert done.code == 0 and done.err == "", done
+    assert f"work: {len(odd)} READY, 0 FAILED" in done.out
+    ran = (tmp_path / "ran").read_text().split("\0")[:-1]
+    assert sorted(ran) == sorted(odd)
+    assert set(statuses(tmp_path, "work").values()) == {"READY"}
+
+
+def _insert_ready(tmp_path, dataid: str) -> None:
+    """A READY chunk of src (bound parameters: any text)."""
+    from support import ADDRESSES
+
+    address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")
+    sql = "insert into datastatus values ('src','fakejob',?,'OUT','READY','2026-01-01')"
+    if isinstance(address, str):
+        import psycopg
+
+        with psycopg.connect(address) as conn:
+            conn.execute(sql.replace("?", "%s"), (dataid,))
+    else:
+        import sqlite3
+
+        with sqlite3.connect(address) as conn:
+            conn.execute(sql, (dataid,))
+
+
+@pytest.mark.both_stores
+@pytest.mark.parametrize("state", ["none", "consumed", "delayed"])
+def test_nothing_to_claim_is_said_as_a_single_drain_says_it(cli, tmp_path, state):
+    """Chunks counted as waiting that no worker can claim (an IN row of the job held on
+    each; FAILED with a retry delay not yet passed) or none at all: the spread drain says
+    what the drain in RunJob says, with its exit code."""
+    import re
+
+    chunks(cli, 4)
+    script(tmp_path, "work.sh", "exit 3")
+    if state == "consumed":
+        for n in range(1, 5):
+            cli.ok(
+                "dml", f"insert into datastatus values ('src','work','{n}','IN','RUNNING',now())"
+            )
+    elif state == "delayed":
+        setting(cli, "retries", "2")
+        setting(cli, "retry_delay", "3600")
+        assert cli.runjob(*SPREAD).code == 1  # every chunk FAILED, a retry left
+    elif state == "none":
+        cli.ok("dml", "delete from datastatus")
+    said = {}
+    for processes in ("1", "2"):
+        done = cli.runjob("--all", "--parallel", "4", "--workers", processes, "./work.sh")
+        assert "Traceback" not in done.err
+        text = re.sub(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d [AP]M \S* ?\d{4}", "DATE", done.out)
+        said[processes] = (done.code, re.sub(r"in [\d.]+ s \([\d.]+/s\)", "in S", text), done.err)
+    assert said["2"] == said["1"], said
+
+
+@on_postgres
+def test_a_cap_holds_across_workers(cli, tmp_path):
+    """``max_parallel 1`` under ``--parallel 4 --workers 2``: never two jobs at once (a
+    flock every job takes), every chunk READY once, the cap said once."""
+    chunks(cli, 10)
+    setting(cli, "max_parallel", "1")
+    script(
+        tmp_path,
+        "work.sh",
+        JUDGE + 'exec 8>>cap.lock; flock -n 8 || echo "CAP $dataid" >> ledger; sleep 0.1',
+    )
+    done = cli.runjob(*SPREAD, timeout=300)
+    assert done.code == 0 and done.err == "", done
+    assert "CAP" not in (tmp_path / "ledger").read_text()
+    assert sorted(_no_overlap(tmp_path), key=int) == [str(n) for n in range(1, 11)]
+    assert done.out.count("max_parallel") <= 1, done.out
