@@ -489,3 +489,82 @@ def test_a_cap_holds_across_workers(cli, tmp_path):
     assert "CAP" not in (tmp_path / "ledger").read_text()
     assert sorted(_no_overlap(tmp_path), key=int) == [str(n) for n in range(1, 11)]
     assert done.out.count("max_parallel") <= 1, done.out
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as file:
+                    if int(file.read().rpartition(b")")[2].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def _keeper_of(worker: int) -> int:
+    """The keeper a worker forked (its child in a session of its own)."""
+    found = [pid for pid in _children(worker) if os.getsid(pid) == pid]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@on_postgres
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
+def test_a_workers_keeper_killed_or_stopped_fences_its_runs_only(cli, tmp_path, how):
+    """The keeper of one worker killed (or stopped) while its jobs run: that worker's
+    jobs are killed before anyone may take their chunks, the other worker drains on,
+    RunJob ends in one line; a later drain runs what is left, never beside a live run."""
+    _bounded(cli)
+    chunks(cli, 16)
+    setting(cli, "retries", "1")
+    script(tmp_path, "work.sh", JUDGE + "sleep 2")
+    runjob = start_runjob(cli, *SPREAD)
+    wait_for(lambda: len(_lines(tmp_path / "ledger")) >= 4, what="four jobs to start")
+    worker = workers_of(runjob.pid)[0]
+    keeper = _keeper_of(worker)
+    os.kill(keeper, how)
+    try:
+        out, err = runjob.communicate(timeout=120)
+    finally:
+        if how == signal.SIGSTOP:
+            os.kill(keeper, signal.SIGCONT)
+    _said_once(err)
+    assert runjob.returncode != 0, (out, err)
+
+    def drained() -> bool:
+        done = cli.runjob(*SPREAD)
+        assert "Traceback" not in done.err, done
+        return set(statuses(tmp_path, "work").values()) == {"READY"}
+
+    wait_for(drained, timeout=120, what="every chunk READY")
+    _no_overlap(tmp_path)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="python -m dataflow.run.worker imports the working folder's dataflow"
+)
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_a_dataflow_package_in_the_jobs_folder_is_not_the_workers(cli, tmp_path):
+    """RunJob (its installed entry point) run in a folder that holds a ``dataflow``
+    package of its own (another checkout, another version): its workers run the
+    toolkit RunJob runs, not that folder's (``python -m`` puts the working folder first
+    on the module path)."""
+    import sys
+
+    runjob = os.path.join(os.path.dirname(sys.executable), "RunJob")
+    if not os.path.exists(runjob):
+        pytest.skip("no installed RunJob entry point")
+    chunks(cli, 6)
+    script(tmp_path, "work.sh", JUDGE + "sleep 0.2")
+    planted = tmp_path / "dataflow" / "run"
+    planted.mkdir(parents=True)
+    (tmp_path / "dataflow" / "__init__.py").write_text("")
+    (planted / "__init__.py").write_text("")
+    (planted / "worker.py").write_text("open('shadowed', 'w').write('yes')\n")
+    done = cli(runjob, *SPREAD)
+    assert not (tmp_path / "shadowed").exists()
+    assert done.code == 0 and done.err == "", done
+    assert sorted(_no_overlap(tmp_path), key=int) == [str(n) for n in range(1, 7)]
