@@ -543,9 +543,6 @@ def test_a_workers_keeper_killed_or_stopped_fences_its_runs_only(cli, tmp_path, 
     _no_overlap(tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="python -m dataflow.run.worker imports the working folder's dataflow"
-)
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
 def test_a_dataflow_package_in_the_jobs_folder_is_not_the_workers(cli, tmp_path):
     """RunJob (its installed entry point) run in a folder that holds a ``dataflow``

@@ -9,7 +9,6 @@ import argparse
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from ..errors import UsageError
@@ -36,7 +35,7 @@ def drain(options: argparse.Namespace) -> int:
         warn(f"{scripts[name]}: no job '{name}' is registered; skipped")
     if not jobs:
         raise UsageError(f"no script in {folder} names a registered job")
-    command = [sys.executable, "-m", "dataflow.cli.runjob", "--all"]
+    command = [*runner.python_command("dataflow.cli.runjob"), "--all"]
     command += ["--db", options.db] if options.db else []
     command += ["--parallel", str(options.parallel)] if options.parallel else []
     command += ["--workers", str(options.workers)] if options.workers else []

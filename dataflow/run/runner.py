@@ -138,6 +138,19 @@ def child_environment(job_variables: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def python_command(module: str) -> list[str]:
+    """This Python running ``module`` of this toolkit (a worker, a RunJob of a folder's
+    drain): with ``-P``, which keeps the working folder (the user's, its jobs') off the
+    module path, where a ``dataflow`` package of its own would run instead; without it
+    when that folder holds this very toolkit (a checkout run in place)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        in_place = Path.cwd().resolve() == root
+    except OSError:  # no working folder any more
+        in_place = False
+    return [sys.executable, *([] if in_place else ["-P"]), "-m", module]
+
+
 def signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name

@@ -18,7 +18,6 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import WorkerFailed
@@ -29,7 +28,7 @@ from .drain import SCARCE
 from .events import Event, Summary, Tally, decode
 from .jobenv import JobEnv
 from .lifecycle import Job
-from .runner import child_environment, signal_name
+from .runner import child_environment, python_command, signal_name
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # RunJob's, passed on to its workers
 # said once a drain, not once a worker (unusable: once a dataid)
@@ -136,7 +135,7 @@ class WorkerDrain:
         return self.summary
 
     def _start(self, slots: int, events: int) -> subprocess.Popen:
-        command = [sys.executable, "-m", "dataflow.run.worker", "--job", self.job.jobid]
+        command = [*python_command("dataflow.run.worker"), "--job", self.job.jobid]
         command += ["--parallel", str(slots), "--events", str(events)]
         command += ["--validate", self.validate[0]] if self.validate else []
         # the store's address, which may hold a password, and the job's decrypted
