@@ -622,10 +622,6 @@ def test_sigterm_to_every_process_at_once_ends_in_one_line(cli, tmp_path):
 
 
 @on_postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="said as 'exited with 143; the chunks it left RUNNING are marked FAILED...'",
-)
 def test_sigterm_to_one_worker_is_said_as_what_it_is(cli, tmp_path):
     """SIGTERM to one worker alone (not RunJob): its jobs are stopped and recorded, the
     other worker drains on, RunJob exits 1 in one line that does not claim chunks were
@@ -641,3 +637,4 @@ def test_sigterm_to_one_worker_is_said_as_what_it_is(cli, tmp_path):
     found = statuses(tmp_path, "work")
     assert "RUNNING" not in found.values(), found
     assert "left RUNNING" not in err, err
+    assert "a worker of the drain of work was stopped by SIGTERM (not RunJob)" in err

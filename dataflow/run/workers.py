@@ -203,6 +203,13 @@ class WorkerDrain:
             stopped = self.summary.interrupted and code in (0, 128 + self.summary.interrupted)
             if code == 0 or stopped:
                 continue
+            if code - 128 in SIGNALS:  # its own handler: what it ran is recorded
+                raise WorkerFailed(
+                    f"a worker of the drain of {self.job.jobid} was stopped by "
+                    f"{signal_name(code - 128)} (not RunJob): it claimed nothing more and "
+                    "its jobs under way were stopped and recorded",
+                    1,
+                )
             how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with {code}"
             raise WorkerFailed(
                 f"a worker of the drain of {self.job.jobid} {how}; the chunks it left "
