@@ -200,6 +200,7 @@ def test_no_secret_in_any_command_line_nor_log(cli, tmp_path, address):
         "work.sh",
         'echo "password is $src_password"; echo "$src_password" >&2\n'
         "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done >> argv\n"
+        "env >> envs; tr '\\0' '\\n' < /proc/$PPID/environ >> worker-envs\n"
         "sleep 0.3",
     )
     done = cli.runjob(*SPREAD, env={"PASSKEY": "pk-Zq81", "DATAFLOW_DB": url})
@@ -210,10 +211,20 @@ def test_no_secret_in_any_command_line_nor_log(cli, tmp_path, address):
     assert "dataflow.run.worker" in argv
     for secret in secrets:
         assert secret not in argv and secret not in done.out + done.err
+    # the job's environment: its dataset's password, not the store's nor the passkey;
+    # its worker's: no passkey
+    envs, worker_envs = (tmp_path / "envs").read_text(), (tmp_path / "worker-envs").read_text()
+    assert "src_password=Dataset-Pw-55" in envs and "DATAFLOW_DB=" in envs
+    assert "St0rePw-91" not in envs and "pk-Zq81" not in envs + worker_envs
     for folder, _, files in os.walk(tmp_path):
         for name in files:
             path = os.path.join(folder, name)
-            if name.endswith((".db", ".db-wal", ".db-shm")) or name in ("argv", "work.sh"):
+            if name.endswith((".db", ".db-wal", ".db-shm")) or name in (
+                "argv",
+                "work.sh",
+                "envs",
+                "worker-envs",
+            ):
                 continue
             with open(path, "rb") as file:
                 text = file.read()
@@ -638,3 +649,36 @@ def test_sigterm_to_one_worker_is_said_as_what_it_is(cli, tmp_path):
     assert "RUNNING" not in found.values(), found
     assert "left RUNNING" not in err, err
     assert "a worker of the drain of work was stopped by SIGTERM (not RunJob)" in err
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_a_jobs_arguments_and_check_reach_it_as_in_a_single_drain(cli, tmp_path):
+    """Arguments that look like a worker's own options (``--job``, ``--events``, ``--``,
+    ``-h``) and a ``--validate`` check: the job in a worker gets what it gets in RunJob's
+    own drain, and the check fails what it fails."""
+    chunks(cli, 6)
+    script(tmp_path, "work.sh", 'printf "%s|" "$@" >> "args.$dataid"')
+    script(tmp_path, "check.sh", "[ $((dataid % 3)) != 0 ]")
+    args = ["--job", "other", "--events", "1", "--", "-h", "--parallel", "9", ""]
+    for processes in ("1", "2"):
+        cli.ok("dml", "delete from datastatus where jobid = 'work'")
+        for n in range(1, 7):
+            (tmp_path / f"args.{n}").unlink(missing_ok=True)
+        done = cli.runjob(
+            "--all",
+            "--parallel",
+            "4",
+            "--workers",
+            processes,
+            "--validate",
+            "./check.sh",
+            "./work.sh",
+            *args,
+        )
+        assert done.code == 1 and done.err == "", done
+        assert "work: 4 READY, 2 FAILED" in done.out
+        for n in range(1, 7):
+            assert (tmp_path / f"args.{n}").read_text() == "|".join(args) + "|", processes
+        assert statuses(tmp_path, "work") == {
+            str(n): "FAILED" if n % 3 == 0 else "READY" for n in range(1, 7)
+        }
