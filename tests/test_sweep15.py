@@ -399,7 +399,8 @@ def test_kill_9_of_a_worker_on_sqlite_never_runs_a_chunk_twice(cli, tmp_path):
 def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, limit):
     """The store's role may hold ``limit`` sessions (``CONNECTION LIMIT``: what a server
     short of max_connections says too): RunJob of a spread drain ends, no traceback, at
-    most one error line; what it claimed is READY or recovered by a later drain."""
+    most one warning line (the store failed for a while) and one error line; what it
+    claimed is READY or recovered by a later drain."""
     import psycopg
 
     role = f"lim_{os.getpid()}_{limit}"
@@ -415,7 +416,7 @@ def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, li
         url = address.replace("://", f"://{role}@").split("@", 1)
         url = url[0] + "@" + url[1].split("@", 1)[1]
         done = cli.runjob(*SPREAD, env={"DATAFLOW_DB": url}, timeout=300)
-        assert "Traceback" not in done.err and done.err.count("\n") <= 1, done
+        _said_once(done.err)
         assert done.code in (0, 1, 3), done
         again = cli.runjob(*SPREAD)
         assert again.code == 0, again
