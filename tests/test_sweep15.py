@@ -211,6 +211,47 @@ def test_garbage_on_the_event_pipe_is_one_line(cli, tmp_path):
     assert sorted(_no_overlap(tmp_path)) == ["1", "2", "3", "4"]
 
 
+WRONG_TYPES = pytest.mark.xfail(
+    strict=True,
+    reason="an event of the wrong types is a ValueError traceback in RunJob's report, or "
+    "reported as it is (a dataid ['1'])",
+)
+FORGED = [  # shaped like events, of the wrong types
+    '{"kind": "ended", "dataid": "1", "claim": ["1", 1, 1, "log", "t"], "outcome": [0, "x"],'
+    ' "status": "READY", "counts": [1, 1], "live": 0, "cap": null}',
+    '{"kind": "launch", "dataid": "1", "claim": ["1", "one", [], "log", "t"], "outcome": null,'
+    ' "status": "", "counts": [0, 0], "live": 0, "cap": null}',
+    '{"kind": "ended", "dataid": ["1"], "claim": ["1", 1, 1, "log", "t"], "outcome": [1, 0.1],'
+    ' "status": "FAILED", "counts": ["a"], "live": 0, "cap": null}',
+]
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        pytest.param(FORGED[0], marks=WRONG_TYPES),
+        FORGED[1],
+        pytest.param(FORGED[2], marks=WRONG_TYPES),
+    ],
+)
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_an_event_of_the_wrong_types_is_one_line(cli, tmp_path, forged):
+    """A job that writes a line shaped like an event, but of the wrong types, into its
+    worker's event pipe: one error line, never a traceback; the drain goes on."""
+    chunks(cli, 2)
+    (tmp_path / "forged").write_text(forged + "\n")
+    script(
+        tmp_path,
+        "work.sh",
+        JUDGE + "n=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | sed -n '/^--events$/{n;p;}')\n"
+        "cat forged > /proc/$PPID/fd/$n",
+    )
+    done = cli.runjob(*SPREAD)
+    assert done.code == 1 and done.err.count("\n") == 1, done
+    assert "sent a line that is not an event" in done.err
+    assert sorted(_no_overlap(tmp_path)) == ["1", "2"]
+
+
 @on_postgres
 def test_hostile_output_never_reaches_runjob(cli, tmp_path):
     """Jobs that write megabytes of binary to stdout and stderr, close them, or dup them
