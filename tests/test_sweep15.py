@@ -829,3 +829,26 @@ def test_dataids_written_as_numbers_are_told_as_any_other(cli, tmp_path):
     assert done.code == 0 and done.err == "", done
     assert "work: 4 READY, 0 FAILED" in done.out
     assert sorted(_no_overlap(tmp_path), key=int) == ["5", "7", "12", "30"]
+
+
+@on_postgres
+def test_a_caller_reading_a_spread_drains_output_never_waits_for_a_helper(cli, tmp_path):
+    """Jobs that each leave a helper in a session of its own (descriptors kept): RunJob of
+    a spread drain ends while they live (its output and the event pipes are nobody
+    else's), and a second drain never runs their chunks beside them."""
+    chunks(cli, 4)
+    script(
+        tmp_path,
+        "work.sh",
+        JUDGE + "setsid bash -c 'until [ -e go ]; do sleep 0.1; done' &\necho \"$!\" >> helpers",
+    )
+    done = cli.runjob(*SPREAD, timeout=120)  # a pipe held open by a helper: a timeout
+    assert done.code == 0 and done.err == "", done
+    helpers = [int(pid) for pid in _lines(tmp_path / "helpers")]
+    assert len(helpers) == 4 and all(alive(pid) for pid in helpers)
+    cli.ok("dml", "update datastatus set status = 'RESUBMIT' where jobid = 'work'")
+    again = cli.runjob(*SPREAD)
+    assert "Traceback" not in again.err, again
+    (tmp_path / "go").touch()
+    wait_for(lambda: not any(alive(pid) for pid in helpers), what="the helpers to end")
+    _no_overlap(tmp_path)
