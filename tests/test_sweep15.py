@@ -25,6 +25,11 @@ Breaks found (each a test here, fixed):
   folder holds this very toolkit.
 - SIGTERM to one worker alone was said as "exited with 143; the chunks it left RUNNING
   are marked FAILED...", though it had stopped and recorded its jobs; now said as that.
+- A line of valid JSON shaped like an event but of the wrong types (an ``outcome`` whose
+  duration is text) was a ValueError traceback in RunJob's report, or reported as it
+  was (dataid ``['1']``). events.decode now checks each field's type as encode writes
+  it (properties: every event goes through the pipe as it is; any other JSON is refused
+  or an event RunJob can count).
 
 Attacks that held:
 
@@ -51,7 +56,9 @@ Attacks that held:
 - Dataids with a newline, quotes, non-ASCII and 5000 characters; nothing claimable (IN
   rows held, a retry delay, no chunk) said as RunJob's own drain says it; a
   ``max_parallel 1`` cap across two workers; arguments shaped like a worker's options
-  and a ``--validate`` check; two spread drains racing: each chunk once.
+  and a ``--validate`` check; two spread drains racing; dataids a client wrote as
+  numbers: each chunk once. Jobs that leave helpers in sessions of their own: RunJob's
+  output ends with RunJob, and no chunk runs again beside them.
 """
 
 from __future__ import annotations
@@ -852,3 +859,98 @@ def test_a_caller_reading_a_spread_drains_output_never_waits_for_a_helper(cli, t
     (tmp_path / "go").touch()
     wait_for(lambda: not any(alive(pid) for pid in helpers), what="the helpers to end")
     _no_overlap(tmp_path)
+
+
+def _events():
+    from pathlib import Path
+
+    from hypothesis import strategies as st
+
+    from dataflow.run.claims import Claim
+    from dataflow.run.events import Event
+    from dataflow.run.runner import Outcome
+
+    text = st.text(
+        st.characters(codec="utf-8") | st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF)
+    )
+    count = st.integers(-(2**63), 2**63 - 1)
+    claims = st.builds(
+        lambda d, a, r, p, t: Claim(d, a, r, None, Path(p), t, ()), text, count, count, text, text
+    )
+    seconds = st.floats(allow_nan=False, allow_infinity=False)
+    outcomes = st.builds(
+        Outcome,
+        count,
+        seconds,
+        st.none() | seconds,
+        st.none() | count,
+        st.none() | st.sampled_from(["passed", "failed"]),
+        st.lists(text).map(tuple),
+        st.none() | text,
+        st.none() | text,
+        st.none() | text,
+    )
+    kinds = st.sampled_from(
+        ["launch", "ending", "ended", "fenced", "store", "cap_full", "unusable"]
+    )
+    return st.builds(
+        Event,
+        kinds,
+        text,
+        st.none() | claims,
+        st.none() | outcomes,
+        text,
+        st.tuples(count, count),
+        count,
+        st.none() | count,
+    )
+
+
+def _json():
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+    return st.recursive(scalars, lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner))
+
+
+def test_events_go_through_the_pipe_as_they_are():
+    """Every event a worker may write is read back as it was (its claim less the lock,
+    which stays in the worker)."""
+    from hypothesis import given, settings
+
+    from dataflow.run.events import decode, encode
+
+    @settings(max_examples=300, deadline=None)
+    @given(_events())
+    def check(event):
+        read = decode(encode(event))
+        claim = event.claim and event.claim._replace(lock=None)
+        assert read == event._replace(claim=claim)
+
+    check()
+
+
+def test_any_other_line_is_refused_or_an_event_of_the_right_types():
+    """A line another process wrote into the pipe, shaped like an event or not: refused
+    (ValueError, LookupError) or an event RunJob can count, never another error."""
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from dataflow.run.events import Tally, decode
+
+    keys = ["kind", "dataid", "claim", "outcome", "status", "counts", "live", "cap"]
+    shaped = st.fixed_dictionaries({key: _json() for key in keys})
+
+    @settings(max_examples=500, deadline=None)
+    @given(_json() | shaped)
+    def check(fields):
+        try:
+            event = decode(json.dumps(fields))
+        except (ValueError, LookupError):
+            return
+        Tally().count(event)
+        assert isinstance(event.dataid, str) and isinstance(event.status, str)
+
+    check()
