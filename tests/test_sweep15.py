@@ -954,3 +954,62 @@ def test_any_other_line_is_refused_or_an_event_of_the_right_types():
         assert isinstance(event.dataid, str) and isinstance(event.status, str)
 
     check()
+
+
+IDLE = pytest.mark.xfail(
+    strict=True,
+    reason="the pager reads the store-wide alerts setting over RunJob's session, ended "
+    "while it idled: 'error: cannot use the store', the drain stopped, exit 3",
+)
+
+
+@on_postgres
+@pytest.mark.parametrize("where", ["job", pytest.param("store-wide", marks=IDLE)])
+def test_alerts_of_a_spread_drain_outlive_runjobs_idle_session(cli, tmp_path, address, where):
+    """RunJob's own session idles while its workers drain; the server ends it (as an
+    idle_session_timeout would). A failure's alert (the job's setting, or the store-wide
+    default that RunJob reads from the store) is still sent, the drain is not stopped,
+    and RunJob ends as the drain did: exit 1, no error line (a warning that the store
+    failed for a while: the workers' sessions were ended too)."""
+    import psycopg
+
+    cli.env["DATAFLOW_ALERT_TIMEOUT"] = "60"
+    chunks(cli, 6)
+    script(tmp_path, "work.sh", JUDGE + "until [ -e go ]; do sleep 0.1; done; [ $dataid != 3 ]")
+    receiver = _hook_server()
+    try:
+        job = "work" if where == "job" else "*"
+        cli.ok(
+            "dml",
+            f"insert into job (jobid, itemtype, itemvalue) values ('{job}', 'alerts', '{receiver.url}')",
+        )
+        runjob = start_runjob(cli, *SPREAD)
+        wait_for(lambda: len(_lines(tmp_path / "ledger")) == 4, what="four jobs to start")
+        with psycopg.connect(address, autocommit=True) as conn:
+            conn.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity"
+                " where datname = current_database() and pid <> pg_backend_pid()"
+            )
+        (tmp_path / "go").touch()
+        out, err = runjob.communicate(timeout=120)
+        assert runjob.returncode == 1, (out, err)  # the workers' ended sessions: a warning
+        assert all(line.startswith("warning: the store failed for") for line in err.splitlines())
+        assert "work: 5 READY, 1 FAILED" in out
+        assert [got["title"] for got in receiver.got] == ["dataflow: work 3 FAILED"]
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+
+
+def _hook_server():
+    """A webhook receiver on 127.0.0.1 (as test_alerts' ``hook``); ``got``: what came."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from test_alerts import _Hook
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    server.got = []  # type: ignore[attr-defined]
+    server.url = f"json://127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
