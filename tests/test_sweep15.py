@@ -42,7 +42,9 @@ Attacks that held:
 - ``kill -9`` of every worker's process group, and of RunJob with them, while their jobs
   run: the jobs live on, a second spread drain runs only the others, the abandoned
   chunks are recovered once the jobs end and rerun (retries), no overlap; one line,
-  exit 1. The same for one worker on SQLite (``--workers 2``).
+  exit 1. The same for one worker on SQLite (``--workers 2``), and (both stores) for
+  jobs that left helpers in sessions of their own and ended unrecorded: their chunks
+  never run again while the helpers live.
 - SIGSTOP of a worker for 2.5 times the bound (a long job, chunks claimed ahead) while
   other drains and ``recover`` run; SIGSTOP of RunJob for twice the bound (its workers
   fill the event pipe and wait); a worker's keeper killed or stopped (its jobs fenced,
@@ -1012,3 +1014,50 @@ def _hook_server():
     server.url = f"json://127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+@pytest.mark.both_stores
+def test_kill_9_of_every_worker_never_runs_a_chunk_beside_its_helper(cli, tmp_path):
+    """Jobs that leave a helper in a session of its own, every descriptor closed but the
+    judge's (so not the chunk lock's; on SQLite a helper that keeps it), then end while
+    their workers are killed (``kill -9``): nothing records them; a later drain never
+    runs their chunks while the helpers live, and runs them again (retries) once they
+    have ended."""
+    _bounded(cli)
+    chunks(cli, 4)
+    setting(cli, "retries", "1")
+    script(
+        tmp_path,
+        "work.sh",
+        JUDGE + "if [ -e hold ]; then\n"
+        "  setsid python3 -c 'import os, time\n"
+        "os.closerange(3, 9); os.closerange(10, 65536)\n"
+        'while not os.path.exists("go"): time.sleep(0.1)\' </dev/null >/dev/null 2>&1 &\n'
+        '  echo "$dataid $!" >> helpers\n'
+        "  until [ -e end ]; do sleep 0.1; done\n"
+        "fi",
+    )
+    (tmp_path / "hold").touch()
+    runjob = start_runjob(cli, *SPREAD)
+    wait_for(lambda: len(_lines(tmp_path / "helpers")) == 4, what="four helpers")
+    for pid in workers_of(runjob.pid):
+        os.killpg(pid, signal.SIGKILL)
+    runjob.communicate(timeout=60)
+    (tmp_path / "hold").unlink()
+    (tmp_path / "end").touch()  # the jobs end; their helpers live on
+    helpers = [int(line.split()[1]) for line in _lines(tmp_path / "helpers")]
+    for _ in range(3):
+        again = cli.runjob(*SPREAD)
+        assert "Traceback" not in again.err, again
+        assert "RUNNING" in statuses(tmp_path, "work").values() or not all(map(alive, helpers))
+    assert len(_no_overlap(tmp_path)) == 4  # nothing ran again beside a helper
+    (tmp_path / "go").touch()
+    wait_for(lambda: not any(alive(pid) for pid in helpers), what="the helpers to end")
+
+    def drained() -> bool:
+        done = cli.runjob(*SPREAD)
+        assert "Traceback" not in done.err, done
+        return set(statuses(tmp_path, "work").values()) == {"READY"}
+
+    wait_for(drained, timeout=120, what="every chunk READY")
+    assert sorted(_no_overlap(tmp_path)) == sorted(["1", "2", "3", "4"] * 2)
