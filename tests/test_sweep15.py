@@ -1061,3 +1061,65 @@ def test_kill_9_of_every_worker_never_runs_a_chunk_beside_its_helper(cli, tmp_pa
 
     wait_for(drained, timeout=120, what="every chunk READY")
     assert sorted(_no_overlap(tmp_path)) == sorted(["1", "2", "3", "4"] * 2)
+
+
+FREEZER = "/sys/fs/cgroup/freezer"
+
+
+@contextlib.contextmanager
+def _frozen(pids: list[int]):
+    """The processes frozen (a cgroup freezer: not a job-control stop, which would make
+    the kernel send SIGHUP to their process group once it is orphaned) for the block."""
+    group = f"{FREEZER}/sweep15-{os.getpid()}"
+    try:
+        os.mkdir(group)
+    except OSError as exc:
+        pytest.skip(f"no freezer cgroup here: {exc}")
+    try:
+        for pid in pids:
+            with open(f"{group}/cgroup.procs", "w") as procs:
+                procs.write(str(pid))
+        with open(f"{group}/freezer.state", "w") as state:
+            state.write("FROZEN")
+        yield
+    finally:
+        with open(f"{group}/freezer.state", "w") as state:
+            state.write("THAWED")
+        with open(f"{group}/cgroup.procs") as procs:
+            left = procs.read().split()
+        for pid in left:
+            with open(f"{FREEZER}/cgroup.procs", "w") as procs, contextlib.suppress(OSError):
+                procs.write(pid)
+        os.rmdir(group)
+
+
+@on_postgres
+@pytest.mark.xfail(
+    strict=True,
+    reason="a worker takes the parent it finds when it starts for RunJob: one reparented "
+    "before it looked drains every chunk on its own",
+)
+def test_a_worker_whose_runjob_died_as_it_started_claims_nothing(cli, tmp_path):
+    """RunJob killed (``kill -9``) while its workers are still starting (frozen here
+    before they have looked who their parent is): they claim nothing, as a worker whose
+    RunJob is gone later claims nothing more."""
+    chunks(cli, 12)
+    script(tmp_path, "work.sh", JUDGE + "sleep 0.1")
+    for _ in range(20):  # until the workers are caught before their handlers are set
+        cli.ok("dml", "delete from datastatus where jobid = 'work'")
+        runjob = start_runjob(cli, *SPREAD)
+        pids: list[int] = []
+        while runjob.poll() is None and len(pids) < 2:
+            pids = workers_of(runjob.pid)
+        with _frozen(pids):
+            if len(pids) == 2 and not any(_catches(pid, signal.SIGTERM) for pid in pids):
+                os.kill(runjob.pid, signal.SIGKILL)
+                runjob.wait(timeout=60)  # its output pipes: the workers' too
+                break
+        runjob.communicate(timeout=60)
+    else:
+        pytest.skip("never caught the workers before their handlers were set")
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=60, what="the workers to end")
+    runjob.communicate(timeout=60)
+    assert _lines(tmp_path / "ledger") == []
+    assert statuses(tmp_path, "work") == {}
