@@ -23,6 +23,9 @@ Breaks found (each a test here, fixed):
   a ``dataflow`` package there (another checkout, another version) ran as the worker (and
   as a folder drain's RunJobs). Now ``python -P`` (runner.python_command), unless that
   folder holds this very toolkit.
+- A worker whose RunJob was killed (``kill -9``) while the worker was still starting
+  took the process that adopted it for RunJob, and drained every chunk alone. RunJob
+  now names itself (``--runjob PID``): such a worker claims nothing.
 - SIGTERM to one worker alone was said as "exited with 143; the chunks it left RUNNING
   are marked FAILED...", though it had stopped and recorded its jobs; now said as that.
 - A line of valid JSON shaped like an event but of the wrong types (an ``outcome`` whose
@@ -1094,11 +1097,6 @@ def _frozen(pids: list[int]):
 
 
 @on_postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="a worker takes the parent it finds when it starts for RunJob: one reparented "
-    "before it looked drains every chunk on its own",
-)
 def test_a_worker_whose_runjob_died_as_it_started_claims_nothing(cli, tmp_path):
     """RunJob killed (``kill -9``) while its workers are still starting (frozen here
     before they have looked who their parent is): they claim nothing, as a worker whose

@@ -1,6 +1,6 @@
 """One worker of a drain spread over processes (:mod:`.workers`): ``python -m
-dataflow.run.worker --job J --parallel K --events FD -- SCRIPT [ARGS...]``, started by
-RunJob. It drains the job's chunks as a ``RunJob --all --parallel K`` would (its own
+dataflow.run.worker --job J --parallel K --events FD --runjob PID -- SCRIPT [ARGS...]``,
+started by RunJob. It drains the job's chunks as a ``RunJob --all --parallel K`` would (its own
 connection, keeper and chunk locks; the same claims, which other workers race safely)
 and tells RunJob what happens as JSON lines on descriptor FD, RunJob reporting it all
 as one drain. The job's variables are in its environment (RunJob decrypted them), the
@@ -32,6 +32,7 @@ def _options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--job", required=True)
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--events", type=int, required=True)  # a descriptor: the pipe
+    parser.add_argument("--runjob", type=int)  # RunJob's process: gone, no more claims
     parser.add_argument("--validate")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
@@ -49,7 +50,9 @@ def main(argv: list[str]) -> int:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     options = _options(argv)
     events = EventWriter(options.events)
-    parent = os.getppid()
+    # RunJob's pid as it said it: one that died as this worker started was not its parent
+    # (a worker adopted meanwhile would take its new parent for RunJob, and drain alone)
+    parent = options.runjob or os.getppid()
     try:
         return _drain(options, events, parent, early)
     except DataflowError as exc:

@@ -136,7 +136,7 @@ class WorkerDrain:
 
     def _start(self, slots: int, events: int) -> subprocess.Popen:
         command = [*python_command("dataflow.run.worker"), "--job", self.job.jobid]
-        command += ["--parallel", str(slots), "--events", str(events)]
+        command += ["--parallel", str(slots), "--events", str(events), "--runjob", str(os.getpid())]
         command += ["--validate", self.validate[0]] if self.validate else []
         # the store's address, which may hold a password, and the job's decrypted
         # passwords go in its environment, never in its command line
