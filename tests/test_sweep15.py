@@ -60,7 +60,8 @@ Attacks that held:
   shaped like events: nothing reaches RunJob's output or the event pipe.
 - No store password, passkey or decrypted password in any process's command line, in a
   log or output (a job printing its password is masked), nor the store's password or
-  the passkey in a job's environment, nor the passkey in a worker's.
+  the passkey in a job's environment, nor the passkey in a worker's; a failing job's
+  last words (a traceback naming the password) are told and recorded masked.
 - A role short of connections (CONNECTION LIMIT 1-6) and hard limits of 12-32 open files
   (both stores): at most one warning and one error line, nothing run twice, a later
   drain finishes the rest. A reader that leaves (``| head -1``): the drain goes on.
@@ -1121,3 +1122,38 @@ def test_a_worker_whose_runjob_died_as_it_started_claims_nothing(cli, tmp_path):
     runjob.communicate(timeout=60)
     assert _lines(tmp_path / "ledger") == []
     assert statuses(tmp_path, "work") == {}
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_a_failing_jobs_last_words_never_show_its_password(cli, tmp_path):
+    """A job that fails with a Python traceback naming its decrypted password: the
+    report (the last line of the traceback, told by the worker), the history and the log
+    show it masked, in a worker as in RunJob's own drain."""
+    chunks(cli, 2)
+    token = cli.ok("crypt", "-e", "Dataset-Pw-55", env={"PASSKEY": "pk-Zq81"}).out.strip()
+    cli.ok("dml", f"update dataset set encryptedpass='{token}' where datasetid='src'")
+    script(
+        tmp_path,
+        "work.sh",
+        "echo 'Traceback (most recent call last):' >&2\n"
+        'echo "ValueError: login refused for password $src_password" >&2; exit 1',
+    )
+    for processes in ("1", "2"):
+        cli.ok("dml", "delete from datastatus where jobid = 'work'")
+        done = cli.runjob(
+            "--all",
+            "--parallel",
+            "2",
+            "--workers",
+            processes,
+            "./work.sh",
+            env={"PASSKEY": "pk-Zq81"},
+        )
+        assert done.code == 1 and "ValueError: login refused" in done.out, done
+        assert "Dataset-Pw-55" not in done.out + done.err, processes
+        history = rows(tmp_path, "select * from run where jobid = 'work'")
+        assert "Dataset-Pw-55" not in repr(history), processes
+    for folder, _, files in os.walk(tmp_path / "state"):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as file:
+                assert b"Dataset-Pw-55" not in file.read(), name
