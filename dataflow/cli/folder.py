@@ -9,12 +9,11 @@ import argparse
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from ..errors import UsageError
 from ..ops import lineage
-from ..run import runner
+from ..run import runner, scripts
 from ..store import locate, open_store
 from . import warn
 
@@ -36,7 +35,7 @@ def drain(options: argparse.Namespace) -> int:
         warn(f"{scripts[name]}: no job '{name}' is registered; skipped")
     if not jobs:
         raise UsageError(f"no script in {folder} names a registered job")
-    command = [sys.executable, "-m", "dataflow.cli.runjob", "--all"]
+    command = [*runner.python_command("dataflow.cli.runjob"), "--all"]
     command += ["--db", options.db] if options.db else []
     command += ["--parallel", str(options.parallel)] if options.parallel else []
     command += ["--workers", str(options.workers)] if options.workers else []
@@ -72,7 +71,7 @@ def _scripts(folder: Path) -> dict[str, Path]:
             and not path.name.startswith(".")
             and (path.suffix == ".py" or os.access(path, os.X_OK))
         ):
-            found.setdefault(runner.job_name(path.name), path)
+            found.setdefault(scripts.job_name(path.name), path)
     return found
 
 

@@ -10,7 +10,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import DriverFailed, UsageError, WorkerFailed
-from ..run import alerts, claims, foreground, jobenv, launch, lifecycle, runner, sparkconnect
+from ..run import alerts, claims, foreground, jobenv, launch, lifecycle, scripts, sparkconnect
 from ..store import Store, locate, open_store
 from ..store.address import for_job
 from . import guarded, say, seed_passkey_given, stamp, text_arguments, warn
@@ -171,8 +171,8 @@ def run(options: argparse.Namespace) -> int:
         seed_passkey_given(passkey)  # out of ps, the keeper's and every child's argv
     passkey = passkey or crypto.read_passkey()
     script = options.script
-    jobid = runner.job_name(script)
-    path = runner.resolve(script)
+    jobid = scripts.job_name(script)
+    path = scripts.resolve(script)
     with open_store(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
@@ -183,7 +183,9 @@ def run(options: argparse.Namespace) -> int:
         plan.check(script)
         report = Report(script, jobid, drain_mode)
         pager = alerts.Pager(store, job)  # told of every event, it sends when the drain ends
-        validate = [runner.resolve(options.validate, submitted=False)] if options.validate else None
+        validate = (
+            [scripts.resolve(options.validate, submitted=False)] if options.validate else None
+        )
         drain = launch.drain(
             plan,
             store,

@@ -9,7 +9,7 @@ import sys
 
 from .. import crypto
 from ..errors import StreamError, UsageError
-from ..run import jobenv, lifecycle, runner, sparksubmit
+from ..run import jobenv, lifecycle, runner, scripts, sparksubmit
 from ..spark import landing
 from ..store import locate
 from . import say
@@ -30,10 +30,10 @@ def _stream_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def stream(options: argparse.Namespace) -> int:
     script = options.script
-    jobid = runner.job_name(script)
+    jobid = scripts.job_name(script)
     if not sparksubmit.is_spark_job(script):
         raise UsageError(f"{script}: a stream is a PySpark script (.py) that calls stream()")
-    path = runner.resolve(script)
+    path = scripts.resolve(script)
     address = locate(options.db)
     with open_store(options, readonly=True) as store:
         job = lifecycle.load_job(store, jobid)

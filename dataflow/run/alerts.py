@@ -137,6 +137,7 @@ class Pager:
         self.store, self.job = store, job
         self.alerts: list[Alert] = []
         self._urls: list[str] | None = None  # read at the first alert: none costs nothing
+        self._unread: str | None = None  # why they could not be read: said at the end
 
     def watch(self, notify):
         """``notify``, which also shows each event to the pager."""
@@ -154,7 +155,11 @@ class Pager:
         if kind not in ("abandoned", "fenced", "ended"):
             return
         if self._urls is None:  # read at the first event that may be news
-            self._urls = urls_for(self.store, self.job.settings.alerts)
+            try:
+                self._urls = self._read(lambda: urls_for(self.store, self.job.settings.alerts))
+            except Exception as exc:  # the store failed: never a reason to stop the drain
+                self._unread = f"alerts not sent: cannot read where they go ({exc})"
+                return
         alert = self._alert(event) if self._urls else None
         if alert is not None:
             self.alerts.append(alert)
@@ -174,11 +179,22 @@ class Pager:
             return Alert(dataid, "recovered", "READY after FAILED", claim.runid)
         return None
 
+    def _read(self, call):
+        """``call()``, a read; again over a new session when the server ended this one
+        while it idled (RunJob's, while its workers drain)."""
+        try:
+            return call()
+        except Exception as exc:
+            if not self.store.passing(exc):
+                raise
+        with self.store.transaction():  # the lost session is opened again first
+            return call()
+
     def _last_try(self, dataid: str, attempt: int, failed: bool = False) -> bool:
         """Was this attempt (FAILED, if ``failed``) one with no retry left? A failure
         that is retried is no news, and neither is its recovery."""
         try:
-            run = self.store.run_log(self.job.jobid, dataid, attempt)
+            run = self._read(lambda: self.store.run_log(self.job.jobid, dataid, attempt))
         except Exception:  # the store failed: tell of a failure, keep quiet of a recovery
             return not failed
         if run is None:  # purged: it cannot be told
@@ -207,6 +223,8 @@ class Pager:
     def send(self) -> str | None:
         """Send what was collected, once; a warning line if it did not reach every URL
         (then also noted in the history of the runs concerned). Never raises."""
+        if self._unread and not self._urls:
+            return " ".join(self._unread.split())
         if not self.alerts or not self._urls:
             return None
         title, body = self.message()

@@ -150,11 +150,11 @@ class Drain:
         for _ in range(2):  # short of descriptors: fewer at once; again if none runs
             try:
                 return self._start_some()
-            except ScriptError as exc:
-                if exc.errno not in SCARCE or not (self._active or self._ahead):
+            except ScriptError as exc:  # given up once no run is under way nor recording
+                if exc.errno not in SCARCE or not (self._active or self._ahead or self._recording):
                     raise
                 self._cramped(str(exc))
-                if self._active:
+                if self._active or self._recording:
                     return None
         return None
 

@@ -95,11 +95,52 @@ def encode(event: Event) -> str:
     return json.dumps(fields) + "\n"
 
 
+# the types of an event's fields, and of its claim's and outcome's, as encode writes them
+# (None: may be null; a tuple: any of those types)
+_FIELDS = {"kind": str, "dataid": str, "status": str, "live": int, "cap": (int, None)}
+_CLAIM = (str, int, int, str, str)
+_OUTCOME = (int, (int, float), (int, float, None), (int, None), (str, None), list)
+_OUTCOME += ((str, None),) * 3  # exception, cluster, error
+
+
+def _typed(value: object, kind: type | tuple) -> bool:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if value is None:
+        return None in kinds
+    return any(type(value) is k or (k is float and type(value) is int) for k in kinds if k)
+
+
+def _check(fields: object) -> None:
+    """Raise ValueError unless ``fields`` are what :func:`encode` writes (a line written
+    into the pipe by another process must not reach the report as an event)."""
+    if not isinstance(fields, dict):
+        raise ValueError("not an object")
+    claim, outcome, counts = fields["claim"], fields["outcome"], fields["counts"]
+    wrong = [name for name, kind in _FIELDS.items() if not _typed(fields[name], kind)]
+    if claim is not None and (
+        type(claim) is not list or len(claim) != 5 or not all(map(_typed, claim, _CLAIM))
+    ):
+        wrong.append("claim")
+    if outcome is not None and (
+        type(outcome) is not list
+        or not 0 < len(outcome) <= len(_OUTCOME)
+        or not all(map(_typed, outcome, _OUTCOME))
+        or (len(outcome) > 5 and not all(type(item) is str for item in outcome[5]))
+    ):
+        wrong.append("outcome")
+    if type(counts) is not list or len(counts) != 2 or not all(type(n) is int for n in counts):
+        wrong.append("counts")
+    if wrong:
+        raise ValueError(f"not an event: {', '.join(wrong)}")
+
+
 def decode(line: str) -> Event:
+    """The event of a line :func:`encode` wrote; ValueError (or KeyError) for another."""
     from .claims import Claim
     from .runner import Outcome
 
     fields = json.loads(line)
+    _check(fields)
     claim = fields["claim"]
     if claim is not None:
         dataid, attempt, runid, logpath, token = claim

@@ -5,6 +5,7 @@ keeper of its chunk locks is closed, and the signals handled as before."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Sequence
 from typing import Any
 
 from . import keeper
@@ -13,9 +14,12 @@ from .events import Summary
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def run(drain: Any) -> Summary:
-    """``drain.run()``, a signal passed to ``drain.stop`` meanwhile."""
+def run(drain: Any, early: Sequence[int] = ()) -> Summary:
+    """``drain.run()``, a signal passed to ``drain.stop`` meanwhile; one of ``early``
+    (signals that came before) stops it as it begins."""
     previous = {number: signal.signal(number, lambda n, _: drain.stop(n)) for number in SIGNALS}
+    for number in early[:1]:
+        drain.stop(number)
     try:
         return drain.run()
     finally:

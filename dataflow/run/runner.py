@@ -1,4 +1,4 @@
-"""The job's process: what to execute for a script, and running it to its end.
+"""The job's process: started, watched (:mod:`.watcher`) and ended; how it ended.
 
 The runner knows nothing of SQL or chunks: it gets an argv, an environment, the
 chunk lock's descriptor (handed to the job, so the whole process tree holds the
@@ -48,94 +48,24 @@ def make_room(slots: int) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, top), hard))
 
 
-def job_name(script: str) -> str:
-    """The jobid of a script: its file name without folder and extension."""
-    name = Path(script).name
-    stem, dot, _ = name.rpartition(".")
-    return stem if dot and stem else name
-
-
-def resolve(script: str, submitted: bool = True) -> str:
-    """The path to execute for ``script``; a clear error if it cannot run. ``submitted``:
-    a ``.py`` script goes to spark-submit (a job); else it is executed (a ``--validate``)."""
-    path = script
-    if "/" not in script:
-        from shutil import which  # only here: shutil costs ~3 ms of every RunJob's start
-
-        path = f"./{script}" if os.path.exists(script) else which(script) or script
-    if not os.path.exists(path):
-        raise ScriptError(script, "no such file")
-    if os.path.isdir(path):
-        raise ScriptError(
-            script, "it is a folder (RunJob --all FOLDER runs every job script in it)"
-        )
-    if submitted and path.endswith(".py"):  # spark-submit reads it: need not be executable
-        _check_python(script, path)
-        return path
-    if not os.access(path, os.X_OK):
-        raise ScriptError(script, f"it is not executable (chmod +x {script})")
-    _check_interpreter(script, path)
-    return path
-
-
-def _check_python(script: str, path: str) -> None:
-    """A ``.py`` job that cannot be read or compiled would fail only inside spark-submit,
-    after the claim and seconds of JVM start-up: say so now, nothing claimed."""
-    try:
-        with open(path, "rb") as file:
-            source = file.read()
-    except OSError as exc:
-        raise ScriptError(script, f"it cannot be read: {exc.strerror or exc}") from None
-    try:
-        compile(source, path, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        where = f" (line {exc.lineno})" if exc.lineno else ""
-        raise ScriptError(script, f"it is not valid Python: {exc.msg}{where}") from None
-    except ValueError as exc:  # a NUL byte in the source
-        raise ScriptError(script, f"it is not valid Python: {exc}") from None
-
-
-def _check_interpreter(script: str, path: str) -> None:
-    """A "#!" line naming a program that is not there fails only at exec time, after the
-    claim, with the script's own name in the error: say which file is missing, now. A
-    file with no "#!" line runs as a program (ELF) or, if it is text, as a shell script
-    (the seed's ``loadbob.sh``); anything else (random bytes, an image) would be fed to
-    the shell and burn an attempt on garbage: refused now, nothing claimed."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(4096)
-    except OSError as exc:
-        raise ScriptError(script, exc.strerror or str(exc)) from None
-    first = head.split(b"\n", 1)[0][:256]
-    if not first.startswith(b"#!"):
-        if not head.startswith(b"\x7fELF") and not _is_text(head):
-            raise ScriptError(
-                script,
-                "it is neither a program (ELF), a script with a '#!' line nor a text shell script",
-            )
-        return
-    words = first[2:].split()
-    interpreter = os.fsdecode(words[0]) if words else ""
-    if interpreter.startswith("/") and not os.access(interpreter, os.X_OK):
-        raise ScriptError(script, f"its interpreter {interpreter} (first line) is not there")
-
-
-def _is_text(head: bytes) -> bool:
-    """Does a file that begins with ``head`` read as text (UTF-8, no NUL byte)?"""
-    import codecs
-
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # a cut character
-    except UnicodeDecodeError:
-        return False
-    return b"\0" not in head
-
-
 def child_environment(job_variables: dict[str, str]) -> dict[str, str]:
     """The inherited environment, less the passkey, plus the job's variables."""
     env = {k: v for k, v in os.environ.items() if k not in WITHHELD}
     env.update(job_variables)
     return env
+
+
+def python_command(module: str) -> list[str]:
+    """This Python running ``module`` of this toolkit (a worker, a RunJob of a folder's
+    drain): with ``-P``, which keeps the working folder (the user's, its jobs') off the
+    module path, where a ``dataflow`` package of its own would run instead; without it
+    when that folder holds this very toolkit (a checkout run in place)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        in_place = Path.cwd().resolve() == root
+    except OSError:  # no working folder any more
+        in_place = False
+    return [sys.executable, *([] if in_place else ["-P"]), "-m", module]
 
 
 def signal_name(number: int) -> str:

@@ -1,6 +1,6 @@
 """One worker of a drain spread over processes (:mod:`.workers`): ``python -m
-dataflow.run.worker --job J --parallel K --events FD -- SCRIPT [ARGS...]``, started by
-RunJob. It drains the job's chunks as a ``RunJob --all --parallel K`` would (its own
+dataflow.run.worker --job J --parallel K --events FD --runjob PID -- SCRIPT [ARGS...]``,
+started by RunJob. It drains the job's chunks as a ``RunJob --all --parallel K`` would (its own
 connection, keeper and chunk locks; the same claims, which other workers race safely)
 and tells RunJob what happens as JSON lines on descriptor FD, RunJob reporting it all
 as one drain. The job's variables are in its environment (RunJob decrypted them), the
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from ..errors import DataflowError
@@ -22,6 +23,7 @@ from ..store.address import for_job, locate
 from . import claims, foreground, jobenv, lifecycle, recorder, runner
 from .drain import Drain
 from .events import EventWriter
+from .foreground import SIGNALS
 
 
 def _options(argv: list[str]) -> argparse.Namespace:
@@ -29,6 +31,7 @@ def _options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--job", required=True)
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--events", type=int, required=True)  # a descriptor: the pipe
+    parser.add_argument("--runjob", type=int)  # RunJob's process: gone, no more claims
     parser.add_argument("--validate")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
@@ -37,11 +40,20 @@ def _options(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
+    # RunJob starts a worker with these signals blocked, so that one it passes on while
+    # the worker starts is kept until now, not taken by Python's default (death, or
+    # KeyboardInterrupt); its drain stops as it begins
+    early: list[int] = []
+    for number in SIGNALS:
+        signal.signal(number, lambda n, _: early.append(n))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     options = _options(argv)
     events = EventWriter(options.events)
-    parent = os.getppid()
+    # RunJob's pid as it said it: one that died as this worker started was not its parent
+    # (a worker adopted meanwhile would take its new parent for RunJob, and drain alone)
+    parent = options.runjob or os.getppid()
     try:
-        return _drain(options, events, parent)
+        return _drain(options, events, parent, early)
     except DataflowError as exc:
         events.error(str(exc), exc.exit_code)
         return exc.exit_code
@@ -54,7 +66,7 @@ def main(argv: list[str]) -> int:
         return 2
 
 
-def _drain(options: argparse.Namespace, events: EventWriter, parent: int) -> int:
+def _drain(options: argparse.Namespace, events: EventWriter, parent: int, early: list[int]) -> int:
     address = locate()  # $DATAFLOW_DB, set by RunJob
     with open_store(address) as store:
 
@@ -80,7 +92,7 @@ def _drain(options: argparse.Namespace, events: EventWriter, parent: int) -> int
             validate=[options.validate] if options.validate else None,
             healthy=lambda: os.getppid() == parent,  # RunJob gone: no more claims
         )
-        summary = foreground.run(drain)
+        summary = foreground.run(drain, early)  # (a signal that came as it started: stopped)
     return 128 + summary.interrupted if summary.interrupted else 0
 
 

@@ -18,8 +18,7 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import WorkerFailed
 from ..store import Store
@@ -29,8 +28,9 @@ from .drain import SCARCE
 from .events import Event, Summary, Tally, decode
 from .jobenv import JobEnv
 from .lifecycle import Job
-from .runner import child_environment, signal_name
+from .runner import child_environment, python_command, signal_name
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # RunJob's, passed on to its workers
 # said once a drain, not once a worker (unusable: once a dataid)
 ONCE = ("store", "cramped", "cap_full", "unusable")
 
@@ -54,6 +54,18 @@ def cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """The signals a drain passes on held back: one that comes while a worker starts is
+    handled once it is among the workers, and the worker is born with them held until it
+    has set its own handlers (:func:`.worker.main`), as Python's would kill it."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 class WorkerDrain:
@@ -98,7 +110,8 @@ class WorkerDrain:
                     break
                 reading, writing = os.pipe()
                 try:
-                    self._workers.append(self._start(slots, writing))
+                    with _signals_held():  # a signal now: passed on once it is a worker
+                        self._workers.append(self._start(slots, writing))
                 except OSError as exc:  # short of processes, memory: fewer workers
                     os.close(reading)
                     if exc.errno not in SCARCE or not self._workers:
@@ -122,8 +135,8 @@ class WorkerDrain:
         return self.summary
 
     def _start(self, slots: int, events: int) -> subprocess.Popen:
-        command = [sys.executable, "-m", "dataflow.run.worker", "--job", self.job.jobid]
-        command += ["--parallel", str(slots), "--events", str(events)]
+        command = [*python_command("dataflow.run.worker"), "--job", self.job.jobid]
+        command += ["--parallel", str(slots), "--events", str(events), "--runjob", str(os.getpid())]
         command += ["--validate", self.validate[0]] if self.validate else []
         # the store's address, which may hold a password, and the job's decrypted
         # passwords go in its environment, never in its command line
@@ -152,15 +165,29 @@ class WorkerDrain:
                     lines = (partial[key.fd] + data).split(b"\n")
                     partial[key.fd] = lines.pop()
                     for line in lines:
-                        self._event(line.decode("utf-8", "surrogatepass"))
+                        self._event(line)
 
-    def _event(self, line: str) -> None:
-        fields = json.loads(line)
-        if fields["kind"] == "error":
-            self._error = self._error or WorkerFailed(fields["message"], fields["code"])
+    def _event(self, line: bytes) -> None:
+        try:
+            text = line.decode("utf-8", "surrogatepass")
+            fields = json.loads(text)
+            if fields["kind"] == "error":
+                code = fields["code"]
+                code = code if type(code) is int and 0 < code < 256 else 1
+                self._error = self._error or WorkerFailed(str(fields["message"]), code)
+                return
+            event = decode(text)
+            self._tally.count(event)
+        except (ValueError, LookupError, TypeError, AttributeError):
+            # not what a worker writes: another process of the user wrote into the pipe
+            # (a job, through /proc/PPID/fd); the drain goes on, RunJob ends in an error
+            shown = line[:60].decode("ascii", "backslashreplace")
+            self._error = self._error or WorkerFailed(
+                f"a worker of the drain of {self.job.jobid} sent a line that is not an event "
+                f"(something else wrote into its pipe): {shown!r}",
+                1,
+            )
             return
-        event = decode(line)
-        self._tally.count(event)
         once = (event.kind, event.dataid if event.kind == "unusable" else "")
         if event.kind in ONCE:
             if once in self._said:
@@ -176,6 +203,13 @@ class WorkerDrain:
             stopped = self.summary.interrupted and code in (0, 128 + self.summary.interrupted)
             if code == 0 or stopped:
                 continue
+            if code - 128 in SIGNALS:  # its own handler: what it ran is recorded
+                raise WorkerFailed(
+                    f"a worker of the drain of {self.job.jobid} was stopped by "
+                    f"{signal_name(code - 128)} (not RunJob): it claimed nothing more and "
+                    "its jobs under way were stopped and recorded",
+                    1,
+                )
             how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with {code}"
             raise WorkerFailed(
                 f"a worker of the drain of {self.job.jobid} {how}; the chunks it left "
