@@ -27,12 +27,12 @@ def drain(options: argparse.Namespace) -> int:
             "name a script for the rest"
         )
     folder = Path(options.script)
-    scripts = _scripts(folder)
+    by_job = _scripts(folder)
     with open_store(locate(options.db)) as store:
         order = lineage.pipeline_order(store.job_rows())
-    jobs = [job for job in order if job in scripts]
-    for name in sorted(set(scripts) - set(order)):
-        warn(f"{scripts[name]}: no job '{name}' is registered; skipped")
+    jobs = [job for job in order if job in by_job]
+    for name in sorted(set(by_job) - set(order)):
+        warn(f"{by_job[name]}: no job '{name}' is registered; skipped")
     if not jobs:
         raise UsageError(f"no script in {folder} names a registered job")
     command = [*runner.python_command("dataflow.cli.runjob"), "--all"]
@@ -52,7 +52,7 @@ def drain(options: argparse.Namespace) -> int:
     for _ in range(MAX_ROUNDS):
         before = _newest(options.db)
         for job in jobs:
-            child[:] = [subprocess.Popen([*command, str(scripts[job])])]
+            child[:] = [subprocess.Popen([*command, str(by_job[job])])]
             code = child[0].wait()
             if stopped:
                 return 128 + stopped[0]
