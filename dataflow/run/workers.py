@@ -26,11 +26,11 @@ from ..store.address import Address
 from . import recorder
 from .drain import SCARCE
 from .events import Event, Summary, Tally, decode
+from .foreground import SIGNALS  # RunJob's, passed on to its workers
 from .jobenv import JobEnv
 from .lifecycle import Job
 from .runner import child_environment, python_command, signal_name
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # RunJob's, passed on to its workers
 # said once a drain, not once a worker (unusable: once a dataid)
 ONCE = ("store", "cramped", "cap_full", "unusable")
 
