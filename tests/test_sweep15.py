@@ -230,6 +230,27 @@ def test_garbage_on_the_event_pipe_is_one_line(cli, tmp_path):
     assert sorted(_no_overlap(tmp_path)) == ["1", "2", "3", "4"]
 
 
+@on_postgres
+def test_a_run_on_line_in_the_event_pipe_is_one_line_and_bounded(cli, tmp_path):
+    """A job that pours 8 MB without a newline into its worker's event pipe: RunJob ends
+    in one line and the drain goes on (RunJob holds at most workers.LINE_MAX bytes of such
+    a line; it held the whole line, however long, copied again at every read)."""
+    chunks(cli, 2)
+    script(
+        tmp_path,
+        "work.sh",
+        JUDGE + "n=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | sed -n '/^--events$/{n;p;}')\n"
+        '[ "$dataid" = 1 ] && head -c 8000000 /dev/zero | tr "\\0" x > /proc/$PPID/fd/$n\n'
+        "true",
+    )
+    done = cli.runjob(*SPREAD)
+    assert done.code == 1 and done.err.count("\n") == 1, done
+    assert "sent a line that is not an event" in done.err and "'xxxx" in done.err
+    # (the worker's next event, glued to the run-on line, is lost to the report)
+    assert statuses(tmp_path, "work") == {"1": "READY", "2": "READY"}
+    assert sorted(_no_overlap(tmp_path)) == ["1", "2"]
+
+
 FORGED = [  # shaped like events, of the wrong types
     '{"kind": "ended", "dataid": "1", "claim": ["1", 1, 1, "log", "t"], "outcome": [0, "x"],'
     ' "status": "READY", "counts": [1, 1], "live": 0, "cap": null}',

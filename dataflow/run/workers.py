@@ -31,6 +31,7 @@ from .jobenv import JobEnv
 from .lifecycle import Job
 from .runner import child_environment, python_command, signal_name
 
+LINE_MAX = 1 << 20  # bytes of an event line (a long dataid's is a few KB)
 # said once a drain, not once a worker (unusable: once a dataid)
 ONCE = ("store", "cramped", "cap_full", "unusable")
 
@@ -164,6 +165,9 @@ class WorkerDrain:
                         continue
                     lines = (partial[key.fd] + data).split(b"\n")
                     partial[key.fd] = lines.pop()
+                    if len(partial[key.fd]) > LINE_MAX:  # no event is this long: a run-on
+                        lines.append(partial[key.fd])  # line written into the pipe
+                        partial[key.fd] = b""
                     for line in lines:
                         self._event(line)
 
