@@ -26,7 +26,7 @@ from ..errors import DriverFailed
 from ..store import Store
 from ..store.address import Address
 from . import recorder
-from .events import Event, Summary, Tally, decode
+from .events import Event, Summary, Tally, from_fields
 from .jobenv import JobEnv
 from .lifecycle import Job
 from .logs import driver_log_path
@@ -160,7 +160,7 @@ class DriverDrain:
         if fields["kind"] == "driver":
             self._driver = fields["pid"]
             return
-        event = decode(line)
+        event = from_fields(fields)
         self._tally.count(event)
         self.notify(event)
 

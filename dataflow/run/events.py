@@ -136,11 +136,16 @@ def _check(fields: object) -> None:
 
 def decode(line: str) -> Event:
     """The event of a line :func:`encode` wrote; ValueError (or KeyError) for another."""
+    return from_fields(json.loads(line))
+
+
+def from_fields(fields: object) -> Event:
+    """The event of a line already read as JSON (a reader that looked at its kind)."""
     from .claims import Claim
     from .runner import Outcome
 
-    fields = json.loads(line)
     _check(fields)
+    assert isinstance(fields, dict)
     claim = fields["claim"]
     if claim is not None:
         dataid, attempt, runid, logpath, token = claim

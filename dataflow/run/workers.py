@@ -25,7 +25,7 @@ from ..store import Store
 from ..store.address import Address
 from . import recorder
 from .drain import SCARCE
-from .events import Event, Summary, Tally, decode
+from .events import Event, Summary, Tally, from_fields
 from .foreground import SIGNALS  # RunJob's, passed on to its workers
 from .jobenv import JobEnv
 from .lifecycle import Job
@@ -180,7 +180,7 @@ class WorkerDrain:
                 code = code if type(code) is int and 0 < code < 256 else 1
                 self._error = self._error or WorkerFailed(str(fields["message"]), code)
                 return
-            event = decode(text)
+            event = from_fields(fields)
             self._tally.count(event)
         except (ValueError, LookupError, TypeError, AttributeError):
             # not what a worker writes: another process of the user wrote into the pipe
