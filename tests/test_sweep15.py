@@ -113,6 +113,20 @@ def _no_overlap(tmp_path) -> list[str]:
     return [line.split()[0] for line in ledger]
 
 
+def _four_held(cli, tmp_path):
+    """A spread drain of 8 chunks (retries 1) whose first four jobs are running and held
+    (until the file go): RunJob, and its two workers' pids."""
+    chunks(cli, 8)
+    setting(cli, "retries", "1")
+    script(tmp_path, "work.sh", JUDGE + HELD)
+    (tmp_path / "hold").touch()
+    runjob = start_runjob(cli, *SPREAD)
+    wait_for(lambda: len(_lines(tmp_path / "held")) == 4, what="four jobs to start")
+    pids = workers_of(runjob.pid)
+    assert len(pids) == 2
+    return runjob, pids
+
+
 def _said_once(err: str) -> None:
     """At most one warning line and one error line, nothing else (no traceback)."""
     lines = err.splitlines()
@@ -141,14 +155,7 @@ def test_kill_9_of_every_worker_never_runs_a_chunk_twice(cli, tmp_path, victims)
     and never one beside a live job; once the jobs end, their chunks are recovered
     (abandoned) and run again by a retry; every chunk READY, no overlap."""
     _bounded(cli)
-    chunks(cli, 8)
-    setting(cli, "retries", "1")
-    script(tmp_path, "work.sh", JUDGE + HELD)
-    (tmp_path / "hold").touch()
-    runjob = start_runjob(cli, *SPREAD)
-    wait_for(lambda: len(_lines(tmp_path / "held")) == 4, what="four jobs to start")
-    pids = workers_of(runjob.pid)
-    assert len(pids) == 2
+    runjob, pids = _four_held(cli, tmp_path)
     if victims == "runjob_and_workers":
         os.kill(runjob.pid, signal.SIGKILL)
     for pid in pids:
@@ -445,14 +452,7 @@ def test_kill_9_of_a_worker_on_sqlite_never_runs_a_chunk_twice(cli, tmp_path):
     """``--workers 2`` on SQLite: ``kill -9`` of one worker's group while its job runs;
     the job lives on and holds its chunk; a second drain runs the rest, never it; once
     the job ends its chunk is recovered and run again (retries 1)."""
-    chunks(cli, 8)
-    setting(cli, "retries", "1")
-    script(tmp_path, "work.sh", JUDGE + HELD)
-    (tmp_path / "hold").touch()
-    runjob = start_runjob(cli, *SPREAD)
-    wait_for(lambda: len(_lines(tmp_path / "held")) == 4, what="four jobs to start")
-    pids = workers_of(runjob.pid)
-    assert len(pids) == 2
+    runjob, pids = _four_held(cli, tmp_path)
     os.killpg(pids[0], signal.SIGKILL)
     (tmp_path / "hold").unlink()
     (tmp_path / "go").touch()  # the other worker's jobs end, and the drain with them
