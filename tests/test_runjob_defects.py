@@ -77,6 +77,23 @@ def test_a_closed_stdout_or_a_full_one_loses_no_chunk(chain, tmp_path):
     ]
 
 
+def test_a_stalled_console_does_not_stop_the_timeouts(chain, tmp_path):
+    """`RunJob ./work.sh | less` left alone (or a terminal paused with ^S): nothing reads
+    RunJob's stdout, so its copy of the job's output blocks. The job still gets SIGTERM at
+    its timeout; once the console is read again, RunJob ends it as a timeout (124)."""
+    setting(chain, "timeout", "2")
+    flood = "yes flood | head -c 50000000; sleep 300 & wait"
+    script(tmp_path, "work.sh", f"trap 'echo term > term; exit 143' TERM; {flood}")
+    runjob = start_runjob(chain, "./work.sh")  # its stdout: a pipe read by nobody yet
+    try:
+        wait_for(lambda: (tmp_path / "term").exists(), what="the SIGTERM of the timeout")
+    finally:
+        out, err = runjob.communicate(timeout=120)
+    assert runjob.returncode == 124, err
+    assert out.count("flood") > 10_000
+    assert statuses(tmp_path, "work") == {"1": "FAILED"}
+
+
 # On SIGTERM the job cleans up for 3 s (well within the 10 s grace), says so, then goes on
 # as if it had not been asked to end: only a SIGKILL after the grace ends it.
 STUBBORN = """echo $$ > job.pid

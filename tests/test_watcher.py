@@ -10,6 +10,7 @@ import queue
 import signal
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -125,3 +126,67 @@ def test_a_run_without_a_watcher_has_one_of_its_own_that_ends_with_it(tmp_path):
         time.sleep(0.01)
     assert left() == (set(), False)
     assert (tmp_path / "l").read_text() == "hi\n"
+
+
+def _next_pid_is(pid: int) -> bool:
+    """Make the kernel give ``pid`` to the next process (root only; False if it cannot)."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+            last.write(str(pid - 1))
+        return True
+    except OSError:
+        return False
+
+
+def _has_exited(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:  # reaped
+        return True
+
+
+def test_an_exited_job_keeps_its_pid_until_reported_and_its_group_is_never_signalled_after(
+    tmp_path,
+):
+    """A job that exited while a grandchild (its own session) holds its output is still
+    watched for a while: its pid is not given to a job started meanwhile, and once it is
+    reported a signal passed on to it never reaches a job that has its pid since."""
+    if os.geteuid() != 0 or not _next_pid_is(os.getpid()):
+        pytest.skip("needs root, to give a new process a chosen pid")
+    watcher = Watcher()
+    ended: queue.Queue = queue.Queue()
+
+    def start(argv: list[str], name: str) -> Run:
+        run = Run(argv, dict(os.environ), echo=False, watcher=watcher)
+        run.start()
+        run.when_ended(lambda outcome: ended.put((name, outcome)))
+        return run
+
+    held = start(["sh", "-c", "setsid sleep 3 & exit 7"], "held")
+    pid = held.process.pid
+    while not _has_exited(pid):  # (its grandchild holds its stdout)
+        time.sleep(0.01)
+    meanwhile = []
+    for _ in range(20):
+        _next_pid_is(pid)
+        meanwhile.append(start(["sleep", "0.2"], "meanwhile").process.pid)
+    assert pid not in meanwhile
+    reports = [ended.get(timeout=30) for _ in range(21)]
+    assert [outcome.returncode for name, outcome in reports if name == "held"] == [7]
+    assert sorted(name for name, _ in reports) == ["held"] + ["meanwhile"] * 20
+    for _ in range(20):  # its pid free now: a new job may get it
+        _next_pid_is(pid)
+        stranger = start(["sleep", "30"], "stranger")
+        if stranger.process.pid == pid:
+            break
+        stranger.signal(signal.SIGKILL)
+        ended.get(timeout=30)
+    else:
+        pytest.skip("the kernel gave the pid to another process each time")
+    held.signal(signal.SIGTERM)  # RunJob passing a signal on, late
+    time.sleep(0.3)
+    assert stranger.process.poll() is None
+    stranger.signal(signal.SIGTERM)
+    assert ended.get(timeout=30)[1].returncode == -signal.SIGTERM
+    watcher.close()

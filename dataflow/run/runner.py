@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ScriptError
-from .output import Copier, LogSink, Sink, Tail
+from .output import Copier, LogSink, Sink, Tail, start_thread
 from .watcher import Watcher
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
@@ -170,6 +170,7 @@ class Run:
         self._terminated_at: float | None = None  # when the group was first asked to end
         self._ended_for_time: float | None = None  # its timeout, once it was ended for it
         self._killed = False  # SIGKILL sent
+        self._reaping = threading.RLock()  # its reaping, and each signal to its group
         self._outcome: Outcome | None = None
         self._then: Callable[[Outcome], object] | None = None
         self._then_lock = threading.Lock()
@@ -198,6 +199,8 @@ class Run:
                 routes[1][1].append(Sink.console("stderr", sys.stderr))
             self._copier = Copier(routes, self.secrets)
             watcher.watch(self, self._exited)
+            if self.echo:  # a console nobody reads (| less left alone, ^S) may stall the
+                start_thread(self._keep_time)  # watcher's thread: its clock runs apart
         finally:
             if watcher is not self.watcher:  # its own: it ends with the job
                 watcher.close()
@@ -251,9 +254,10 @@ class Run:
         self._kill_group(number)
 
     def _kill_group(self, number: int) -> None:
-        if self.process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
-                os.killpg(self.process.pid, number)
+        with self._reaping:  # once reaped, its pid (its group's id) may be another job's
+            if self.process is not None and self.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+                    os.killpg(self.process.pid, number)
 
     def wait(self) -> Outcome:
         """Wait for the job (SIGTERM on timeout, SIGKILL when a SIGTERM or a signal passed
@@ -282,7 +286,22 @@ class Run:
     def close_pipes(self) -> None:
         self._copier.close()
 
+    def reap(self) -> int:
+        """Its exit code, the exited process reaped: its group is signalled no more."""
+        with self._reaping:
+            return self.process.wait()
+
     def overdue(self, now: float) -> float | None:
+        """(The watcher's: None for a run that echoes, whose clock runs in a thread of
+        its own.)"""
+        return None if self.echo else self._clock(now)
+
+    def _keep_time(self) -> None:
+        due: float | None = 0.0
+        while not self._done.wait(_POLL_S if due is None else min(due, _POLL_S)):
+            due = self._clock(time.monotonic())
+
+    def _clock(self, now: float) -> float | None:
         """End a job past its time: SIGTERM at its timeout, SIGKILL KILL_GRACE_S after a
         SIGTERM (or a signal passed on). Seconds until it should be asked again."""
         due = []

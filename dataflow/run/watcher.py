@@ -40,16 +40,19 @@ class Watcher:
     it has exited and its output is copied (or :data:`DRAIN_AFTER_EXIT_S` later).
 
     A run has ``pipes()`` (its job's stdout and stderr), ``copy(pipe)`` (one read of
-    a pipe; False at its end), ``close_pipes()``, ``process`` (a Popen) and
-    ``overdue(now)`` (it ends a job past its time; seconds until it should be asked
-    again, or None)."""
+    a pipe; False at its end), ``close_pipes()``, ``process`` (a Popen), ``reap()``
+    (its exit code, the process reaped) and ``overdue(now)`` (it ends a job past its
+    time; seconds until it should be asked again, or None).
+
+    A job that has exited is reaped only as it is reported: until then its pid is still
+    its own, never a new job's, and a signal to its group reaches nobody else."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._added: list[_Watched] = []
-        self._watched: dict[int, _Watched] = {}  # by the job's pid
-        self._exits: dict[int, tuple[int, float]] = {}  # exited (code, when), output not all read
-        self._polled: set[int] = set()  # those without a pidfd: looked at each tick
+        self._watched: set[_Watched] = set()
+        self._exits: dict[_Watched, float] = {}  # exited (when), output not all read
+        self._polled: set[_Watched] = set()  # those without a pidfd: looked at each tick
         self._wake: tuple[int, int] | None = None
         self._closing = False
 
@@ -101,7 +104,7 @@ class Watcher:
                         with contextlib.suppress(BlockingIOError):
                             os.read(wake, 4096)  # (an eventfd's count, or a pipe's bytes)
                     elif key.data[1] is None:  # a pidfd: the job exited
-                        self._exited(selector, key.data[0])
+                        self._exited(selector, key.data[0], time.monotonic())
                     elif not key.data[0].run.copy(key.fileobj):
                         selector.unregister(key.fileobj)
                         key.data[0].open.discard(key.fileobj)
@@ -109,12 +112,12 @@ class Watcher:
         finally:  # closed, or a defect: the drain must still hear of every run
             selector.close()
             with self._lock:
-                left, self._added = [*self._watched.values(), *self._added], []
+                left, self._added = [*self._watched, *self._added], []
                 if self._wake is not None:
                     _close(self._wake)
                     self._wake = None
             for watched in left:
-                self._end(None, watched, None)
+                self._end(watched, None)
 
     def _take(self, selector: selectors.BaseSelector) -> bool:
         """Register the runs added since; False once closed with nothing left to watch."""
@@ -126,37 +129,34 @@ class Watcher:
                 self._wake = None
                 return False
         for watched in added:
-            pid = watched.run.process.pid
-            self._watched[pid] = watched
+            self._watched.add(watched)
             for pipe in watched.open:
                 selector.register(pipe, selectors.EVENT_READ, (watched, pipe))
             try:  # (no pidfd on this system, no descriptor left: looked at each tick)
-                watched.pidfd = os.pidfd_open(pid)
-                selector.register(watched.pidfd, selectors.EVENT_READ, (pid, None))
+                watched.pidfd = os.pidfd_open(watched.run.process.pid)
+                selector.register(watched.pidfd, selectors.EVENT_READ, (watched, None))
             except AttributeError:
-                self._polled.add(pid)
+                self._polled.add(watched)
             except OSError as exc:
                 if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ESRCH, errno.ENOSYS):
                     raise
-                self._polled.add(pid)
+                self._polled.add(watched)
         return True
 
     def _timeout(self, now: float) -> float:
         """Seconds until something must be looked at: a run's clock, a lingering pipe."""
         timeout = TICK_S
-        for pid, watched in self._watched.items():
-            if pid in self._exits:
-                timeout = min(timeout, self._exits[pid][1] + DRAIN_AFTER_EXIT_S - now)
+        for watched in self._watched:
+            if watched in self._exits:
+                timeout = min(timeout, self._exits[watched] + DRAIN_AFTER_EXIT_S - now)
             elif (due := watched.run.overdue(now)) is not None:
                 timeout = min(timeout, due)
         return max(timeout, 0.0)
 
-    def _exited(self, selector: selectors.BaseSelector, pid: int) -> None:
-        watched = self._watched[pid]
-        code = watched.run.process.poll()
-        if code is None:  # a pidfd says so only once the process has exited
+    def _exited(self, selector: selectors.BaseSelector, watched: _Watched, now: float) -> None:
+        if not _has_exited(watched):  # a pidfd says so only once the process has exited
             return
-        self._exits[pid] = code, time.monotonic()
+        self._exits[watched] = now
         assert watched.pidfd is not None
         selector.unregister(watched.pidfd)
         os.close(watched.pidfd)
@@ -165,23 +165,20 @@ class Watcher:
     def _settle(self, selector: selectors.BaseSelector, now: float) -> None:
         """Report the runs that have exited and whose output is copied (or waited for long
         enough: a grandchild may hold a pipe); look at the jobs without a pidfd."""
-        for pid in list(self._polled):
-            code = self._watched[pid].run.process.poll()
-            if code is not None:
-                self._polled.discard(pid)
-                self._exits[pid] = code, now
-        for pid, (code, exited_at) in list(self._exits.items()):
-            watched = self._watched[pid]
+        for watched in list(self._polled):
+            if _has_exited(watched):
+                self._polled.discard(watched)
+                self._exits[watched] = now
+        for watched, exited_at in list(self._exits.items()):
             if watched.open and now < exited_at + DRAIN_AFTER_EXIT_S:
                 continue
             for pipe in watched.open:
                 selector.unregister(pipe)
-            del self._exits[pid]
-            self._end(pid, watched, code)
+            del self._exits[watched]
+            self._end(watched, watched.run.reap())
 
-    def _end(self, pid: int | None, watched: _Watched, code: int | None) -> None:
-        if pid is not None:
-            del self._watched[pid]
+    def _end(self, watched: _Watched, code: int | None) -> None:
+        self._watched.discard(watched)
         if watched.pidfd is not None:
             with contextlib.suppress(OSError):
                 os.close(watched.pidfd)
@@ -189,6 +186,17 @@ class Watcher:
             watched.run.close_pipes()
         finally:
             watched.report(code)
+
+
+def _has_exited(watched: _Watched) -> bool:
+    """Whether its job has exited, the process left unreaped (its pid still its own)."""
+    how = os.WEXITED | os.WNOHANG | os.WNOWAIT
+    try:
+        if watched.pidfd is not None:
+            return os.waitid(os.P_PIDFD, watched.pidfd, how) is not None
+        return os.waitid(os.P_PID, watched.run.process.pid, how) is not None
+    except ChildProcessError:  # reaped already
+        return True
 
 
 def _wake_up() -> tuple[int, int]:
