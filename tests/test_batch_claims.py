@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dataflow.run import claims, keeper, lifecycle
+from dataflow.run import claims, keeper, lifecycle, locks
 from dataflow.store import open_store
 from support import rows, script, start_runjob, statuses
 
@@ -49,6 +49,7 @@ def test_a_batch_passes_over_a_chunk_another_process_holds(chain, tmp_path, addr
     _chunks(chain, 6)
     store = open_store(address)
     try:
+        locks.prepare(store.lockfile)  # its folder: the holder may be the first to lock
         holder = subprocess.Popen(
             [
                 sys.executable,

@@ -304,12 +304,9 @@ def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -
             Claim(d, (last["attempt"] + 1) if last else 1, None, lock, None, "", ())
             for _, d, _, last, lock in taken
         ]
-    runs = []
-    for key, dataid, rows, last, _ in taken:
-        store.drop_candidate(job.jobid, key, dataid)  # the triggers know exact keys only
-        store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
-        runs.append(_run_row(store, job, dataid, rows, last, command))
-    runids = store.start_runs(runs)
+    runs = [_run_row(store, job, dataid, rows, last, command) for _, dataid, rows, last, _ in taken]
+    chunks = [(key, dataid) for key, dataid, *_ in taken]
+    runids = store.record_claims(job.jobid, chunks, job.outputs, job.inputs, runs)
     return [
         Claim(dataid, run["attempt"], runid, lock, Path(run["logpath"]), run["token"], tuple(rows))
         for (_, dataid, rows, _, lock), run, runid in zip(taken, runs, runids, strict=True)

@@ -284,14 +284,16 @@ def finish(
     counts and the chunk's status."""
     with store.transaction(pipeline=True):
         store.chunk_turn(dataid, wait=True)
-        rerun = store.rerun_request(runid) if runid is not None and status == READY else None
-        if rerun:
-            said = f"; {outcome['reason']}" if outcome.get("reason") else ""
-            outcome["reason"] = f"its chunk set to RESUBMIT: {rerun} asked a rerun{said}"
-        # fenced by the attempt: a run recovered as dead (its host cut off) or ended by
-        # hand meanwhile must not overwrite what happened since
-        if runid is not None and not store.end_run(runid, status, **outcome):
-            raise RunFenced(jobid, dataid, status)
+        rerun = None
+        if runid is not None:
+            # fenced by the attempt: a run recovered as dead (its host cut off) or ended by
+            # hand meanwhile must not overwrite what happened since
+            ended, asked = store.end_run(runid, status, **outcome)
+            if not ended:
+                raise RunFenced(jobid, dataid, status)
+            if asked and status == READY:
+                rerun = asked
+                store.note_runs([runid], f"its chunk set to RESUBMIT: {rerun} asked a rerun")
         if publish is not None and status == READY:
             publish()
         final = RESUBMIT if rerun else status

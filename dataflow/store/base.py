@@ -221,6 +221,23 @@ class Store(ABC):
     ) -> None:
         """Record a claim: OUT/RUNNING for each output, IN/RUNNING for each input."""
 
+    def record_claims(
+        self,
+        jobid: str,
+        taken: Sequence[tuple[str, str]],
+        outputs: Sequence[str],
+        inputs: Sequence[str],
+        runs: Sequence[dict[str, object]],
+    ) -> list[int]:
+        """Record the claims of these (sortkey, dataid) candidates, locked: each one
+        dropped, its rows RUNNING (:meth:`mark_running`), its history row (``runs``, in
+        the same order) inserted; their runids (a store may write each part of all the
+        claims in one statement)."""
+        for key, dataid in taken:
+            self.drop_candidate(jobid, key, dataid)  # the triggers know exact keys only
+            self.mark_running(jobid, dataid, outputs, inputs)
+        return self.start_runs(runs)
+
     @abstractmethod
     def finish(self, jobid: str, dataid: str, status: str) -> tuple[int, int]:
         """Set the job's OUT rows at ``dataid`` to ``status``, delete its IN rows; both counts."""
@@ -286,9 +303,10 @@ class Store(ABC):
         return [self.start_run(**run) for run in runs]
 
     @abstractmethod
-    def end_run(self, runid: int, status: str, **outcome: object) -> bool:
+    def end_run(self, runid: int, status: str, **outcome: object) -> tuple[bool, str | None]:
         """Close a RUNNING history row: its status, end time and how it ended. False if
-        it was not RUNNING any more (recovered, or ended by hand): fenced off."""
+        it was not RUNNING any more (recovered, or ended by hand): fenced off. Also the
+        rerun asked of the run while it ran (:meth:`request_rerun`), if any."""
 
     @abstractmethod
     def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
@@ -301,10 +319,6 @@ class Store(ABC):
     @abstractmethod
     def request_rerun(self, jobid: str, dataid: str, why: str) -> int:
         """Ask the chunk's live run to end in RESUBMIT instead of READY; runs marked."""
-
-    @abstractmethod
-    def rerun_request(self, runid: int) -> str | None:
-        """Why a rerun was asked of this run, if it was."""
 
     @abstractmethod
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:

@@ -56,17 +56,45 @@ class ClaimQueries(ChunkQueries):
     def mark_running(
         self, jobid: str, dataid: str, outputs: Sequence[str], inputs: Sequence[str]
     ) -> None:
-        """Every row of the claim in one statement: one round trip to the server, not one
-        per row."""
+        self._mark_running(jobid, [dataid], outputs, inputs)
+
+    def _mark_running(
+        self, jobid: str, dataids: Sequence[str], outputs: Sequence[str], inputs: Sequence[str]
+    ) -> None:
+        """Every row of the claims in one statement."""
         if not outputs and not inputs:
             return
         params = {
             "jobid": jobid,
-            "dataid": dataid,
+            "dataids": list(dataids),
             "datasetids": [*outputs, *inputs],
             "locktypes": ["OUT"] * len(outputs) + ["IN"] * len(inputs),
         }
         self.conn.execute(self.q.mark_running, params)
+
+    def record_claims(
+        self,
+        jobid: str,
+        taken: Sequence[tuple[str, str]],
+        outputs: Sequence[str],
+        inputs: Sequence[str],
+        runs: Sequence[dict[str, object]],
+    ) -> list[int]:
+        """Three statements, however many claims: candidates dropped, rows marked, runs
+        inserted (sent together: one round trip in a claim's pipeline)."""
+        if not taken:
+            return []
+        dataids = [dataid for _, dataid in taken]
+        keys = {"jobid": jobid, "sortkeys": [key for key, _ in taken], "dataids": dataids}
+        self.conn.execute(self.q.drop_candidates, keys)
+        self._mark_running(jobid, dataids, outputs, inputs)
+        return self.start_runs(runs)
+
+    def finish(self, jobid: str, dataid: str, status: str) -> tuple[int, int]:
+        """Both in one statement."""
+        params = {"status": status, "jobid": jobid, "dataid": dataid}
+        updated, released = self.conn.execute(self.q.finish, params).fetchone()
+        return updated, released
 
     def release_claim(
         self, jobid: str, dataid: str, runid: int, previous: Sequence[ChunkRow]
@@ -124,25 +152,18 @@ class ClaimQueries(ChunkQueries):
     def chunk_facts(
         self, jobid: str, inputs: Sequence[str], dataids: Sequence[str]
     ) -> list[tuple[list[ChunkRow], Row | None, int]]:
-        """Every query sent before any is read: one round trip in a claim's pipeline."""
-        asked = [
-            (
-                self.conn.execute(self.q.chunk_rows, (jobid, dataid)),
-                self._ask_last_run(jobid, dataid),
-                self._ask_ready(inputs, dataid) if inputs else None,
-            )
-            for dataid in dataids
-        ]
+        """One statement for every chunk looked at (its rows, its inputs READY, then the
+        columns of its last run)."""
+        if not dataids:
+            return []
+        params = {"jobid": jobid, "inputs": list(inputs), "dataids": list(dataids)}
         found = []
-        for rows, last, ready in asked:
-            run = last.fetchone()
-            found.append(
-                (
-                    [ChunkRow(*row) for row in rows],
-                    dict(run) if run else None,
-                    ready.fetchone()[0] if ready is not None else 0,
-                )
-            )
+        for record in self.conn.execute(
+            self.q.chunk_facts, {**params, "bound": liveness_timeout()}
+        ):
+            rows, ready, *run = record
+            last = dict(zip(record.names[2:], run, strict=True)) if record["runid"] else None
+            found.append(([ChunkRow(*row) for row in rows], last, ready))
         return found
 
     # -- leases: a run's heartbeat (run.seen, renewed by its keeper; NULL: none) -------------

@@ -200,12 +200,26 @@ class PostgresStore(
         return self.start_runs([run])[0]
 
     def start_runs(self, runs: Sequence[dict[str, object]]) -> list[int]:
-        """Every row sent before a runid is read: one round trip in a claim's pipeline."""
-        asked = []
-        for run in runs:
-            sql = self.q.start_run.format(columns=", ".join(run), marks=marks(len(run)))
-            asked.append(self.conn.execute(sql, (zoned_now(), liveness_timeout(), *run.values())))
-        return [cursor.fetchone()[0] for cursor in asked]
+        """One statement for the runs of a claim (of one job, at distinct dataids, with
+        the same columns); their runids in their order."""
+        if not runs:
+            return []
+        chunks = [(run["jobid"], run["dataid"]) for run in runs]
+        if len(set(chunks)) < len(runs) or any(run.keys() != runs[0].keys() for run in runs):
+            return [self.start_runs([run])[0] for run in runs]
+        columns = list(runs[0])
+        rows = ", ".join([f"('RUNNING', %s, now(), %s, {marks(len(columns))})"] * len(runs))
+        sql = self.q.start_runs.format(columns=", ".join(columns), rows=rows)
+        params = [v for run in runs for v in (zoned_now(), liveness_timeout(), *run.values())]
+        runids = {(jobid, dataid): runid for runid, jobid, dataid in self.conn.execute(sql, params)}
+        return [runids[chunk] for chunk in chunks]
+
+    def end_run(self, runid: int, status: str, **outcome: object) -> tuple[bool, str | None]:
+        """One statement: the rerun asked comes back from the UPDATE."""
+        sets = "".join(f", {name} = %s" for name in outcome)
+        params = (status, zoned_now(), *outcome.values(), runid)
+        row = self.conn.execute(self.q.end_run.format(sets=sets), params).fetchone()
+        return row is not None, row[0] if row else None
 
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
         """Run history, newest first; ``last_seen``: when a live run's keeper last renewed

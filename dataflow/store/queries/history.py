@@ -21,11 +21,14 @@ class HistoryQueries:
         row = self.conn.execute(self.q.last_run, (jobid, dataid)).fetchone()
         return dict(row) if row else None
 
-    def end_run(self, runid: int, status: str, **outcome: object) -> bool:
-        """Close a RUNNING history row; False if it was not RUNNING any more."""
+    def end_run(self, runid: int, status: str, **outcome: object) -> tuple[bool, str | None]:
+        """Close a RUNNING history row; False if it was not RUNNING any more. The rerun
+        asked of it, read first (a store whose UPDATE returns it reads it there)."""
+        row = self.conn.execute(self.q.rerun_request, (runid,)).fetchone()
         sets = "".join(f", {name} = {self.marks(1)}" for name in outcome)
         params = (status, zoned_now(), *outcome.values(), runid)
-        return self.conn.execute(self.q.end_run.format(sets=sets), params).rowcount == 1
+        ended = self.conn.execute(self.q.end_run.format(sets=sets), params).rowcount == 1
+        return ended, row[0] if row else None
 
     def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
         """Close the RUNNING history rows of a chunk whose run died."""
@@ -37,10 +40,6 @@ class HistoryQueries:
 
     def request_rerun(self, jobid: str, dataid: str, why: str) -> int:
         return self.conn.execute(self.q.request_rerun, (why, jobid, dataid)).rowcount
-
-    def rerun_request(self, runid: int) -> str | None:
-        row = self.conn.execute(self.q.rerun_request, (runid,)).fetchone()
-        return row[0] if row else None
 
     def run_log(self, jobid: str, dataid: str, attempt: int | None) -> Row | None:
         """The history row of one attempt (the last one when ``attempt`` is None)."""

@@ -25,6 +25,12 @@ VALUES (%(jobid)s, dataflow_natkey(%(dataid)s), %(dataid)s) ON CONFLICT DO NOTHI
 -- name: drop_candidate
 DELETE FROM candidate WHERE jobid = %s AND sortkey = %s AND dataid = %s;
 
+-- name: drop_candidates
+-- The candidates of a claim of several chunks, in one statement.
+DELETE FROM candidate c
+USING unnest(%(sortkeys)s::text[], %(dataids)s::text[]) AS k(sortkey, dataid)
+WHERE c.jobid = %(jobid)s AND c.sortkey = k.sortkey AND c.dataid = k.dataid;
+
 -- name: count_candidates
 SELECT COUNT(*) FROM candidate WHERE jobid = %s;
 
@@ -33,19 +39,48 @@ SELECT COUNT(*) FROM candidate WHERE jobid = %s;
 SELECT COUNT(DISTINCT datasetid) FROM datastatus WHERE datasetid IN ({marks})
   AND dataid = %s AND locktype = 'OUT' AND status = 'READY';
 
+-- name: chunk_facts
+-- What a claim reads of each chunk it looks at (%(dataids)s, in that order), in one
+-- statement: the job's rows there (datasetid, locktype, status), how many of its inputs
+-- are READY there, then its last run as last_run reads it (all NULL: none).
+SELECT coalesce((SELECT array_agg(ARRAY[s.datasetid, s.locktype, s.status])
+                 FROM datastatus s WHERE s.jobid = %(jobid)s AND s.dataid = c.dataid),
+                '{}') AS chunk_rows,
+       (SELECT COUNT(DISTINCT i.datasetid) FROM datastatus i
+        WHERE i.datasetid = ANY(%(inputs)s::text[]) AND i.dataid = c.dataid
+          AND i.locktype = 'OUT' AND i.status = 'READY') AS ready_inputs,
+       r.*
+FROM unnest(%(dataids)s::text[]) WITH ORDINALITY AS c(dataid, n)
+LEFT JOIN LATERAL (
+    SELECT *, coalesce(seen + greatest(lease, %(bound)s) * interval '1 second' > now(),
+                       false) AS leased
+    FROM run WHERE run.jobid = %(jobid)s AND run.dataid = c.dataid
+    ORDER BY attempt DESC LIMIT 1) r ON true
+ORDER BY c.n;
+
 -- name: chunk_rows
 SELECT datasetid, locktype, status FROM datastatus WHERE jobid = %s AND dataid = %s;
 
 -- name: mark_running
--- Every row of a claim in one statement, one round trip (a dataset is never both an IN
--- and an OUT of a job: job_dataset_once).
+-- Every row of the claims of chunks %(dataids)s in one statement (a dataset is never both
+-- an IN and an OUT of a job: job_dataset_once), in the claims' order.
 INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified)
-SELECT r.datasetid, %(jobid)s, %(dataid)s, r.locktype, 'RUNNING', now()
-FROM unnest(%(datasetids)s::text[], %(locktypes)s::text[]) WITH ORDINALITY
+SELECT r.datasetid, %(jobid)s, c.dataid, r.locktype, 'RUNNING', now()
+FROM unnest(%(dataids)s::text[]) WITH ORDINALITY AS c(dataid, m)
+CROSS JOIN unnest(%(datasetids)s::text[], %(locktypes)s::text[]) WITH ORDINALITY
      AS r(datasetid, locktype, n)
-ORDER BY r.n
+ORDER BY c.m, r.n
 ON CONFLICT (datasetid, jobid, dataid)
 DO UPDATE SET locktype = excluded.locktype, status = 'RUNNING', modified = now();
+
+-- name: finish
+-- A run's end: the job's OUT rows at a dataid set to a status, its IN rows deleted, in
+-- one statement (the trigger looks at OUT rows only); both counts.
+WITH o AS (UPDATE datastatus SET status = %(status)s, modified = now()
+           WHERE jobid = %(jobid)s AND dataid = %(dataid)s AND locktype = 'OUT' RETURNING 1),
+     i AS (DELETE FROM datastatus
+           WHERE jobid = %(jobid)s AND dataid = %(dataid)s AND locktype = 'IN' RETURNING 1)
+SELECT (SELECT COUNT(*) FROM o), (SELECT COUNT(*) FROM i);
 
 -- name: set_out_status
 UPDATE datastatus SET status = %s, modified = now()

@@ -9,15 +9,16 @@ SELECT *, coalesce(seen + greatest(lease, %(bound)s) * interval '1 second' > now
        AS leased
 FROM run WHERE jobid = %(jobid)s AND dataid = %(dataid)s ORDER BY attempt DESC LIMIT 1;
 
--- name: start_run
--- A RUNNING row whose lease starts now: its start, its lease, then the {columns} given,
--- one of {marks} each.
-INSERT INTO run(status, started, seen, lease, {columns})
-VALUES ('RUNNING', %s, now(), %s, {marks}) RETURNING runid;
+-- name: start_runs
+-- RUNNING rows whose lease starts now, {rows}: each its status, start, heartbeat and lease,
+-- then the {columns} given.
+INSERT INTO run(status, started, seen, lease, {columns}) VALUES {rows}
+RETURNING runid, jobid, dataid;
 
 -- name: end_run
--- {sets}: ", column = %s" for each part of the outcome.
-UPDATE run SET status = %s, ended = %s{sets} WHERE runid = %s AND status = 'RUNNING';
+-- {sets}: ", column = %s" for each part of the outcome. The rerun asked of it, if any.
+UPDATE run SET status = %s, ended = %s{sets} WHERE runid = %s AND status = 'RUNNING'
+RETURNING rerun;
 
 -- name: abandon_runs
 UPDATE run SET status = 'FAILED', ended = %s, reason = %s
@@ -29,9 +30,6 @@ ELSE reason || '; ' || %s END WHERE runid = %s;
 
 -- name: request_rerun
 UPDATE run SET rerun = %s WHERE jobid = %s AND dataid = %s AND status = 'RUNNING';
-
--- name: rerun_request
-SELECT rerun FROM run WHERE runid = %s;
 
 -- name: history
 -- last_seen: when a live run's keeper last renewed its lease (empty once no process of
