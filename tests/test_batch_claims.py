@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from dataflow.run import claims, keeper, lifecycle, locks
+from dataflow.errors import RunFenced
+from dataflow.run import claims, keeper, lifecycle, locks, recorder
+from dataflow.run.runner import Outcome
 from dataflow.store import open_store
 from support import rows, script, start_runjob, statuses
 
@@ -79,6 +81,51 @@ def test_a_batch_passes_over_a_chunk_another_process_holds(chain, tmp_path, addr
             holder.kill()
             holder.wait()
         assert claims.claim(store, job, command="./work.sh").claim.dataid == "2"
+    finally:
+        store.close()
+        keeper.close_all()
+
+
+def test_ends_recorded_together_are_each_recorded_as_on_their_own(chain, tmp_path, address):
+    """The ends of quick jobs waiting for the recorder are recorded in one transaction:
+    each chunk READY or FAILED as its run ended, RESUBMIT if a rerun was asked of it
+    meanwhile, its lock let go. When one of them was ended by hand meanwhile, it alone is
+    fenced; the others are still recorded."""
+    _chunks(chain, 6)
+    store = open_store(address)
+    try:
+        locks.prepare(store.lockfile)
+        job = lifecycle.load_job(store, "work")
+        result = claims.claim(store, job, command="./work.sh", count=6)
+        taken = [result.claim, *result.more]
+        assert [c.dataid for c in taken] == ["1", "2", "3", "4", "5", "6"]
+        with store.transaction():
+            assert store.request_rerun("work", "3", "a test") == 1
+        lifecycle.end_chunk(store, "work", "5", "READY", force=True)
+        codes = {"2": 3, "6": 1}
+        ends = [(c, Outcome(codes.get(c.dataid, 0), 0.1)) for c in taken]
+        told = []
+        first = recorder.record_together(store, job, ends[:3], lambda *e: told.append(e))
+        then = recorder.record_together(store, job, ends[3:], lambda *e: told.append(e))
+        found = {e.claim.dataid: (e.kind, e.status) for e in first + then}
+        assert found == {
+            "1": ("ended", "READY"),
+            "2": ("ended", "FAILED"),
+            "3": ("ended", "RESUBMIT"),
+            "4": ("ended", "READY"),
+            "5": ("fenced", str(RunFenced("work", "5", "READY"))),
+            "6": ("ended", "FAILED"),
+        }
+        assert [e.counts for e in first + then if e.kind == "ended"] == [(1, 1)] * 5
+        assert all(c.lock.fd is None for c in taken) and told == []
+        assert statuses(tmp_path, "work") == {
+            "1": "READY", "2": "FAILED", "3": "RESUBMIT", "4": "READY", "5": "READY",
+            "6": "FAILED",
+        }  # fmt: skip
+        runs = {d: (s, r) for d, s, r in rows(tmp_path, "select dataid, status, reason from run")}
+        assert runs["3"] == ("READY", "its chunk set to RESUBMIT: a test asked a rerun")
+        assert runs["2"] == ("FAILED", "exit code 3") and runs["5"][0] == "FAILED"
+        assert runs["5"][1].startswith("ended by hand")
     finally:
         store.close()
         keeper.close_all()

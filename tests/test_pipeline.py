@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from hosts import keeper_backends
 
-from dataflow.run import claims, keeper, lifecycle, recorder
+from dataflow.run import claims, keeper, lifecycle, patience, recorder
 from dataflow.run.runner import Outcome
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
@@ -110,7 +110,7 @@ def test_a_session_ended_between_claims_costs_the_next_one_a_reconnect(
     if idle:  # the connection has been idle long enough to be checked before the claim
         monkeypatch.setattr(connection, "IDLE_S", 0.0)
     failures = []
-    result = recorder.patiently(
+    result = patience.patiently(
         store,
         lambda: claims.claim(store, job, command="./work.sh"),
         2,
@@ -164,3 +164,50 @@ def test_a_keeper_started_above_descriptor_1023_answers(work):
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _fail_once(address: str, table: str, operation: str) -> None:
+    """A trigger that fails the first ``operation`` on ``table`` as a serialization failure
+    does (a failure that passes: the transaction is tried again), and lets the next ones be."""
+    _admin(address, "CREATE SEQUENCE tries")
+    _admin(
+        address,
+        "CREATE FUNCTION fail_once() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF nextval('tries') = 1 THEN RAISE EXCEPTION USING ERRCODE = 'serialization_failure',"
+        " MESSAGE = 'not this time'; END IF; RETURN NULL; END $$",
+    )
+    _admin(
+        address, f"CREATE TRIGGER once AFTER {operation} ON {table} EXECUTE FUNCTION fail_once()"
+    )
+
+
+def test_a_claim_given_back_when_the_store_fails_once_is_given_back(work, pg_database):
+    """A drain gives back the chunks it claimed ahead and will not start (it is stopped,
+    or short of descriptors): the store failing once in a way that passes, it tries again,
+    and the chunk is as it was, with no attempt used (not left RUNNING, to be recovered
+    later as a failed run)."""
+    store, job = work
+    before = _chunk(pg_database, "2")
+    result = claims.claim(store, job, command="./work.sh", count=2)
+    assert [c.dataid for c in (result.claim, *result.more)] == ["1", "2"]
+    _fail_once(pg_database, "run", "DELETE")
+    claims.release(store, job.jobid, result.more[0])
+    assert _chunk(pg_database, "2") == before and result.more[0].lock.fd is None
+    assert _admin(pg_database, "SELECT last_value FROM tries") == [(2,)]
+    result.claim.lock.close()
+
+
+def test_ends_recorded_together_when_the_store_fails_once(work, pg_database):
+    """The ends of two quick jobs recorded in one transaction, the store failing once in
+    a way that passes: tried again, both READY, each run recorded once."""
+    store, job = work
+    result = claims.claim(store, job, command="./work.sh", count=2)
+    taken = [result.claim, *result.more]
+    _fail_once(pg_database, "run", "UPDATE")
+    told = []
+    ends = [(c, Outcome(0, 0.1)) for c in taken]
+    ended = recorder.record_together(store, job, ends, lambda *e: told.append(e))
+    assert [(e.kind, e.status) for e in ended] == [("ended", "READY")] * 2 and len(told) == 1
+    for dataid in "12":
+        rows, runs, _ = _chunk(pg_database, dataid)
+        assert {status for *_, status in rows} == {"READY"} and runs == 1

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import dataids, layout
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
-from . import liveness, locks, logs, processes
+from . import liveness, locks, logs, patience, processes
 from .lifecycle import (
     ABANDONED,
     FAILED,
@@ -356,13 +356,19 @@ def release(store: Store, jobid: str, claim: Claim) -> None:
     """Undo a claim whose job never started: the chunk's rows as they were, no history
     row, no attempt used; then let go of its lock. A claim that is not the chunk's live
     run any more (on a shared store, one whose lease lapsed while it waited: recovered
-    as dead, perhaps claimed since by another host) is left as it is now."""
-    try:
+    as dead, perhaps claimed since by another host) is left as it is now. A store that
+    fails in a way that passes is tried again: a chunk given back this way never runs out
+    of attempts for a blip (undone twice, the second finds nothing to undo)."""
+
+    def undo() -> None:
         with store.transaction():
             store.chunk_turn(claim.dataid, wait=True)
             last = store.last_run(jobid, claim.dataid)
             if last and last["runid"] == claim.runid and last["status"] == RUNNING:
                 store.release_claim(jobid, claim.dataid, claim.runid, claim.previous)
+
+    try:
+        patience.patiently(store, undo)
     finally:
         claim.lock.close()
 

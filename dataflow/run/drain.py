@@ -22,7 +22,7 @@ from typing import Any
 from .. import layout
 from ..errors import DataflowError, ScriptError, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
-from . import claims, liveness, recorder
+from . import claims, liveness, patience, recorder
 from .claims import Claim
 from .events import Event, Summary
 from .jobenv import JobEnv
@@ -225,7 +225,7 @@ class Drain:
             self._recovered_at = now
         command = " ".join(self.argv)
         try:
-            result = recorder.patiently(
+            result = patience.patiently(
                 self.store,
                 lambda: claims.claim(
                     self.store, self.job, command=command, recover_dead=recover, count=wanted

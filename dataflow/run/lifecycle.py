@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import namedtuple
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from ..dataids import CLOCKS
@@ -284,20 +284,42 @@ def finish(
     counts and the chunk's status."""
     with store.transaction(pipeline=True):
         store.chunk_turn(dataid, wait=True)
-        rerun = None
-        if runid is not None:
-            # fenced by the attempt: a run recovered as dead (its host cut off) or ended by
-            # hand meanwhile must not overwrite what happened since
-            ended, asked = store.end_run(runid, status, **outcome)
-            if not ended:
-                raise RunFenced(jobid, dataid, status)
-            if asked and status == READY:
-                rerun = asked
-                store.note_runs([runid], f"its chunk set to RESUBMIT: {rerun} asked a rerun")
+        final = status if runid is None else _end_run(store, jobid, dataid, status, runid, outcome)
         if publish is not None and status == READY:
             publish()
-        final = RESUBMIT if rerun else status
         return (*store.finish(jobid, dataid, final), final)
+
+
+def finish_many(
+    store: Store, jobid: str, ends: Sequence[tuple[str, str, int, dict]]
+) -> list[tuple[int, int, str]] | None:
+    """:func:`finish` of several runs (dataid, status, runid, outcome each) of a job
+    without staged output, in one transaction: one commit for them all. None, with
+    nothing written, when one of them is fenced: each is then finished on its own."""
+    try:
+        with store.transaction(pipeline=True):
+            store.chunk_turns([dataid for dataid, *_ in ends])
+            done = []
+            for dataid, status, runid, outcome in ends:
+                final = _end_run(store, jobid, dataid, status, runid, outcome)
+                done.append((*store.finish(jobid, dataid, final), final))
+            return done
+    except RunFenced:
+        return None
+
+
+def _end_run(store: Store, jobid: str, dataid: str, status: str, runid: int, outcome: dict) -> str:
+    """Close the run's history row; the chunk's status now (RESUBMIT if a rerun was asked
+    of a READY run)."""
+    # fenced by the attempt: a run recovered as dead (its host cut off) or ended by hand
+    # meanwhile must not overwrite what happened since
+    ended, rerun = store.end_run(runid, status, **outcome)
+    if not ended:
+        raise RunFenced(jobid, dataid, status)
+    if rerun and status == READY:
+        store.note_runs([runid], f"its chunk set to RESUBMIT: {rerun} asked a rerun")
+        return RESUBMIT
+    return status
 
 
 def refuse_live(store: Store, jobid: str, dataid: str) -> None:

@@ -14,11 +14,13 @@ module answers for both, and the rest of the run path asks it, never the store's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
-from ..store import LeaseStore, Row, Store, address
-from . import locks, processes
+from ..errors import StoreUnavailable
+from ..store import DRIVER_ERRORS, LeaseStore, Row, Store, address
+from . import locks, patience, processes
 
 HOST_ENV = address.HOST_ENV
 host_name = address.host_name  # $DATAFLOW_HOST, else the node name; checked
@@ -98,8 +100,10 @@ class _Leases(_Locks):
 
         found = current(store)
         if found is not None and found.ended(jobid, dataid, runid):
-            with store.transaction():  # its keeper is gone, its processes killed
-                store.release_leases([runid])
+            # its keeper is gone, its processes killed: the chunk is free at once, or (the
+            # store out of reach for longer than its patience) once the lease lapses
+            with contextlib.suppress(StoreUnavailable, *DRIVER_ERRORS):
+                patience.patiently(store, lambda: _release(store, runid))
 
     def lapsing(self, since: float) -> bool:
         return time.monotonic() - since > address.liveness_timeout() / 2
@@ -114,6 +118,11 @@ class _Leases(_Locks):
         last = store.last_run(jobid, dataid)
         token = {run_token(store, last): (jobid, dataid)} if last else {}
         return bool(processes.chunks_alive(token, store.identity, host_name()))
+
+
+def _release(store: LeaseStore, runid: int) -> None:
+    with store.transaction():
+        store.release_leases([runid])
 
 
 def _leased(store: LeaseStore, keeper, jobid: str, dataid: str, last: Row | None) -> bool:

@@ -4,14 +4,13 @@ a store connection of its own, so that it starts its next job while the last one
 is written: its claims do not wait on its finishes.
 
 A store that fails in a way that passes (busy, a connection lost, a server restarting)
-is tried again with backoff for up to its patience (:func:`patiently`).
+is tried again with backoff for up to its patience (:func:`.patience.patiently`).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections import namedtuple
 from collections.abc import Callable
 
@@ -21,9 +20,11 @@ from ..store import DRIVER_ERRORS, Store
 from . import lifecycle, liveness
 from .claims import Claim
 from .lifecycle import FAILED, READY, Job
+from .patience import Failed, asked, patiently
 from .runner import Outcome
 
 FINISH_PATIENCE = 3  # a finish waits this many times the store's patience for it
+TOGETHER_MAX = 32  # ends waiting for a recorder that it records in one transaction
 
 
 class Ended(namedtuple("Ended", "claim outcome kind status counts")):
@@ -37,47 +38,6 @@ class Ended(namedtuple("Ended", "claim outcome kind status counts")):
     __slots__ = ()
 
 
-Failed = Callable[[BaseException, float], None]  # told of a store failure that passed
-
-
-def patiently(
-    store: Store, call: Callable[[], object], patience: float = 1.0, failed: Failed | None = None
-) -> object:
-    """``call()``, tried again with backoff while the store fails in a way that passes,
-    for up to the store's patience (times ``patience``) after the first failure; a
-    lasting failure is raised. ``failed(error, seconds)`` is told of one that passed."""
-    first: tuple[float, BaseException] | None = None
-    delay = 0.05
-    while True:
-        try:
-            done = call()
-        except RunFenced:
-            raise
-        except (StoreUnavailable, *DRIVER_ERRORS) as exc:
-            if not store.passing(exc):
-                raise
-            first = first or (time.monotonic(), exc)
-            if time.monotonic() + delay > first[0] + patience * store.patience:
-                raise  # one line says it all
-            time.sleep(delay)
-            delay = min(2 * delay, 2.0)
-            continue
-        if first and failed is not None:
-            failed(first[1], time.monotonic() - first[0])
-        return done
-
-
-def asked(store: Store, call: Callable[[], object]) -> object:
-    """``call()`` (a read) in a transaction of its own, tried again as :func:`patiently`
-    tries: a session the server ended while it was idle is opened again."""
-
-    def attempt() -> object:
-        with store.transaction():
-            return call()
-
-    return patiently(store, attempt)
-
-
 def waiting(store: Store, jobid: str) -> int:
     """Chunks still waiting for ``jobid``, asked over the session of a process that left
     the drain to others (a Spark driver, workers): idle so long that the server may have
@@ -88,17 +48,25 @@ def waiting(store: Store, jobid: str) -> int:
 
 
 def record(
-    store: Store, job: Job, tables: dict, claim: Claim, outcome: Outcome, failed: Failed
+    store: Store,
+    job: Job,
+    tables: dict,
+    claim: Claim,
+    outcome: Outcome,
+    failed: Failed,
+    retried: bool = False,
 ) -> Ended:
     """Record the end of ``claim``'s run (READY if its outcome is, else FAILED; RESUBMIT
-    if asked meanwhile), publish or discard its staged output, let go of its lock."""
+    if asked meanwhile), publish or discard its staged output, let go of its lock.
+    ``retried``: an earlier try may have recorded it (its COMMIT lost with the
+    connection)."""
     status = READY if outcome.ok else FAILED
     try:
         try:
-            *counts, status = _finish(store, job, tables, claim, outcome, status, failed)
+            *counts, status = _finish(store, job, tables, claim, outcome, status, failed, retried)
         except layout.PublishFailed as exc:  # its output is not there: not READY
             outcome = outcome._replace(returncode=1, error=f"output not published: {exc}")
-            *counts, status = _finish(store, job, tables, claim, outcome, FAILED, failed)
+            *counts, status = _finish(store, job, tables, claim, outcome, FAILED, failed, retried)
     except RunFenced as refused:
         return Ended(claim, outcome, "fenced", str(refused), ())
     except (StoreUnavailable, *DRIVER_ERRORS) as exc:
@@ -114,8 +82,9 @@ def _finish(
     outcome: Outcome,
     status: str,
     failed: Failed,
+    retried: bool = False,
 ) -> tuple[int, int, str]:
-    tries: list[int] = []
+    tries: list[int] = [1] if retried else []
     done = layout.Publication([], [])  # what publishing did, kept until it is committed
     reached: list[int] = []  # the tries that published: their run still owned the chunk
 
@@ -129,17 +98,7 @@ def _finish(
         tries.append(1)
         try:
             return lifecycle.finish(
-                store,
-                job.jobid,
-                claim.dataid,
-                status,
-                runid=claim.runid,
-                exitcode=outcome.returncode if outcome.returncode >= 0 else None,
-                signal=outcome.signal,
-                duration=outcome.duration,
-                reason=outcome.note,
-                validation=outcome.validation,
-                publish=publish,
+                store, job.jobid, claim.dataid, status, claim.runid, publish, **_said(outcome)
             )
         except RunFenced:
             if len(tries) > 1 and _recorded(store, job, claim, status):
@@ -172,6 +131,52 @@ def _finish(
         # Only now: the status is final before anyone else may take the chunk.
         claim.lock.close()
         liveness.ended(store, job.jobid, claim.dataid, claim.runid)
+
+
+def _said(outcome: Outcome) -> dict[str, object]:
+    """What the history row of a run says of how it ended."""
+    return {
+        "exitcode": outcome.returncode if outcome.returncode >= 0 else None,
+        "signal": outcome.signal,
+        "duration": outcome.duration,
+        "reason": outcome.note,
+        "validation": outcome.validation,
+    }
+
+
+def record_together(
+    store: Store, job: Job, ends: list[tuple[Claim, Outcome]], failed: Failed
+) -> list[Ended]:
+    """:func:`record` of the ends of several runs of a job without staged output, in one
+    transaction: one commit for them all. If one of them is fenced, each is recorded on
+    its own (:func:`record` says which)."""
+    tries: list[int] = []
+    asked = [(c.dataid, READY if o.ok else FAILED, c.runid, _said(o)) for c, o in ends]
+
+    def finish() -> object:
+        tries.append(1)
+        return lifecycle.finish_many(store, job.jobid, asked)
+
+    try:
+        done = patiently(store, finish, FINISH_PATIENCE, failed)
+    except (StoreUnavailable, *DRIVER_ERRORS) as exc:
+        done = exc
+    if done is None:  # one is fenced (or all were recorded by a try whose COMMIT was lost)
+        return [record(store, job, {}, c, o, failed, len(tries) > 1) for c, o in ends]
+    for claim, _ in ends:  # only now: the status is final before anyone else may take it
+        claim.lock.close()
+    try:
+        for claim, _ in ends:
+            liveness.ended(store, job.jobid, claim.dataid, claim.runid)
+    except (StoreUnavailable, *DRIVER_ERRORS) as exc:
+        done = exc
+    if isinstance(done, BaseException):  # as record says it: RUNNING, recovered later
+        return [Ended(c, o, "lost", done, ()) for c, o in ends]
+    assert isinstance(done, list)
+    return [
+        Ended(c, o, "ended", final, (updated, released))
+        for (c, o), (updated, released, final) in zip(ends, done, strict=True)
+    ]
 
 
 def _recorded(store: Store, job: Job, claim: Claim, status: str) -> bool:
@@ -210,20 +215,47 @@ class Recorder:
     def _serve(self) -> None:
         own: Store | None = None
         try:
-            while (item := self._queue.get()) is not None:
-                claim, outcome = item
+            while ends := self._take():
                 try:
                     if own is None:
                         own = type(self.store).open(self.store.path)
                 except (DataflowError, OSError, *DRIVER_ERRORS) as exc:  # no descriptor left...
-                    self.done(Ended(claim, outcome, "unrecorded", exc, ()))  # for the drain
+                    for claim, outcome in ends:  # for the drain
+                        self.done(Ended(claim, outcome, "unrecorded", exc, ()))
                     continue
-                try:
-                    ended = record(own, self.job, self.tables, claim, outcome, self.failed)
-                except BaseException as exc:  # the connection could not be opened, or a defect:
-                    ended = Ended(claim, outcome, "lost", exc, ())  # RUNNING, recovered later
-                    claim.lock.close()
-                self.done(ended)
+                for ended in self._record(own, ends):
+                    self.done(ended)
         finally:
             if own is not None:
                 own.close()
+
+    def _take(self) -> list[tuple[Claim, Outcome]]:
+        """The next end, with those that came meanwhile (while the last were recorded):
+        ends of quick jobs are recorded together. None left once closed."""
+        ends = [self._queue.get()]
+        while ends[-1] is not None and len(ends) < TOGETHER_MAX:
+            try:
+                ends.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        if ends[-1] is None:
+            self._queue.put(None)  # (still there for the next look)
+            ends.pop()
+        return ends  # type: ignore[return-value]
+
+    def _record(self, store: Store, ends: list[tuple[Claim, Outcome]]) -> list[Ended]:
+        if len(ends) == 1 or self.tables:  # (staged output is published one run at a time)
+            return [self._record_one(store, *end) for end in ends]
+        try:
+            return record_together(store, self.job, ends, self.failed)
+        except BaseException as exc:  # a defect: RUNNING, recovered later
+            for claim, _ in ends:
+                claim.lock.close()
+            return [Ended(claim, outcome, "lost", exc, ()) for claim, outcome in ends]
+
+    def _record_one(self, store: Store, claim: Claim, outcome: Outcome) -> Ended:
+        try:
+            return record(store, self.job, self.tables, claim, outcome, self.failed)
+        except BaseException as exc:  # a defect: RUNNING, recovered later
+            claim.lock.close()
+            return Ended(claim, outcome, "lost", exc, ())

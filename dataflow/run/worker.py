@@ -20,7 +20,7 @@ import sys
 from ..errors import DataflowError
 from ..store import DRIVER_ERRORS, open_store
 from ..store.address import for_job, locate
-from . import claims, foreground, jobenv, lifecycle, recorder, runner
+from . import claims, foreground, jobenv, lifecycle, patience, runner
 from .drain import Drain
 from .events import EventWriter
 from .foreground import SIGNALS
@@ -76,7 +76,7 @@ def _drain(options: argparse.Namespace, events: EventWriter, parent: int, early:
             return job
 
         # a session the server ends as it starts (RunJob's drain is under way) costs nothing
-        job = recorder.asked(store, ready)
+        job = patience.asked(store, ready)
         assert isinstance(job, lifecycle.Job)
         env = jobenv.inherited(job)
         env.variables["DATAFLOW_DB"] = for_job(address)  # as RunJob gives it to a job

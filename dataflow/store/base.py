@@ -130,6 +130,11 @@ class Store(ABC):
         transaction ends. Without ``wait``, False when another transaction has it now."""
         return True
 
+    def chunk_turns(self, dataids: Sequence[str]) -> None:
+        """:meth:`chunk_turn` of each, waited for, in an order every transaction keeps."""
+        for dataid in sorted(set(dataids)):
+            self.chunk_turn(dataid, wait=True)
+
     # -- registration: tables dataset and job ------------------------------------------
 
     @abstractmethod

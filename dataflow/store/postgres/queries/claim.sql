@@ -148,5 +148,12 @@ SELECT pg_advisory_xact_lock(%s, hashtext(%s));
 -- The chunk's offer lock, waited for.
 SELECT true FROM (SELECT pg_advisory_xact_lock(1, hashtext(%s) & 1023)) AS waited;
 
+-- name: chunk_turns
+-- The offer locks of several chunks, waited for, in the order the trigger takes them.
+SELECT count(*) FROM (
+    SELECT pg_advisory_xact_lock(1, b)
+    FROM (SELECT DISTINCT hashtext(d) & 1023 AS b FROM unnest(%s::text[]) AS d ORDER BY b) AS s
+) AS waited;
+
 -- name: try_chunk_turn
 SELECT pg_try_advisory_xact_lock(1, hashtext(%s) & 1023);
