@@ -151,11 +151,11 @@ def record_together(
     transaction: one commit for them all. If one of them is fenced, each is recorded on
     its own (:func:`record` says which)."""
     tries: list[int] = []
-    asked = [(c.dataid, READY if o.ok else FAILED, c.runid, _said(o)) for c, o in ends]
+    wanted = [(c.dataid, READY if o.ok else FAILED, c.runid, _said(o)) for c, o in ends]
 
     def finish() -> object:
         tries.append(1)
-        return lifecycle.finish_many(store, job.jobid, asked)
+        return lifecycle.finish_many(store, job.jobid, wanted)
 
     try:
         done = patiently(store, finish, FINISH_PATIENCE, failed)
@@ -165,11 +165,7 @@ def record_together(
         return [record(store, job, {}, c, o, failed, len(tries) > 1) for c, o in ends]
     for claim, _ in ends:  # only now: the status is final before anyone else may take it
         claim.lock.close()
-    try:
-        for claim, _ in ends:
-            liveness.ended(store, job.jobid, claim.dataid, claim.runid)
-    except (StoreUnavailable, *DRIVER_ERRORS) as exc:
-        done = exc
+        liveness.ended(store, job.jobid, claim.dataid, claim.runid)
     if isinstance(done, BaseException):  # as record says it: RUNNING, recovered later
         return [Ended(c, o, "lost", done, ()) for c, o in ends]
     assert isinstance(done, list)
