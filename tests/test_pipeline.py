@@ -15,7 +15,7 @@ from dataflow.run import claims, keeper, lifecycle, patience, recorder
 from dataflow.run.runner import Outcome
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
-from support import InProcessCli
+from support import InProcessCli, wait_for
 
 
 @pytest.fixture
@@ -211,3 +211,27 @@ def test_ends_recorded_together_when_the_store_fails_once(work, pg_database):
     for dataid in "12":
         rows, runs, _ = _chunk(pg_database, dataid)
         assert {status for *_, status in rows} == {"READY"} and runs == 1
+
+
+def test_a_claim_given_back_lets_its_run_lock_go_at_once(work, pg_database, monkeypatch):
+    """A chunk a drain claimed ahead and gives back is free for another host's drain at
+    once: its keeper lets the chunk's run lock go when told, not at its next look (made a
+    minute here). Else a drain on another host that finds it held passes it over, and may
+    end with it left (while the drain that gave it back ends too)."""
+    from dataflow.run import holder
+    from dataflow.store.postgres.claims import run_key
+
+    monkeypatch.setattr(holder, "TICK_S", 60.0)  # the keeper is forked from this process
+    store, job = work
+    result = claims.claim(store, job, command="./work.sh", count=2)
+    given_back = result.more[0]
+    key = run_key("work", given_back.dataid)
+
+    def free() -> bool:  # another session takes the run lock, and lets it go
+        taken = _admin(pg_database, f"SELECT pg_try_advisory_lock({key})")[0][0]
+        return bool(taken)
+
+    assert not free()  # held by this process's keeper
+    claims.release(store, job.jobid, given_back)
+    wait_for(free, timeout=10, what="the run lock let go")  # (not a minute later)
+    result.claim.lock.close()

@@ -371,6 +371,7 @@ def release(store: Store, jobid: str, claim: Claim) -> None:
         patience.patiently(store, undo)
     finally:
         claim.lock.close()
+        liveness.released(store)
 
 
 def release_all(store: Store, jobid: str, claimed: list[Claim]) -> None:

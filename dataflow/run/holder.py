@@ -2,7 +2,7 @@
 RunJob's side, for what a lease is and why a keeper holds it).
 
 Forked from RunJob into a session of its own, it serves RunJob's requests (lines on a
-pipe: ``hold`` a chunk's run lock, ``watch`` a run), answers RunJob's pings on a pipe of
+pipe: ``hold`` a chunk's run lock, ``watch`` a run, ``look`` at its chunks now), answers RunJob's pings on a pipe of
 their own from a thread that never touches the store, renews its runs' heartbeats, lets a
 chunk go once no process of its run lives on this host, and fences its runs (kills every
 process of them) when it cannot renew for half the bound or the store revoked a lease.
@@ -147,6 +147,9 @@ def _gone(store: LeaseStore, chunks: dict[tuple[str, str], _Run | None]) -> list
 
 def _request(state: _State, line: str) -> str | None:
     verb, *words = line.split()
+    if verb == "look":  # a claim given back: its run lock let go now, not at the next tick
+        state.woken.set()
+        return None
     store = state.store
     if store is None:
         raise ConnectionError("the keeper is reconnecting to the store")

@@ -130,6 +130,13 @@ class Keeper:
             return False
         return token is not None and not processes.carrying({token})
 
+    def look(self) -> None:
+        """Chunks were given back unstarted (their chunk locks closed): the keeper lets
+        their run locks go now, not at its next tick. Another drain that finds one held
+        passes it over, and may end with it left."""
+        if not self.failed:
+            self._tell("look")
+
     def _tell(self, line: str) -> None:
         """A request that is not answered (the keeper's death is seen by the watch)."""
         with self._talk, contextlib.suppress(OSError):

@@ -45,6 +45,9 @@ class _Locks:
     def ended(self, store: Store, jobid: str, dataid: str, runid: int) -> None:
         return None
 
+    def released(self, store: Store) -> None:
+        return None  # the chunk lock, closed, was the whole of it
+
     def lapsing(self, since: float) -> bool:
         return False  # a local lock does not lapse
 
@@ -104,6 +107,13 @@ class _Leases(_Locks):
             # store out of reach for longer than its patience) once the lease lapses
             with contextlib.suppress(StoreUnavailable, *DRIVER_ERRORS):
                 patience.patiently(store, lambda: _release(store, runid))
+
+    def released(self, store: LeaseStore) -> None:
+        from .keeper import current
+
+        found = current(store)
+        if found is not None:
+            found.look()
 
     def lapsing(self, since: float) -> bool:
         return time.monotonic() - since > address.liveness_timeout() / 2
@@ -179,6 +189,11 @@ def take(store: Store, chunks: list[tuple[locks.ChunkLock, str, str, Row | None]
         if not ok:
             lock.close()
     return taken
+
+
+def released(store: Store) -> None:
+    """Claims were given back unstarted, their chunk locks closed: their leases end now."""
+    _of(store).released(store)
 
 
 def lapsing(store: Store, since: float) -> bool:
