@@ -87,7 +87,7 @@ def test_a_drain_short_of_descriptors_never_hangs_nor_leaves_a_chunk_running(
     lines = done.err.splitlines()
     assert len(lines) <= 1 and all(line.startswith(LIMITED) for line in lines), done.err
     ran = Counter((tmp_path / "ran.log").read_text().split())
-    assert ran == Counter(str(i) for i in range(1, 21))
+    assert ran == Counter(str(i) for i in range(1, 21)), (done.out, done.err)
     found = cli.ok("sql", "select distinct status from datastatus where jobid = 'work'")
     assert found.lines[2:] == ["READY"]
 

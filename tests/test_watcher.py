@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dataflow.run import watcher as watcher_module
 from dataflow.run.runner import Run
 from dataflow.run.watcher import Watcher
 
@@ -147,7 +148,7 @@ def _has_exited(pid: int) -> bool:
 
 
 def test_an_exited_job_keeps_its_pid_until_reported_and_its_group_is_never_signalled_after(
-    tmp_path,
+    tmp_path, monkeypatch
 ):
     """A job that exited while a grandchild (its own session) holds its output is still
     watched for a while: its pid is not given to a job started meanwhile, and once it is
@@ -163,18 +164,20 @@ def test_an_exited_job_keeps_its_pid_until_reported_and_its_group_is_never_signa
         run.when_ended(lambda outcome: ended.put((name, outcome)))
         return run
 
-    held = start(["sh", "-c", "setsid sleep 3 & exit 7"], "held")
+    # watched until its grandchild lets its stdout go (5 s), however slow the machine
+    monkeypatch.setattr(watcher_module, "DRAIN_AFTER_EXIT_S", 60.0)
+    held = start(["sh", "-c", "setsid sleep 5 & exit 7"], "held")
     pid = held.process.pid
     while not _has_exited(pid):  # (its grandchild holds its stdout)
         time.sleep(0.01)
-    meanwhile = []
-    for _ in range(20):
+    meanwhile, until = [], time.monotonic() + 2.5
+    while len(meanwhile) < 20 and time.monotonic() < until:
         _next_pid_is(pid)
         meanwhile.append(start(["sleep", "0.2"], "meanwhile").process.pid)
     assert pid not in meanwhile
-    reports = [ended.get(timeout=30) for _ in range(21)]
+    reports = [ended.get(timeout=30) for _ in range(len(meanwhile) + 1)]
     assert [outcome.returncode for name, outcome in reports if name == "held"] == [7]
-    assert sorted(name for name, _ in reports) == ["held"] + ["meanwhile"] * 20
+    assert sorted(name for name, _ in reports) == ["held"] + ["meanwhile"] * len(meanwhile)
     for _ in range(20):  # its pid free now: a new job may get it
         _next_pid_is(pid)
         stranger = start(["sleep", "30"], "stranger")
