@@ -2,10 +2,11 @@
 RunJob's side, for what a lease is and why a keeper holds it).
 
 Forked from RunJob into a session of its own, it serves RunJob's requests (lines on a
-pipe: ``hold`` a chunk's run lock, ``watch`` a run, ``look`` at its chunks now), answers RunJob's pings on a pipe of
-their own from a thread that never touches the store, renews its runs' heartbeats, lets a
-chunk go once no process of its run lives on this host, and fences its runs (kills every
-process of them) when it cannot renew for half the bound or the store revoked a lease.
+pipe: ``hold`` a chunk's run lock, ``watch`` a run, ``look`` at its chunks now), answers
+RunJob's pings on a pipe of their own from a thread that never touches the store, renews
+its runs' heartbeats, lets a chunk go once no process of its run lives on this host, and
+fences its runs (kills every process of them) when it cannot renew for half the bound or
+the store revoked a lease.
 What it has to say goes to ``keeper.log`` in the store's folder of this host.
 """
 
