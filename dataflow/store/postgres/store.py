@@ -224,9 +224,7 @@ class PostgresStore(
 
     def end_run(self, runid: int, status: str, **outcome: object) -> tuple[bool, str | None]:
         """One statement: the rerun asked comes back from the UPDATE."""
-        sets = "".join(f", {name} = %s" for name in outcome)
-        params = (status, zoned_now(), *outcome.values(), runid)
-        row = self.conn.execute(self.q.end_run.format(sets=sets), params).fetchone()
+        row = self.conn.execute(*self._ending(runid, status, outcome)).fetchone()
         return row is not None, row[0] if row else None
 
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:

@@ -25,10 +25,13 @@ class HistoryQueries:
         """Close a RUNNING history row; False if it was not RUNNING any more. The rerun
         asked of it, read first (a store whose UPDATE returns it reads it there)."""
         row = self.conn.execute(self.q.rerun_request, (runid,)).fetchone()
-        sets = "".join(f", {name} = {self.marks(1)}" for name in outcome)
-        params = (status, zoned_now(), *outcome.values(), runid)
-        ended = self.conn.execute(self.q.end_run.format(sets=sets), params).rowcount == 1
+        ended = self.conn.execute(*self._ending(runid, status, outcome)).rowcount == 1
         return ended, row[0] if row else None
+
+    def _ending(self, runid: int, status: str, outcome: dict) -> tuple[str, tuple]:
+        """The UPDATE that closes a RUNNING history row, and its parameters."""
+        sets = "".join(f", {name} = {self.marks(1)}" for name in outcome)
+        return self.q.end_run.format(sets=sets), (status, zoned_now(), *outcome.values(), runid)
 
     def abandon_runs(self, jobid: str, dataid: str, reason: str) -> None:
         """Close the RUNNING history rows of a chunk whose run died."""
