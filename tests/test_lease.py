@@ -23,7 +23,17 @@ import pytest
 from hosts import alive, keeper_backends
 from test_hosts import _children, _one_job
 
-from support import ADDRESSES, BOUND, Cli, rows, start_runjob, two_hosts, wait_for, written
+from support import (
+    ADDRESSES,
+    BOUND,
+    Cli,
+    rows,
+    start_runjob,
+    statuses,
+    two_hosts,
+    wait_for,
+    written,
+)
 
 # the job: one flock per chunk, held by every process it starts (descriptor 9)
 JOB = """
@@ -169,6 +179,81 @@ def _status_failed(tmp_path) -> bool:
     return rows(
         tmp_path, "select status from datastatus where jobid='work' and locktype='OUT'"
     ) == [("FAILED",)]
+
+
+# a process of ours inside a transaction of the store (DATAFLOW_DB) that writes the rows of
+# the runs it is given (as a finish does), then stops itself there; woken, it says how the
+# transaction ended (a failure: whether it is one that passes)
+STOPPED_INSIDE = """
+import os, signal, sys
+from dataflow.store import open_store
+from dataflow.store.address import locate
+store = open_store(locate())
+try:
+    with store.transaction():
+        store.note_runs([int(runid) for runid in sys.argv[1:]], "a note")
+        print("held", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+except Exception as exc:
+    print("passing" if store.passing(exc) else repr(exc))
+else:
+    print("committed")
+"""
+
+
+def _stopped_inside(host, *runids: int) -> subprocess.Popen:
+    """:data:`STOPPED_INSIDE`, started and stopped inside its transaction."""
+    inside = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_INSIDE, *map(str, runids)],
+        env=host.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert inside.stdout.readline() == "held\n"
+    return inside
+
+
+@pytest.mark.slow
+def test_a_process_stopped_inside_a_transaction_holds_no_run_up(hosts, tmp_path):
+    """Fault 9: a worker stopped (SIGSTOP) inside its finish's transaction held a run's row;
+    the live run's keeper waited behind it to renew the lease, and so, in a queue behind
+    the keeper, did every claim. The server now ends a session of ours that idles inside
+    a transaction for a quarter of the bound: the run lives on, leased, and ends READY;
+    the stopped process, woken, fails in a way that passes (its transaction undone)."""
+    a, b = hosts
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")
+    job = _pid(tmp_path, "job.pid")
+    [(runid,)] = rows(tmp_path, "select runid from run where jobid='work'")
+    inside = _stopped_inside(a, runid)
+    try:
+        _never_taken(b, BOUND * 1.5)  # longer than the bound: the lease is renewed
+        assert alive(job)
+    finally:
+        os.kill(inside.pid, signal.SIGCONT)
+    assert inside.communicate(timeout=60)[0] == "passing\n"
+    (tmp_path / "go").touch()
+    assert runner.wait(timeout=60) == 0, runner.stderr.read()
+    assert rows(tmp_path, "select status, reason from run where jobid='work'") == [("READY", None)]
+    assert _ledger(tmp_path) == [f"1 {job}"]
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_on_sqlite_a_process_stopped_inside_a_transaction_holds_every_writer_back(cli, tmp_path):
+    """The boundary: no server ends a stopped writer's transaction on SQLite. A RunJob
+    waits for it, and runs its chunk once it wakes."""
+    _one_job(cli, tmp_path, "true")
+    inside = _stopped_inside(cli)
+    try:
+        runner = start_runjob(cli, "./work.sh")
+        with pytest.raises(subprocess.TimeoutExpired):
+            runner.wait(timeout=3)
+        assert statuses(tmp_path, "work") == {}
+    finally:
+        os.kill(inside.pid, signal.SIGCONT)
+    assert inside.communicate(timeout=60)[0] == "committed\n"
+    assert runner.wait(timeout=60) == 0, runner.stderr.read()
+    assert statuses(tmp_path, "work") == {"1": "READY"}
 
 
 def test_a_keeper_killed_takes_every_process_of_its_runs_with_it(hosts, tmp_path):

@@ -66,6 +66,7 @@ def copy_to(
         with target:
             check_target(target, where, force)
     with source.transaction():  # one consistent picture of the source
+        source.unhurried()  # it waits while the target is written
         tables = {table: source.table_rows(table) for table in TABLES}
         live = _live(source, tables["run"])
         if live:

@@ -377,6 +377,12 @@ class Store(ABC):
 
     # -- whole tables (utility copy-store) -------------------------------------------------
 
+    def unhurried(self) -> None:
+        """This transaction may idle between its statements for as long as it needs (a
+        copy's source, read while the target is written): where a shared store ends a
+        session idle inside a transaction, not this one."""
+        return None
+
     @abstractmethod
     def table_rows(self, table: str) -> list[tuple]:
         """Every row of one of :data:`TABLES`, its columns in that order, in key order

@@ -24,6 +24,7 @@ from ..base import DRIVER_ERRORS
 
 DRIVER_ERRORS.append(psycopg.Error)
 _ROWS = (ExecStatus.TUPLES_OK, ExecStatus.SINGLE_TUPLE)
+IDLED_IN_TRANSACTION = "25P03"  # the server ended a session idle inside a transaction
 IDLE_S = 1.0  # a connection unused this long is checked before a pipelined transaction
 # psycopg warns, through logging, of a second error while a failed pipeline ends; the
 # first is raised, and nothing of ours configures logging: no stray line on stderr
@@ -32,11 +33,15 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 def conninfo(address: str) -> str:
     """The libpq connection string for a store address, with keepalives on both ends:
-    the client notices a dead server, the server a dead client, within the bound."""
+    the client notices a dead server, the server a dead client, within the bound. A
+    session idle inside a transaction for a quarter of the bound (its process stopped or
+    starved: ours never idle there) is ended by the server, so that the row and advisory
+    locks it holds hold nobody up longer: its next statement fails in a way that passes."""
     check_url(address)
     bound = liveness_timeout()
     probe = max(1, int(bound / 4))
     server = [
+        f"-c idle_in_transaction_session_timeout={idle_in_transaction_ms()}",
         f"-c tcp_keepalives_idle={probe}",
         f"-c tcp_keepalives_interval={probe}",
         "-c tcp_keepalives_count=3",
@@ -54,6 +59,11 @@ def conninfo(address: str) -> str:
         options=" ".join(server),
         application_name="dataflow",
     )
+
+
+def idle_in_transaction_ms() -> int:
+    """How long a session may idle inside a transaction, in milliseconds."""
+    return max(1000, int(liveness_timeout() * 250))
 
 
 def _seed_text(value: object) -> object:
@@ -251,8 +261,10 @@ def _open(address: str) -> psycopg.Connection:
 
 def passing(exc: BaseException) -> bool:
     """A lost connection or a server going down or up (the next transaction connects
-    again), a deadlock or serialization failure (rolled back whole)."""
-    return outcome_unknown(exc) or (getattr(exc, "sqlstate", None) or "").startswith("40")
+    again), a deadlock or serialization failure (rolled back whole), a session ended
+    because it idled inside a transaction (rolled back)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return outcome_unknown(exc) or state.startswith("40") or state == IDLED_IN_TRANSACTION
 
 
 def outcome_unknown(exc: BaseException) -> bool:

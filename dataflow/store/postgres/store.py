@@ -194,6 +194,9 @@ class PostgresStore(
 
     # -- queries of PostgreSQL's own shape ------------------------------------------------
 
+    def unhurried(self) -> None:
+        self.conn.execute(self.q.unhurried)
+
     def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
         """COPY: a million rows in seconds, not one round trip each."""
         columns = ", ".join(TABLES[table])

@@ -20,3 +20,7 @@ INSERT INTO dataflow_schema VALUES (%s);
 
 -- name: ping
 SELECT 1;
+
+-- name: unhurried
+-- This transaction may idle inside (the connection's options end a session that does).
+SELECT set_config('idle_in_transaction_session_timeout', '0', true);
