@@ -173,3 +173,26 @@ def test_a_large_laptop_store_moves_in_one_command(tmp_path, pg_database):
 
 def _candidates_of(conn) -> list[tuple]:
     return conn.execute("SELECT jobid, sortkey, dataid FROM candidate").fetchall()
+
+
+def test_only_copy_stores_source_may_idle_inside_a_transaction(pg_database, monkeypatch):
+    """A session of ours idle inside a transaction for a quarter of the bound is ended by
+    the server (a stopped process holds nobody up), in a way that passes; copy-store's
+    source, read while the target is written, is exempt (``unhurried``)."""
+    import time
+
+    import pytest
+
+    from dataflow.store import create_store
+
+    monkeypatch.setenv("DATAFLOW_LIVENESS_TIMEOUT", "2")  # a quarter: the least, 1 s
+    with create_store(pg_database)[0] as store:
+        with pytest.raises(psycopg.Error) as ended, store.transaction():
+            time.sleep(1.5)
+            store.clock()
+        assert store.passing(ended.value)
+        with store.transaction():
+            store.unhurried()
+            time.sleep(1.5)
+            store.clock()
+        assert store.clock()  # the same session
