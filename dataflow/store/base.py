@@ -84,8 +84,7 @@ class Store(ABC):
     patience = 60.0
 
     def clock(self) -> datetime:
-        """The store's time now, with its zone: the time every host of the store shares
-        (a file's is this host's)."""
+        """The store's time now, with its zone, which its hosts share (a file's: this host's)."""
         return datetime.now().astimezone()
 
     def passing(self, exc: BaseException) -> bool:
@@ -378,9 +377,7 @@ class Store(ABC):
     # -- whole tables (utility copy-store) -------------------------------------------------
 
     def unhurried(self) -> None:
-        """This transaction may idle between its statements for as long as it needs (a
-        copy's source, read while the target is written): where a shared store ends a
-        session idle inside a transaction, not this one."""
+        """This transaction may idle inside: a copy's source, read while the target is written."""
         return None
 
     @abstractmethod
