@@ -17,6 +17,22 @@ from dataflow.store import open_store
 from support import rows, script, start_runjob, statuses
 
 pytestmark = pytest.mark.both_stores
+# holds chunk 2's lock (of job work, in the store's lock file) until a moment after the
+# file let-go appears
+HOLD_2_UNTIL_LET_GO = """
+import os, time
+from dataflow.run import locks
+from dataflow.store import open_store
+from dataflow.store.address import locate
+lockfile = open_store(locate()).lockfile
+locks.prepare(lockfile)
+lock = locks.ChunkLock(lockfile, "work", "2")
+assert lock.try_acquire()
+print("held", flush=True)
+while not os.path.exists("let-go"):
+    time.sleep(0.01)
+time.sleep(0.3)
+"""
 
 
 def _chunks(chain, last: int) -> None:
@@ -84,6 +100,29 @@ def test_a_batch_passes_over_a_chunk_another_process_holds(chain, tmp_path, addr
     finally:
         store.close()
         keeper.close_all()
+
+
+def test_a_drain_looks_again_before_it_ends_at_a_chunk_held_a_moment_longer(chain, tmp_path):
+    """Chunk 2's lock is held, while it is not RUNNING, until a moment after the drain's
+    last job ends (as another drain's keeper holds the run lock of a chunk given back
+    until it lets go): the drain, idle, looks again a tick later and runs it too."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_2_UNTIL_LET_GO],
+        cwd=tmp_path,
+        env=chain.env,  # the store and the lock file RunJob's drain uses
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        script(tmp_path, "work.sh", 'echo "$dataid" >> ran; [ "$dataid" != 3 ] || touch let-go')
+        done = chain.runjob("--all", "./work.sh")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.code == 0, done
+    assert (tmp_path / "ran").read_text().split() == ["1", "3", "2"], done
+    assert statuses(tmp_path, "work") == dict.fromkeys("123", "READY")
 
 
 def test_ends_recorded_together_are_each_recorded_as_on_their_own(chain, tmp_path, address):

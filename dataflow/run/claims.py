@@ -51,6 +51,9 @@ class ClaimResult:
         self.abandoned: list[str] = []  # dead runs just marked FAILED
         # candidates that cannot be handed to a job: (dataid, why), why a phrase after it
         self.unusable: list[tuple[str, str]] = []
+        # candidates passed over, their lock held while not RUNNING (given back a moment
+        # ago by another drain, whose keeper lets go of them at once; a helper's)
+        self.passed: list[str] = []
 
 
 class _DryRun(Exception):
@@ -200,7 +203,7 @@ def claim(
             room = settings.max_parallel - result.live if settings.max_parallel else count
             while len(claimed) < min(count, room):
                 want = min(count, room) - len(claimed)
-                found = _claim_next(store, job, command, dry_run, result.unusable, at, want)
+                found = _claim_next(store, job, command, dry_run, result, at, want)
                 if not found:
                     break
                 claimed.extend(found)
@@ -221,7 +224,7 @@ def _claim_next(
     job: Job,
     command: str,
     dry_run: bool,
-    unusable: list[tuple[str, str]],
+    result: ClaimResult,
     at: datetime | None,
     want: int,
 ) -> list[Claim]:
@@ -239,7 +242,7 @@ def _claim_next(
                 looked = []
                 for key, dataid in batch:
                     if not usable(dataid):
-                        unusable.append((dataid, UNNAMEABLE))
+                        result.unusable.append((dataid, UNNAMEABLE))
                     elif not store.chunk_turn(dataid):
                         continue  # another transaction may be changing it: it stays for later
                     elif key != dataids.natural_key(dataid):
@@ -252,12 +255,12 @@ def _claim_next(
                 found = []
                 for (key, dataid), (rows, last, ready) in zip(looked, facts, strict=True):
                     if last and not counted(last):
-                        unusable.append((dataid, MISCOUNTED))
+                        result.unusable.append((dataid, MISCOUNTED))
                     elif _fits(store, job, key, dataid, rows, last, ready):
                         found.append((key, dataid, rows, last))
                 if repaired and found:
                     break  # a chunk just put in its place may come before these: look again
-                taken += _take(store, job, found[: want - len(taken)], dry_run)
+                taken += _take(store, job, found[: want - len(taken)], dry_run, result.passed)
                 if len(taken) >= want:
                     break
             if taken or not repaired:
@@ -266,7 +269,8 @@ def _claim_next(
             for *_, lock in taken:
                 lock.close()
             raise
-        unusable.clear()  # nothing taken: the scan starts again, and sees them again
+        result.unusable.clear()  # nothing taken: the scan starts again, and sees them again
+        result.passed.clear()
 
 
 def _fits(
@@ -284,15 +288,19 @@ def _fits(
     return not ((rows or last) and _busy(store, job, dataid))
 
 
-def _take(store: Store, job: Job, found: list, dry_run: bool) -> list:
+def _take(store: Store, job: Job, found: list, dry_run: bool, passed: list[str]) -> list:
     """Those of ``found`` whose chunk is locked now (a dry run: whose last run is not
-    live), each with its lock; a process of an earlier run of another keeps it."""
+    live), each with its lock; a process of an earlier run of another keeps it. Those
+    not RUNNING whose lock is held are added to ``passed``."""
     chunk_locks = [locks.ChunkLock(store.lockfile, job.jobid, dataid) for _, dataid, *_ in found]
     if dry_run:
         taken = [not liveness.is_live(store, job.jobid, dataid) for _, dataid, *_ in found]
     else:
         asked = [(lock, job.jobid, f[1], f[3]) for lock, f in zip(chunk_locks, found, strict=True)]
         taken = liveness.take(store, asked)
+    for (_, dataid, rows, _), ok in zip(found, taken, strict=True):
+        if not ok and not any(row.status == RUNNING for row in rows):
+            passed.append(dataid)
     return [(*f, lock) for f, lock, ok in zip(found, chunk_locks, taken, strict=True) if ok]
 
 

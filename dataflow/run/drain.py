@@ -22,7 +22,7 @@ from typing import Any
 from .. import layout
 from ..errors import DataflowError, ScriptError, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
-from . import claims, liveness, patience, recorder
+from . import claims, drainclaim, liveness, recorder
 from .claims import Claim
 from .events import Event, Summary
 from .jobenv import JobEnv
@@ -34,7 +34,6 @@ from .watcher import Watcher
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
-CLAIM_PATIENCE = 2  # a claim waits this many times the store's patience (its ends compete)
 AHEAD_BELOW_S = 1.0  # jobs that end this quickly: their drain claims chunks ahead
 MANY_BELOW_S, MANY_AHEAD = 0.1, 4  # jobs this quick: 4 chunks a slot ahead, not one
 # a job that cannot start for want of these makes the drain go on with the jobs it runs
@@ -223,14 +222,14 @@ class Drain:
         now = time.monotonic()
         if recover := self._recovered_at is None or now - self._recovered_at > RECOVER_EVERY_S:
             self._recovered_at = now
-        command = " ".join(self.argv)
         try:
-            result = patience.patiently(
+            result = drainclaim.claim_patiently(
                 self.store,
-                lambda: claims.claim(
-                    self.store, self.job, command=command, recover_dead=recover, count=wanted
-                ),
-                CLAIM_PATIENCE,
+                self.job,
+                command=" ".join(self.argv),
+                recover_dead=recover,
+                count=wanted,
+                idle=lambda: not (self._active or self._recording or self.summary.interrupted),
                 failed=self._failed,
             )
         except (StoreUnavailable, *DRIVER_ERRORS) as exc:  # no more claims; the runs
@@ -242,7 +241,6 @@ class Drain:
                 raise
             self._cramped(f"cannot claim a chunk: {exc.strerror or exc}")
             return [], None
-        assert isinstance(result, claims.ClaimResult)
         for dataid in result.abandoned:
             self.notify(Event("abandoned", dataid))
         fresh = {d: why for d, why in result.unusable if d not in self._unusable_said}

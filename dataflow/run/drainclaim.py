@@ -1,0 +1,50 @@
+"""A drain's claim: patient with the store, and looking again, before the drain ends, at
+chunks another drain gave back a moment ago (their keeper lets go of their run locks at
+once, :func:`.liveness.released`; until it has, a claim passes them over)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..store import Store
+from . import patience
+from .claims import ClaimResult, claim
+from .lifecycle import Job
+
+CLAIM_PATIENCE = 2  # a drain's claim waits this many times the store's patience (ends compete)
+LOOK_AGAIN_S, LOOKS = 0.25, 4  # an idle drain looks again this often, this many times
+
+
+def claim_patiently(
+    store: Store,
+    job: Job,
+    *,
+    command: str,
+    recover_dead: bool,
+    count: int,
+    idle: Callable[[], bool],
+    failed: patience.Failed,
+) -> ClaimResult:
+    """A drain's :func:`claim`, patient with the store (for :data:`CLAIM_PATIENCE` times
+    its patience; ``failed`` told). If nothing was claimed while chunks were passed over
+    (``passed``: given back a moment ago), and the drain is ``idle()`` (it ends then; not
+    if stopped), it looks again each :data:`LOOK_AGAIN_S`, up to :data:`LOOKS` times."""
+
+    def once() -> ClaimResult:
+        found = patience.patiently(
+            store,
+            lambda: claim(store, job, command=command, recover_dead=recover_dead, count=count),
+            CLAIM_PATIENCE,
+            failed=failed,
+        )
+        assert isinstance(found, ClaimResult)
+        return found
+
+    result = once()
+    for _ in range(LOOKS):
+        if result.claim is not None or not result.passed or not idle():
+            break
+        time.sleep(LOOK_AGAIN_S)
+        result = once()
+    return result
