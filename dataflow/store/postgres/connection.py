@@ -34,14 +34,15 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 def conninfo(address: str) -> str:
     """The libpq connection string for a store address, with keepalives on both ends:
     the client notices a dead server, the server a dead client, within the bound. A
-    session idle inside a transaction for a quarter of the bound (its process stopped or
-    starved: ours never idle there) is ended by the server, so that the row and advisory
-    locks it holds hold nobody up longer: its next statement fails in a way that passes."""
+    session idle inside a transaction for a quarter of the bound, at least a second (its
+    process stopped or starved: ours never idle there, but :meth:`.Store.unhurried`'s),
+    is ended by the server, so that the row and advisory locks it holds hold nobody up
+    longer: its next statement fails in a way that passes."""
     check_url(address)
     bound = liveness_timeout()
     probe = max(1, int(bound / 4))
     server = [
-        f"-c idle_in_transaction_session_timeout={idle_in_transaction_ms()}",
+        f"-c idle_in_transaction_session_timeout={max(1000, int(bound * 250))}",
         f"-c tcp_keepalives_idle={probe}",
         f"-c tcp_keepalives_interval={probe}",
         "-c tcp_keepalives_count=3",
@@ -59,11 +60,6 @@ def conninfo(address: str) -> str:
         options=" ".join(server),
         application_name="dataflow",
     )
-
-
-def idle_in_transaction_ms() -> int:
-    """How long a session may idle inside a transaction, in milliseconds."""
-    return max(1000, int(liveness_timeout() * 250))
 
 
 def _seed_text(value: object) -> object:
