@@ -11,28 +11,43 @@ import sys
 import pytest
 
 from dataflow.errors import RunFenced
-from dataflow.run import claims, keeper, lifecycle, locks, recorder
+from dataflow.run import claims, drainclaim, keeper, lifecycle, locks, recorder
 from dataflow.run.runner import Outcome
 from dataflow.store import open_store
 from support import rows, script, start_runjob, statuses
 
 pytestmark = pytest.mark.both_stores
-# holds chunk 2's lock (of job work, in the store's lock file) until a moment after the
-# file let-go appears
-HOLD_2_UNTIL_LET_GO = """
-import os, time
+# holds the locks of job work's chunks named in argv (in the store's lock file, or the
+# lock file given first) until a moment (seconds, after them) after the file let-go appears
+HOLD_UNTIL_LET_GO = """
+import os, sys, time
+from pathlib import Path
 from dataflow.run import locks
 from dataflow.store import open_store
 from dataflow.store.address import locate
-lockfile = open_store(locate()).lockfile
+path, moment, *chunks = sys.argv[1:]
+lockfile = Path(path) if path else open_store(locate()).lockfile
 locks.prepare(lockfile)
-lock = locks.ChunkLock(lockfile, "work", "2")
-assert lock.try_acquire()
+held = [locks.ChunkLock(lockfile, "work", dataid) for dataid in chunks]
+assert all(lock.try_acquire() for lock in held)
 print("held", flush=True)
 while not os.path.exists("let-go"):
     time.sleep(0.01)
-time.sleep(0.3)
+time.sleep(float(moment))
 """
+
+
+def _holder(chain, tmp_path, lockfile: str, moment: float, *chunks: str) -> subprocess.Popen:
+    """:data:`HOLD_UNTIL_LET_GO`, once it holds them."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_UNTIL_LET_GO, lockfile, str(moment), *chunks],
+        cwd=tmp_path,
+        env=chain.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
 
 
 def _chunks(chain, last: int) -> None:
@@ -106,15 +121,8 @@ def test_a_drain_looks_again_before_it_ends_at_a_chunk_held_a_moment_longer(chai
     """Chunk 2's lock is held, while it is not RUNNING, until a moment after the drain's
     last job ends (as another drain's keeper holds the run lock of a chunk given back
     until it lets go): the drain, idle, looks again a tick later and runs it too."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_2_UNTIL_LET_GO],
-        cwd=tmp_path,
-        env=chain.env,  # the store and the lock file RunJob's drain uses
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = _holder(chain, tmp_path, "", 0.3, "2")  # RunJob's lock file
     try:
-        assert holder.stdout.readline().strip() == "held"
         script(tmp_path, "work.sh", 'echo "$dataid" >> ran; [ "$dataid" != 3 ] || touch let-go')
         done = chain.runjob("--all", "./work.sh")
     finally:
@@ -123,6 +131,58 @@ def test_a_drain_looks_again_before_it_ends_at_a_chunk_held_a_moment_longer(chai
     assert done.code == 0, done
     assert (tmp_path / "ran").read_text().split() == ["1", "3", "2"], done
     assert statuses(tmp_path, "work") == dict.fromkeys("123", "READY")
+
+
+def test_a_drain_stopped_while_it_looks_again_claims_nothing_more(chain, tmp_path, address):
+    """Every chunk held a moment longer; the drain is stopped (not idle any more) while
+    it waits to look again: it claims nothing, though the chunks are free by then."""
+    store = open_store(address)
+    try:
+        holder = _holder(chain, tmp_path, str(store.lockfile), 0.05, "1", "2", "3")
+        asked = []
+
+        def idle() -> bool:  # asked first after a claim that passed over the three: their
+            asked.append(True)  # locks go a moment later, and the drain is stopped then
+            (tmp_path / "let-go").touch()
+            return len(asked) == 1
+
+        result = drainclaim.claim_patiently(
+            store,
+            lifecycle.load_job(store, "work"),
+            command="./work.sh",
+            recover_dead=False,
+            count=1,
+            idle=idle,
+            failed=lambda *_: None,
+        )
+        holder.wait(timeout=30)
+        assert result.claim is None and sorted(result.passed) == ["1", "2", "3"]
+        assert len(asked) >= 2  # asked again after the sleep: stopped, it claims nothing
+        assert statuses(tmp_path, "work") == {}
+    finally:
+        store.close()
+        keeper.close_all()
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_chunk_whose_last_run_holds_a_fresh_lease_is_not_one_to_look_at_again(
+    chain, tmp_path, address
+):
+    """A chunk resubmitted whose last run holds a fresh lease (a process of it lives on
+    another host) is passed over, but not as one given back a moment ago: a drain that
+    found nothing else would not wait for it."""
+    script(tmp_path, "work.sh", "true")
+    assert chain.runjob("./work.sh").code == 0  # chunk 1 READY
+    chain.ok("resubmit", "work", "1")
+    chain.ok("dml", "update run set seen = now(), lease = 600 where jobid = 'work'")
+    store = open_store(address)
+    try:
+        result = claims.claim(store, lifecycle.load_job(store, "work"), command="./work.sh")
+        assert result.claim.dataid == "2" and result.passed == []
+        result.claim.lock.close()
+    finally:
+        store.close()
+        keeper.close_all()
 
 
 def test_ends_recorded_together_are_each_recorded_as_on_their_own(chain, tmp_path, address):

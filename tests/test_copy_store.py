@@ -183,7 +183,9 @@ def test_only_copy_stores_source_may_idle_inside_a_transaction(pg_database, monk
 
     import pytest
 
+    from dataflow.errors import StoreUnavailable
     from dataflow.store import create_store
+    from dataflow.store.postgres.connection import failure
 
     monkeypatch.setenv("DATAFLOW_LIVENESS_TIMEOUT", "2")  # a quarter: the least, 1 s
     with create_store(pg_database)[0] as store:
@@ -191,6 +193,7 @@ def test_only_copy_stores_source_may_idle_inside_a_transaction(pg_database, monk
             time.sleep(1.5)
             store.clock()
         assert store.passing(ended.value)
+        assert isinstance(failure(pg_database, ended.value), StoreUnavailable)  # one line
         with store.transaction():
             store.unhurried()
             time.sleep(1.5)

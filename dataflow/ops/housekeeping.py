@@ -36,6 +36,7 @@ def purge(
         before = moment.isoformat(sep=" ", timespec="microseconds")  # as the history's times
     with store.transaction():
         runs = store.purgeable_runs(jobid, before)  # a shared store keeps runs with a lease
+        store.unhurried()  # many runs take a while to look at
         live = liveness.living(store, runs)  # a process of the run still lives here
         runs = [run for run in runs if run["runid"] not in live]
         if not dry_run:

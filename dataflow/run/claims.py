@@ -51,8 +51,8 @@ class ClaimResult:
         self.abandoned: list[str] = []  # dead runs just marked FAILED
         # candidates that cannot be handed to a job: (dataid, why), why a phrase after it
         self.unusable: list[tuple[str, str]] = []
-        # candidates passed over, their lock held while not RUNNING (given back a moment
-        # ago by another drain, whose keeper lets go of them at once; a helper's)
+        # candidates passed over, their lock held while not RUNNING nor leased (given back
+        # a moment ago by another drain, whose keeper lets go of them at once; a helper's)
         self.passed: list[str] = []
 
 
@@ -97,6 +97,7 @@ def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
         store.finish(job, dataid, FAILED)
         store.abandon_runs(job, dataid, ABANDONED)
         if last:  # nothing of the run lives: what it staged is never published
+            store.unhurried()  # deleting a large output takes a while
             tables, token = _staged_tables(store, job), liveness.run_token(store, last)
             layout.restore(tables, dataid, token)  # a finish that moved it did not commit
             layout.discard(tables, dataid, token)
@@ -291,15 +292,17 @@ def _fits(
 def _take(store: Store, job: Job, found: list, dry_run: bool, passed: list[str]) -> list:
     """Those of ``found`` whose chunk is locked now (a dry run: whose last run is not
     live), each with its lock; a process of an earlier run of another keeps it. Those
-    not RUNNING whose lock is held are added to ``passed``."""
+    whose lock is held while no run of them lives as far as the store says (not
+    RUNNING, no fresh lease) are added to ``passed``."""
     chunk_locks = [locks.ChunkLock(store.lockfile, job.jobid, dataid) for _, dataid, *_ in found]
     if dry_run:
         taken = [not liveness.is_live(store, job.jobid, dataid) for _, dataid, *_ in found]
     else:
         asked = [(lock, job.jobid, f[1], f[3]) for lock, f in zip(chunk_locks, found, strict=True)]
         taken = liveness.take(store, asked)
-    for (_, dataid, rows, _), ok in zip(found, taken, strict=True):
-        if not ok and not any(row.status == RUNNING for row in rows):
+    for (_, dataid, rows, last), ok in zip(found, taken, strict=True):
+        lives = any(row.status == RUNNING for row in rows) or (last and last.get("leased"))
+        if not ok and not lives:  # (a run that lives holds it: for as long as it lives)
             passed.append(dataid)
     return [(*f, lock) for f, lock, ok in zip(found, chunk_locks, taken, strict=True) if ok]
 

@@ -41,10 +41,10 @@ def claim_patiently(
         assert isinstance(found, ClaimResult)
         return found
 
-    result = once()
-    for _ in range(LOOKS):
-        if result.claim is not None or not result.passed or not idle():
-            break
+    result, looks = once(), 0
+    while result.claim is None and result.passed and looks < LOOKS and idle():
         time.sleep(LOOK_AGAIN_S)
-        result = once()
+        looks += 1
+        if idle():  # (a signal during the sleep: no claim)
+            result = once()
     return result

@@ -377,7 +377,7 @@ class Store(ABC):
     # -- whole tables (utility copy-store) -------------------------------------------------
 
     def unhurried(self) -> None:
-        """This transaction may idle inside: a copy's source, read while the target is written."""
+        """This transaction may idle between its statements: long work of ours is done there."""
         return None
 
     @abstractmethod

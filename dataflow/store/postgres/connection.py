@@ -300,9 +300,8 @@ def unavailable(address: str, exc: psycopg.Error) -> StoreUnavailable | StoreMis
 def failure(address: str, exc: psycopg.Error) -> StoreUnavailable | NotAStore | BadSQL | None:
     """What a driver error says about the store (lost connection, disk full), or None
     when it is about the statement."""
-    if isinstance(exc, psycopg.OperationalError) and not isinstance(
-        exc, psycopg.errors.QueryCanceled
-    ):
+    ended = isinstance(exc, psycopg.OperationalError) or exc.sqlstate == IDLED_IN_TRANSACTION
+    if ended and not isinstance(exc, psycopg.errors.QueryCanceled):
         return StoreUnavailable("use", display(address), _scrubbed(address, exc))
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return NotAStore(display(address), "it has no dataflow tables; run 'utility createtables'")
