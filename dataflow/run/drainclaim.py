@@ -31,20 +31,20 @@ def claim_patiently(
     (``passed``: given back a moment ago), and the drain is ``idle()`` (it ends then; not
     if stopped), it looks again each :data:`LOOK_AGAIN_S`, up to :data:`LOOKS` times."""
 
-    def once() -> ClaimResult:
+    def once(recover: bool) -> ClaimResult:
         found = patience.patiently(
             store,
-            lambda: claim(store, job, command=command, recover_dead=recover_dead, count=count),
+            lambda: claim(store, job, command=command, recover_dead=recover, count=count),
             CLAIM_PATIENCE,
             failed=failed,
         )
         assert isinstance(found, ClaimResult)
         return found
 
-    result, looks = once(), 0
+    result, looks = once(recover_dead), 0
     while result.claim is None and result.passed and looks < LOOKS and idle():
         time.sleep(LOOK_AGAIN_S)
         looks += 1
-        if idle():  # (a signal during the sleep: no claim)
-            result = once()
+        if idle():  # (a signal during the sleep: no claim; dead runs were just recovered)
+            result = once(False)
     return result

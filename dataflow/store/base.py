@@ -116,6 +116,10 @@ class Store(ABC):
         ``pipeline``: statements may be sent without waiting for those before (a claim's,
         a finish's: only their results are waited for), where a store gains by it."""
 
+    def unhurried(self) -> None:
+        """This transaction may idle between its statements: long work of ours is done there."""
+        return None
+
     # Turns, held until the transaction ends: no-ops where writers take turns already
     # (SQLite's BEGIN IMMEDIATE); a shared store takes them where the rules need one.
 
@@ -375,10 +379,6 @@ class Store(ABC):
         """Rows of a dataset that are not READY: chunks a consumer is waiting for."""
 
     # -- whole tables (utility copy-store) -------------------------------------------------
-
-    def unhurried(self) -> None:
-        """This transaction may idle between its statements: long work of ours is done there."""
-        return None
 
     @abstractmethod
     def table_rows(self, table: str) -> list[tuple]:

@@ -171,6 +171,9 @@ class PostgresStore(
             finally:
                 self._turns = {}
 
+    def unhurried(self) -> None:
+        self.conn.execute(self.q.unhurried)
+
     def job_turn(self, jobid: str) -> None:
         self.conn.execute(self.q.job_turn, (schema.CAP, jobid))
 
@@ -193,9 +196,6 @@ class PostgresStore(
             self._turns.update(dict.fromkeys(wanted, True))
 
     # -- queries of PostgreSQL's own shape ------------------------------------------------
-
-    def unhurried(self) -> None:
-        self.conn.execute(self.q.unhurried)
 
     def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
         """COPY: a million rows in seconds, not one round trip each."""
