@@ -3,9 +3,13 @@ separate RunJobs: producers before consumers, until nothing is left, each chunk 
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
-from support import rows, script, start_runjob
+from support import rows, script, start_runjob, wait_for
 
 # a chain a -> b -> c; each job appends "<job> <dataid>" to a ledger
 STEP = 'echo "$jobid $dataid" >> ledger; [ "$jobid $dataid" != "$FAIL" ]'
@@ -85,3 +89,29 @@ def test_batch_implies_all_for_a_folder_too_and_shell_jobs_run_one_chunk_each(cl
     ledger = (tmp_path / "ledger").read_text().splitlines()
     assert ledger == [f"{job} {n}" for job in "abc" for n in (1, 2, 3)]
     assert rows(tmp_path, "select count(*) from run where status = 'READY'") == [(9,)]
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGHUP])
+def test_a_terminals_signal_reaches_a_folder_drains_job_once(cli, tmp_path, number):
+    """^C at a terminal signals its whole foreground process group. The job under way
+    gets it once, however late the folder's RunJob passes it on (a second ^C is how
+    many jobs, Spark's among them, are told to stop at once, without cleaning up), and
+    the folder's RunJob exits 128+n."""
+    etl = _chain(cli, tmp_path, 2)
+    (etl / "helper.sh").unlink()
+    name = signal.Signals(number).name[3:]
+    script(
+        etl,
+        "a.sh",
+        f"trap 'echo {name} >> signals' {name}; touch started; "
+        "while [ ! -s signals ]; do sleep 0.05; done; sleep 2; exit 9",
+    )
+    runjob = start_runjob(cli, "--all", "./etl", process_group=0)  # a terminal's job
+    wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+    os.kill(runjob.pid, signal.SIGSTOP)  # the folder's RunJob passes the signal on late
+    os.killpg(runjob.pid, number)
+    time.sleep(0.5)
+    os.kill(runjob.pid, signal.SIGCONT)
+    _, err = runjob.communicate(timeout=60)
+    assert (runjob.returncode, err) == (128 + number, ""), err
+    assert (tmp_path / "signals").read_text().split() == [name]

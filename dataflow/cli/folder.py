@@ -40,20 +40,29 @@ def drain(options: argparse.Namespace) -> int:
     command += ["--parallel", str(options.parallel)] if options.parallel else []
     command += ["--workers", str(options.workers)] if options.workers else []
     command += ["--batch", str(options.batch)] if options.batch else []
-    worst, stopped, child = 0, [], []
+    worst, stopped, child, told = 0, [], [], []
 
     def stop(number: int, _frame: object) -> None:  # passed on to the RunJob under way
         stopped.append(number)
         for process in child:
             process.send_signal(number)
+            told.append(process)
 
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, stop)
     for _ in range(MAX_ROUNDS):
         before = _newest(options.db)
         for job in jobs:
-            child[:] = [subprocess.Popen([*command, str(by_job[job])])]
-            code = child[0].wait()
+            if stopped:  # between two RunJobs: none more starts
+                return 128 + stopped[0]
+            # a group of its own: a terminal's ^C reaches this RunJob, which passes it on once
+            process = subprocess.Popen(
+                [*command, str(by_job[job])], stdin=subprocess.DEVNULL, process_group=0
+            )
+            child[:] = [process]
+            if stopped and process not in told:  # it came while the RunJob was starting
+                process.send_signal(stopped[0])
+            code = process.wait()
             if stopped:
                 return 128 + stopped[0]
             worst = max(worst, code)

@@ -13,7 +13,7 @@ from ..errors import DriverFailed, UsageError, WorkerFailed
 from ..run import alerts, claims, foreground, jobenv, launch, lifecycle, scripts, sparkconnect
 from ..store import Store, locate, open_store
 from ..store.address import for_job
-from . import guarded, say, seed_passkey_given, stamp, text_arguments, warn
+from . import exiting, guarded, say, seed_passkey_given, stamp, text_arguments, warn
 from .report import Report, live
 
 USAGE = """RunJob [--db PATH] [--all] [--parallel N] [--workers W] [--batch K] [--validate CHECK]
@@ -220,7 +220,9 @@ def run(options: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return guarded(lambda: _start(sys.argv[1:] if argv is None else argv))
+    if argv is None:  # the process's own command line
+        return exiting(guarded(lambda: _start(sys.argv[1:])))
+    return guarded(lambda: _start(argv))
 
 
 def _start(argv: list[str]) -> int:

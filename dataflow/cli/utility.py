@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (they register commands)
     Parser,
     board,
     brief,
+    exiting,
     guarded,
     operations,
     output,
@@ -375,7 +376,9 @@ def _dispatch(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return guarded(lambda: _dispatch(list(sys.argv[1:] if argv is None else argv)))
+    if argv is None:  # the process's own command line
+        return exiting(guarded(lambda: _dispatch(sys.argv[1:])))
+    return guarded(lambda: _dispatch(list(argv)))
 
 
 if __name__ == "__main__":
