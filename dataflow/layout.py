@@ -105,7 +105,8 @@ def publish(tables: Iterable[str], dataid: str, token: str) -> Publication:
     """Move attempt ``token``'s output of chunk ``dataid`` into place in each of
     ``tables`` (those it wrote), with renames only: it runs inside the finish's
     transaction, which has checked that the run still owns the chunk. What the chunks
-    held before, and older attempts' folders, are moved aside. A failure puts back what
+    held before, older attempts' folders and what earlier finishes left aside, are moved
+    aside. A failure puts back what
     was moved and raises PublishFailed: the run is not recorded READY."""
     done = Publication([], [])
 
@@ -125,7 +126,7 @@ def publish(tables: Iterable[str], dataid: str, token: str) -> Publication:
             move(staged, final)
             done.aside.append(trash)
             for number, older in enumerate(_listing(os.path.dirname(staged))):
-                if os.path.basename(older).startswith(("run=", "batch=")):  # a late writer's
+                if _left_over(os.path.basename(older), token):
                     with contextlib.suppress(OSError):
                         move(older, f"{trash}.{number}")
                         done.aside.append(f"{trash}.{number}")
@@ -134,6 +135,13 @@ def publish(tables: Iterable[str], dataid: str, token: str) -> Publication:
         where = exc.filename or dataid
         raise PublishFailed(f"cannot publish chunk {dataid} ({where}: {exc.strerror})") from None
     return done
+
+
+def _left_over(name: str, token: str) -> bool:
+    """Is the folder ``name`` beside the attempt ``token`` publishes one to move aside with
+    what the chunk held: a late writer's attempt, or what a finish had moved aside and a
+    crash kept it from deleting once committed (nothing else deletes it)?"""
+    return name.startswith(("run=", "batch=", "old-")) and name != f"old-{token}"
 
 
 def unpublish(moves: list[tuple[str, str]]) -> None:

@@ -146,6 +146,54 @@ def test_a_publish_moves_the_chunks_old_files_and_older_attempts_aside(tmp_path)
     assert not (Path(table) / layout.ATTEMPTS).exists()
 
 
+def test_what_earlier_finishes_left_aside_goes_with_the_next_publish(tmp_path):
+    """``old-<token>`` folders that a finish moved aside and a crash kept it from deleting
+    once committed (nothing else deletes them) are moved aside by the chunk's next publish
+    and deleted after it; an undone publish puts them back."""
+    table, chunk = _a_chunk_and_two_attempts(tmp_path)
+    attempts = Path(table) / layout.ATTEMPTS / "dataid=7"
+    for name in ("old-gone", "old-gone.0"):
+        (attempts / name).mkdir()
+        (attempts / name / "part.csv").write_text("left over")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    layout.unpublish(layout.publish([table], "7", "mine").moves)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    layout.remove(layout.publish([table], "7", "mine").aside)
+    assert _files(chunk) == {"part.csv": "mine"}
+    assert not (Path(table) / layout.ATTEMPTS).exists()
+
+
+@pytest.mark.both_stores
+def test_a_runjob_killed_after_its_finish_committed_leaves_nothing_for_good(cli, tmp_path):
+    """RunJob killed (its whole group) while it deletes, after its finish committed, what
+    the chunk held before: what is left of it goes with the chunk's next publish."""
+    table = _register(cli, tmp_path)
+    chunk = table / "dataid=7"
+    assert cli.runjob("./work.sh").code == 0
+    for number in range(20_000):  # deleting them after the next finish takes a while
+        (chunk / f"{number}.csv").write_text("")
+    cli.ok("resubmit", "work", "7")
+    runner = start_runjob(cli, "./work.sh", start_new_session=True)
+    attempts = table / layout.ATTEMPTS / "dataid=7"
+
+    def aside() -> bool:
+        return attempts.is_dir() and any(p.name.startswith("old-") for p in attempts.iterdir())
+
+    def deleting() -> bool:
+        assert runner.poll() is None, "RunJob ended before it could be killed"
+        ready = rows(tmp_path, "select status from run where attempt = 2") == [("READY",)]
+        return ready and aside()
+
+    wait_for(deleting, what="the finish to commit and delete what it moved aside")
+    os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=30)
+    assert aside()  # killed midway
+    cli.ok("resubmit", "work", "7")
+    assert cli.runjob("./work.sh").code == 0
+    assert _files(chunk) == {"part.csv": "here\n"}
+    assert not (table / layout.ATTEMPTS).exists()
+
+
 def test_a_publish_that_fails_puts_every_chunk_back(tmp_path):
     """Two outputs: the second cannot be moved, so the first is put back as it was."""
     tables = [str(tmp_path / "a"), str(tmp_path / "b")]
