@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,45 @@ def test_a_runjob_killed_after_its_finish_committed_leaves_nothing_for_good(cli,
     assert cli.runjob("./work.sh").code == 0
     assert _files(chunk) == {"part.csv": "here\n"}
     assert not (table / layout.ATTEMPTS).exists()
+
+
+@pytest.mark.both_stores
+@pytest.mark.parametrize("by", ["utility recover", "a claim"])
+def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, by):
+    """What a dead run staged (a Spark job's partial output: many files) is deleted after
+    the recovery that marks it FAILED is committed, by ``utility recover`` or by a
+    RunJob's claim: no transaction waits for the deletion (on SQLite every writer would)."""
+    table = _register(cli, tmp_path)
+    (tmp_path / "wait").touch()
+    runner = start_runjob(cli, "./work.sh", start_new_session=True)
+    job = _pid(tmp_path, "job.pid")
+    (staged,) = (table / layout.ATTEMPTS / "dataid=7").iterdir()
+    for number in range(20_000):  # deleting them takes a while
+        (staged / f"{number}.csv").write_text("")
+    os.killpg(runner.pid, signal.SIGKILL)
+    os.kill(job, signal.SIGKILL)
+    runner.wait(timeout=30)
+    seen, done = [], threading.Event()
+
+    def watch() -> None:  # the run's status, then whether its output is still there
+        while not done.is_set():
+            failed = rows(tmp_path, "select status from run") == [("FAILED",)]
+            seen.append((failed, staged.exists()))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+
+        def recovered() -> bool:
+            (cli.ok("recover") if by == "utility recover" else cli.runjob("./work.sh"))
+            return rows(tmp_path, "select status from run") == [("FAILED",)]
+
+        wait_for(recovered, timeout=60, what="the recovery")
+    finally:
+        done.set()
+        watcher.join()
+    assert (True, True) in seen  # FAILED committed while its output was being deleted
+    assert not staged.exists() and not (table / layout.ATTEMPTS).exists()
 
 
 def test_a_publish_that_fails_puts_every_chunk_back(tmp_path):

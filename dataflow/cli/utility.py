@@ -9,7 +9,7 @@ import sys
 from .. import __version__, crypto
 from ..errors import UsageError
 from ..ops import copystore, housekeeping
-from ..run import alerts, claims, lifecycle, liveness, logs, sparkconnect
+from ..run import alerts, lifecycle, liveness, logs, recovery, sparkconnect
 from ..store import create_store, files_of, locate, now, refuse_if_moved, same_store, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
@@ -275,7 +275,9 @@ def recover(options: argparse.Namespace) -> int:
         if options.jobid:
             lifecycle.known(store, options.jobid)  # an unknown job is an error, not "0"
         with store.transaction():
-            dead = claims.recover(store, options.jobid)
+            recovered = recovery.recover(store, options.jobid)
+        recovery.discard(recovered)  # after the commit: deleting a large output takes a while
+        dead = recovered.dead
         runs = [store.last_run(*chunk) for chunk in dead]
         for problem in housekeeping.alert_recovered(store, dead):  # after the commit
             warn(problem)

@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from .. import dataids, layout
+from .. import dataids
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
 from . import liveness, locks, logs, patience, processes
 from .lifecycle import (
-    ABANDONED,
     FAILED,
     RESUBMIT,
     RUNNING,
@@ -29,6 +28,7 @@ from .lifecycle import (
     load_job,
     retry_wait,
 )
+from .recovery import Recovery, discard, recover
 
 
 class Claim(namedtuple("Claim", "dataid attempt runid lock logpath token previous")):
@@ -75,38 +75,6 @@ def prepare(store: Store, jobid: str, keeper: bool = True) -> None:
     except OSError as exc:
         path = str(exc.filename or store.files)
         raise RunSetupError("log folder", path, exc.strerror or str(exc)) from None
-
-
-def recover(store: Store, jobid: str | None = None) -> list[tuple[str, str]]:
-    """Mark FAILED every RUNNING chunk none of whose run's processes lives.
-
-    Runs inside the caller's write transaction: a claim takes its chunk lock
-    before committing, so a committed RUNNING row with a free lock and no process
-    carrying its token is dead. On a shared store each chunk is judged in its turn
-    (nobody claims or finishes it meanwhile); one whose turn is taken is left for later.
-    """
-    seen = store.running(jobid)
-    turned = {chunk for chunk in seen if store.chunk_turn(chunk[1])}
-    # read again now that they are ours: a run may have finished since the first look,
-    # and released its lock (it would look dead, and its READY be overwritten)
-    running = [chunk for chunk in store.running(jobid) if chunk in turned] if turned else []
-    live = liveness.live_runs(store, running, revoke=True) if running else set()
-    dead = [chunk for chunk in running if chunk not in live]
-    for job, dataid in dead:
-        last = store.last_run(job, dataid)
-        store.finish(job, dataid, FAILED)
-        store.abandon_runs(job, dataid, ABANDONED)
-        if last:  # nothing of the run lives: what it staged is never published
-            store.unhurried()  # deleting a large output takes a while
-            tables, token = _staged_tables(store, job), liveness.run_token(store, last)
-            layout.restore(tables, dataid, token)  # a finish that moved it did not commit
-            layout.discard(tables, dataid, token)
-    return dead
-
-
-def _staged_tables(store: Store, jobid: str) -> list[str]:
-    """The local folders where the job's runs stage their file outputs (layout.py)."""
-    return layout.dataset_tables(store.datasets(load_job(store, jobid).outputs).values())
 
 
 def _choose(
@@ -190,10 +158,12 @@ def claim(
     ``at``: the time a job run by a clock reads (default now)."""
     result = ClaimResult()
     claimed: list[Claim] = []
+    recovered = Recovery([], [])
     try:
         with store.transaction(pipeline=True):
             if recover_dead:
-                result.abandoned = [d for _, d in recover(store, job.jobid)]
+                recovered = recover(store, job.jobid)
+                result.abandoned = [d for _, d in recovered.dead]
             settings = load_job(store, job.jobid).settings  # read at every start
             result.cap = settings.max_parallel
             if settings.max_parallel:
@@ -211,11 +181,12 @@ def claim(
             if dry_run:
                 raise _DryRun
     except _DryRun:
-        pass
+        recovered = Recovery([], [])  # rolled back: nothing recovered
     except BaseException:  # nothing is claimed (a commit that failed too): no lock held
         for found in claimed:
             found.lock.close()
         raise
+    discard(recovered)
     result.claim, result.more = (claimed[0], claimed[1:]) if claimed else (None, [])
     return result
 
