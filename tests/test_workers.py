@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 from hosts import alive
@@ -193,3 +194,40 @@ def test_workers_names_how_many_processes_on_either_store(cli, tmp_path, store_k
 def test_workers_below_one_is_a_usage_error(cli):
     done = cli.runjob("--all", "--parallel", "2", "--workers", "0", "./work.sh")
     assert done.code == 2 and done.err == "error: --workers needs a number >= 1\n", done
+
+
+@on_postgres
+def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(cli, tmp_path, address):
+    """The server refuses new sessions for a moment as the workers start (its connections
+    all taken, a restart): RunJob, connected already, drains through its workers once
+    the server takes them, exit 0, every chunk once; the wait is said in one line."""
+    import psycopg
+
+    role = f"brief_{os.getpid()}"
+    with psycopg.connect(address, autocommit=True) as conn:
+        conn.execute(f"create role {role} login connection limit 1")  # RunJob's session
+        for grant in ("all tables in schema", "all sequences in schema", "schema"):
+            conn.execute(f"grant all on {grant} public to {role}")
+        conn.execute(f"grant all on all functions in schema public to {role}")
+    try:
+        chunks(cli, 6)
+        script(tmp_path, "work.sh", "echo $dataid >> ledger")
+        url = address.replace("://", f"://{role}@").split("@", 1)
+        url = url[0] + "@" + url[1].split("@", 1)[1]
+        runjob = start_runjob(
+            cli, "--all", "--parallel", "4", "--workers", "2", "./work.sh", env={"DATAFLOW_DB": url}
+        )
+        time.sleep(1.5)  # the workers are refused meanwhile
+        with psycopg.connect(address, autocommit=True) as conn:
+            conn.execute(f"alter role {role} connection limit -1")
+        out, err = runjob.communicate(timeout=60)
+        assert runjob.returncode == 0, (out, err)
+        (said,) = err.splitlines()
+        assert said.startswith("warning: the store failed for ") and "connections" in said
+        assert sorted((tmp_path / "ledger").read_text().split(), key=int) == [
+            str(n) for n in range(1, 7)
+        ]
+    finally:
+        with psycopg.connect(address, autocommit=True) as conn:
+            conn.execute(f"drop owned by {role}")
+            conn.execute(f"drop role {role}")

@@ -24,7 +24,7 @@ from ..errors import DataflowError, ScriptError, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
 from . import claims, drainclaim, liveness, recorder
 from .claims import Claim
-from .events import Event, Summary
+from .events import Event, Summary, store_failed
 from .jobenv import JobEnv
 from .lifecycle import FAILED, READY, Job
 from .output import start_thread
@@ -137,8 +137,7 @@ class Drain:
         """The store failed for ``seconds`` and then answered: said once a drain."""
         if not self._said_store:
             self._said_store = True
-            why = " ".join(str(error).split())[:300]
-            event = Event("store", status=f"the store failed for {seconds:.1f} s ({why})")
+            event = store_failed(error, seconds)
             if threading.current_thread() is self._owner:
                 self.notify(event)
             else:

@@ -34,6 +34,12 @@ class Event(
     __slots__ = ()
 
 
+def store_failed(error: BaseException, seconds: float) -> Event:
+    """The ``store`` event: the store failed for ``seconds`` with ``error``, then answered."""
+    why = " ".join(str(error).split())[:300]
+    return Event("store", status=f"the store failed for {seconds:.1f} s ({why})")
+
+
 class Summary:
     """What a drain did so far."""
 

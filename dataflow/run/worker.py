@@ -16,13 +16,14 @@ import argparse
 import os
 import signal
 import sys
+import time
 
-from ..errors import DataflowError
-from ..store import DRIVER_ERRORS, open_store
-from ..store.address import for_job, locate
+from ..errors import DataflowError, StoreUnavailable
+from ..store import DRIVER_ERRORS, Store, open_store
+from ..store.address import Address, for_job, liveness_timeout, locate
 from . import claims, foreground, jobenv, lifecycle, patience, runner
 from .drain import Drain
-from .events import EventWriter
+from .events import EventWriter, store_failed
 from .foreground import SIGNALS
 
 
@@ -66,9 +67,34 @@ def main(argv: list[str]) -> int:
         return 2
 
 
+def _opened(address: Address, events: EventWriter, early: list[int]) -> Store | None:
+    """The store RunJob opened a moment ago. A session the server refuses now (its
+    connections all taken for a moment, a restart) is asked for again, with backoff, for
+    the liveness bound, and the wait is said as any failure of the store that passed.
+    None: a signal came first."""
+    started, delay, failed = time.monotonic(), 0.05, None
+    while not early:
+        try:
+            store = open_store(address)
+        except StoreUnavailable as exc:
+            if time.monotonic() + delay > started + liveness_timeout():
+                raise
+            failed = exc
+            time.sleep(delay)
+            delay = min(2 * delay, 2.0)
+            continue
+        if failed is not None:
+            events(store_failed(failed, time.monotonic() - started))
+        return store
+    return None
+
+
 def _drain(options: argparse.Namespace, events: EventWriter, parent: int, early: list[int]) -> int:
     address = locate()  # $DATAFLOW_DB, set by RunJob
-    with open_store(address) as store:
+    store = _opened(address, events, early)
+    if store is None:
+        return 128 + early[0]
+    with store:
 
         def ready() -> lifecycle.Job:  # its keeper started before its threads
             job = lifecycle.load_job(store, options.job)
