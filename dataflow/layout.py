@@ -139,9 +139,9 @@ def publish(tables: Iterable[str], dataid: str, token: str) -> Publication:
 
 def _left_over(name: str, token: str) -> bool:
     """Is the folder ``name`` beside the attempt ``token`` publishes one to move aside with
-    what the chunk held: a late writer's attempt, or what a finish had moved aside and a
-    crash kept it from deleting once committed (nothing else deletes it)?"""
-    return name.startswith(("run=", "batch=", "old-")) and name != f"old-{token}"
+    what the chunk held: a late writer's attempt, or what a finish or a recovery had set
+    aside and a crash kept it from deleting once committed?"""
+    return name.startswith(("run=", "batch=", "old-", "gone-")) and name != f"old-{token}"
 
 
 def unpublish(moves: list[tuple[str, str]]) -> None:
@@ -176,10 +176,34 @@ def restore(tables: Iterable[str], dataid: str, token: str) -> None:
                     os.rename(trash, final)
 
 
-def discard(tables: Iterable[str], dataid: str, token: str) -> None:
-    """Delete attempt ``token``'s folder of chunk ``dataid``: it failed, or was fenced."""
+def set_aside(tables: Iterable[str], dataid: str, token: str) -> None:
+    """Attempt ``token`` of chunk ``dataid`` died (it is recovered): rename its folders
+    to ``gone-`` names, in the recovery's transaction, for :func:`discard` to delete
+    once the recovery is committed. A crash between the two leaves them to the chunk's
+    next finish, which deletes them with its own (a recovery rolled back left its run
+    dead: the next recovery of the chunk deletes them)."""
     for table in tables:
-        remove([staging(table, dataid, token), batch_staging(table, dataid, token)])
+        for path in (staging(table, dataid, token), batch_staging(table, dataid, token)):
+            with contextlib.suppress(OSError):
+                os.rename(path, _gone(path))
+
+
+def discard(tables: Iterable[str], dataid: str, token: str) -> None:
+    """Delete attempt ``token``'s folders of chunk ``dataid`` (it failed, was fenced or
+    died), and what recoveries of the chunk set aside and a crash kept them from
+    deleting."""
+    for table in tables:
+        staged = staging(table, dataid, token)
+        gone = [p for p in _listing(os.path.dirname(staged)) if _is_gone(p)]
+        remove([staged, batch_staging(table, dataid, token), *gone])
+
+
+def _gone(path: str) -> str:
+    return f"{os.path.dirname(path)}/gone-{os.path.basename(path)}"
+
+
+def _is_gone(path: str) -> bool:
+    return os.path.basename(path).startswith("gone-")
 
 
 def chunk_path(table: str, dataid: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -18,7 +19,7 @@ from hosts import alive
 from test_lease import _keeper_of, _pid
 
 from dataflow import layout
-from support import BOUND, rows, script, start_runjob, wait_for
+from support import BIN, BOUND, rows, script, start_runjob, wait_for
 
 # the job: writes its host's name into its chunk; host A's then waits for "go" and
 # writes once more, as a writer that goes on after its chunk was taken from it
@@ -61,6 +62,14 @@ def _register(cli, tmp_path: Path) -> Path:
     cli.ok("ready", "src", "7")
     script(tmp_path, "work.sh", JOB)
     return lake / "dst"
+
+
+def _names(folder: Path) -> list[str]:
+    """What a folder holds now (nothing once it is deleted, as it may be meanwhile)."""
+    try:
+        return [path.name for path in folder.iterdir()]
+    except OSError:
+        return []
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -171,14 +180,14 @@ def test_a_runjob_killed_after_its_finish_committed_leaves_nothing_for_good(cli,
     table = _register(cli, tmp_path)
     chunk = table / "dataid=7"
     assert cli.runjob("./work.sh").code == 0
-    for number in range(20_000):  # deleting them after the next finish takes a while
+    for number in range(50_000):  # deleting them after the next finish takes a while
         (chunk / f"{number}.csv").write_text("")
     cli.ok("resubmit", "work", "7")
     runner = start_runjob(cli, "./work.sh", start_new_session=True)
     attempts = table / layout.ATTEMPTS / "dataid=7"
 
     def aside() -> bool:
-        return attempts.is_dir() and any(p.name.startswith("old-") for p in attempts.iterdir())
+        return any(name.startswith("old-") for name in _names(attempts))
 
     def deleting() -> bool:
         assert runner.poll() is None, "RunJob ended before it could be killed"
@@ -189,7 +198,8 @@ def test_a_runjob_killed_after_its_finish_committed_leaves_nothing_for_good(cli,
     os.killpg(runner.pid, signal.SIGKILL)
     runner.wait(timeout=30)
     assert aside()  # killed midway
-    cli.ok("resubmit", "work", "7")
+    # (on PostgreSQL its keeper, in a session of its own, lets the lease go at its next tick)
+    wait_for(lambda: cli.utility("resubmit", "work", "7").code == 0, what="the resubmit")
     assert cli.runjob("./work.sh").code == 0
     assert _files(chunk) == {"part.csv": "here\n"}
     assert not (table / layout.ATTEMPTS).exists()
@@ -205,8 +215,9 @@ def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, b
     (tmp_path / "wait").touch()
     runner = start_runjob(cli, "./work.sh", start_new_session=True)
     job = _pid(tmp_path, "job.pid")
-    (staged,) = (table / layout.ATTEMPTS / "dataid=7").iterdir()
-    for number in range(20_000):  # deleting them takes a while
+    attempts = table / layout.ATTEMPTS / "dataid=7"
+    (staged,) = attempts.iterdir()
+    for number in range(50_000):  # deleting them takes a while
         (staged / f"{number}.csv").write_text("")
     os.killpg(runner.pid, signal.SIGKILL)
     os.kill(job, signal.SIGKILL)
@@ -216,7 +227,7 @@ def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, b
     def watch() -> None:  # the run's status, then whether its output is still there
         while not done.is_set():
             failed = rows(tmp_path, "select status from run") == [("FAILED",)]
-            seen.append((failed, staged.exists()))
+            seen.append((failed, bool(_names(attempts))))
 
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -231,7 +242,42 @@ def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, b
         done.set()
         watcher.join()
     assert (True, True) in seen  # FAILED committed while its output was being deleted
-    assert not staged.exists() and not (table / layout.ATTEMPTS).exists()
+    assert not (table / layout.ATTEMPTS).exists()
+
+
+@pytest.mark.both_stores
+def test_a_recovery_killed_as_it_deletes_leaves_it_to_the_chunks_next_finish(cli, tmp_path):
+    """``utility recover`` killed after its commit, while it deletes what a dead run
+    staged: the chunk's next finish, a FAILED one too, deletes what is left of it."""
+    table = _register(cli, tmp_path)
+    (tmp_path / "wait").touch()
+    runner = start_runjob(cli, "./work.sh", start_new_session=True)
+    job = _pid(tmp_path, "job.pid")
+    attempts = table / layout.ATTEMPTS / "dataid=7"
+    (staged,) = attempts.iterdir()
+    for number in range(50_000):  # deleting them takes a while
+        (staged / f"{number}.csv").write_text("")
+    os.killpg(runner.pid, signal.SIGKILL)
+    os.kill(job, signal.SIGKILL)
+    runner.wait(timeout=30)
+    (tmp_path / "wait").unlink()
+
+    def killed_as_it_deletes() -> bool:
+        recovery = subprocess.Popen([BIN / "utility", "recover"], cwd=cli.cwd, env=cli.env)
+        while recovery.poll() is None:
+            if rows(tmp_path, "select status from run") == [("FAILED",)]:
+                recovery.kill()
+                recovery.wait()
+                return True
+        return False
+
+    wait_for(killed_as_it_deletes, timeout=60, what="a recovery to commit")
+    assert _names(attempts)  # what it was deleting
+    cli.ok("resubmit", "work", "7")
+    (tmp_path / "exit").write_text("3")
+    assert cli.runjob("./work.sh").code == 3
+    assert rows(tmp_path, "select status from run where attempt = 2") == [("FAILED",)]
+    assert not (table / layout.ATTEMPTS).exists()
 
 
 def test_a_publish_that_fails_puts_every_chunk_back(tmp_path):

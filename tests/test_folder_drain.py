@@ -3,13 +3,16 @@ separate RunJobs: producers before consumers, until nothing is left, each chunk 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pty
+import select
 import signal
 import time
 
 import pytest
 
-from support import rows, script, start_runjob, wait_for
+from support import BIN, rows, script, start_runjob, wait_for
 
 # a chain a -> b -> c; each job appends "<job> <dataid>" to a ledger
 STEP = 'echo "$jobid $dataid" >> ledger; [ "$jobid $dataid" != "$FAIL" ]'
@@ -115,3 +118,31 @@ def test_a_terminals_signal_reaches_a_folder_drains_job_once(cli, tmp_path, numb
     _, err = runjob.communicate(timeout=60)
     assert (runjob.returncode, err) == (128 + number, ""), err
     assert (tmp_path / "signals").read_text().split() == [name]
+
+
+def test_a_folder_drain_on_a_terminal_that_stops_background_writers(cli, tmp_path):
+    """``stty tostop``: a process of a background group that writes to the terminal is
+    stopped. The RunJob a folder drain runs for a script has a group of its own, yet
+    writes its report to the terminal and ends, as does the folder's RunJob."""
+    _chain(cli, tmp_path, 2)
+    pid, terminal = pty.fork()
+    if pid == 0:  # the terminal's shell
+        os.chdir(cli.cwd)
+        os.execve("/bin/sh", ["sh", "-c", f"stty tostop; exec {BIN}/RunJob --all ./etl"], cli.env)
+    said, deadline = b"", time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):  # (EIO once the terminal's last writer is gone)
+            if select.select([terminal], [], [], 0.2)[0]:
+                said += os.read(terminal, 4096)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"the folder's RunJob did not end; it said {said!r}")
+    os.close(terminal)
+    assert os.waitstatus_to_exitcode(status) == 0, said
+    assert b"c: 2 READY, 0 FAILED" in said, said
+    assert sorted((tmp_path / "ledger").read_text().splitlines()) == sorted(
+        f"{job} {n}" for job in "abc" for n in (1, 2)
+    )

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 from ..errors import UsageError
@@ -55,10 +54,7 @@ def drain(options: argparse.Namespace) -> int:
         for job in jobs:
             if stopped:  # between two RunJobs: none more starts
                 return 128 + stopped[0]
-            # a group of its own: a terminal's ^C reaches this RunJob, which passes it on once
-            process = subprocess.Popen(
-                [*command, str(by_job[job])], stdin=subprocess.DEVNULL, process_group=0
-            )
+            process = runner.start_in_own_group([*command, str(by_job[job])])
             child[:] = [process]
             if stopped and process not in told:  # it came while the RunJob was starting
                 process.send_signal(stopped[0])

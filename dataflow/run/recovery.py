@@ -42,7 +42,8 @@ def recover(store: Store, jobid: str | None = None) -> Recovery:
         store.abandon_runs(job, dataid, ABANDONED)
         if last:  # nothing of the run lives: what it staged is never published
             tables, token = _staged_tables(store, job), liveness.run_token(store, last)
-            layout.restore(tables, dataid, token)  # renames: a finish that moved it did not commit
+            layout.restore(tables, dataid, token)  # a finish that moved it did not commit
+            layout.set_aside(tables, dataid, token)  # renames here, the deletion after
             staged.append((tables, dataid, token))
     return Recovery(dead, staged)
 

@@ -68,6 +68,18 @@ def python_command(module: str) -> list[str]:
     return [sys.executable, *([] if in_place else ["-P"]), "-m", module]
 
 
+def start_in_own_group(argv: list[str], **options) -> subprocess.Popen:
+    """A process of ours (a worker, a folder's RunJob) in a process group of its own: a
+    terminal's ^C reaches it only through this process, which passes it on once. It
+    starts with SIGTTOU ignored, so that it writes to the terminal as this one does
+    (``stty tostop`` stops a writer of a group that is not the terminal's own)."""
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, process_group=0, **options)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
 def signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name

@@ -29,7 +29,7 @@ from .events import Event, Summary, Tally, from_fields
 from .foreground import SIGNALS  # RunJob's, passed on to its workers
 from .jobenv import JobEnv
 from .lifecycle import Job
-from .runner import child_environment, python_command, signal_name
+from .runner import child_environment, python_command, signal_name, start_in_own_group
 
 LINE_MAX = 1 << 20  # bytes of an event line (a long dataid's is a few KB)
 # said once a drain, not once a worker (unusable: once a dataid)
@@ -142,13 +142,7 @@ class WorkerDrain:
         # the store's address, which may hold a password, and the job's decrypted
         # passwords go in its environment, never in its command line
         env = {**child_environment(self.env.variables), "DATAFLOW_DB": str(self.address)}
-        return subprocess.Popen(
-            [*command, "--", *self.argv],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            pass_fds=(events,),
-            process_group=0,  # a terminal's ^C reaches RunJob, which passes it on once
-        )
+        return start_in_own_group([*command, "--", *self.argv], env=env, pass_fds=(events,))
 
     def _relay(self, pipes: list[int]) -> None:
         """Pass on what the workers tell until each has closed its end."""
