@@ -106,8 +106,8 @@ def publish(tables: Iterable[str], dataid: str, token: str) -> Publication:
     ``tables`` (those it wrote), with renames only: it runs inside the finish's
     transaction, which has checked that the run still owns the chunk. What the chunks
     held before, older attempts' folders and what earlier finishes left aside, are moved
-    aside. A failure puts back what
-    was moved and raises PublishFailed: the run is not recorded READY."""
+    aside. A failure puts back what was moved and raises PublishFailed: the run is not
+    recorded READY."""
     done = Publication([], [])
 
     def move(path: str, to: str) -> None:
@@ -185,7 +185,7 @@ def set_aside(tables: Iterable[str], dataid: str, token: str) -> None:
     for table in tables:
         for path in (staging(table, dataid, token), batch_staging(table, dataid, token)):
             with contextlib.suppress(OSError):
-                os.rename(path, _gone(path))
+                os.rename(path, f"{os.path.dirname(path)}/gone-{os.path.basename(path)}")
 
 
 def discard(tables: Iterable[str], dataid: str, token: str) -> None:
@@ -194,16 +194,9 @@ def discard(tables: Iterable[str], dataid: str, token: str) -> None:
     deleting."""
     for table in tables:
         staged = staging(table, dataid, token)
-        gone = [p for p in _listing(os.path.dirname(staged)) if _is_gone(p)]
+        folder = os.path.dirname(staged)
+        gone = [path for path in _listing(folder) if os.path.basename(path).startswith("gone-")]
         remove([staged, batch_staging(table, dataid, token), *gone])
-
-
-def _gone(path: str) -> str:
-    return f"{os.path.dirname(path)}/gone-{os.path.basename(path)}"
-
-
-def _is_gone(path: str) -> bool:
-    return os.path.basename(path).startswith("gone-")
 
 
 def chunk_path(table: str, dataid: str) -> str:

@@ -205,23 +205,30 @@ def test_a_runjob_killed_after_its_finish_committed_leaves_nothing_for_good(cli,
     assert not (table / layout.ATTEMPTS).exists()
 
 
-@pytest.mark.both_stores
-@pytest.mark.parametrize("by", ["utility recover", "a claim"])
-def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, by):
-    """What a dead run staged (a Spark job's partial output: many files) is deleted after
-    the recovery that marks it FAILED is committed, by ``utility recover`` or by a
-    RunJob's claim: no transaction waits for the deletion (on SQLite every writer would)."""
+def _a_dead_run_of_many_files(cli, tmp_path: Path) -> tuple[Path, Path]:
+    """A run of chunk 7 killed with its whole group, its job too, having staged many
+    files (deleting them takes a while): the table, and the chunk's attempts folder."""
     table = _register(cli, tmp_path)
     (tmp_path / "wait").touch()
     runner = start_runjob(cli, "./work.sh", start_new_session=True)
     job = _pid(tmp_path, "job.pid")
     attempts = table / layout.ATTEMPTS / "dataid=7"
     (staged,) = attempts.iterdir()
-    for number in range(50_000):  # deleting them takes a while
+    for number in range(50_000):
         (staged / f"{number}.csv").write_text("")
     os.killpg(runner.pid, signal.SIGKILL)
     os.kill(job, signal.SIGKILL)
     runner.wait(timeout=30)
+    return table, attempts
+
+
+@pytest.mark.both_stores
+@pytest.mark.parametrize("by", ["utility recover", "a claim"])
+def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, by):
+    """What a dead run staged (a Spark job's partial output: many files) is deleted after
+    the recovery that marks it FAILED is committed, by ``utility recover`` or by a
+    RunJob's claim: no transaction waits for the deletion (on SQLite every writer would)."""
+    table, attempts = _a_dead_run_of_many_files(cli, tmp_path)
     seen, done = [], threading.Event()
 
     def watch() -> None:  # the run's status, then whether its output is still there
@@ -249,17 +256,7 @@ def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, b
 def test_a_recovery_killed_as_it_deletes_leaves_it_to_the_chunks_next_finish(cli, tmp_path):
     """``utility recover`` killed after its commit, while it deletes what a dead run
     staged: the chunk's next finish, a FAILED one too, deletes what is left of it."""
-    table = _register(cli, tmp_path)
-    (tmp_path / "wait").touch()
-    runner = start_runjob(cli, "./work.sh", start_new_session=True)
-    job = _pid(tmp_path, "job.pid")
-    attempts = table / layout.ATTEMPTS / "dataid=7"
-    (staged,) = attempts.iterdir()
-    for number in range(50_000):  # deleting them takes a while
-        (staged / f"{number}.csv").write_text("")
-    os.killpg(runner.pid, signal.SIGKILL)
-    os.kill(job, signal.SIGKILL)
-    runner.wait(timeout=30)
+    table, attempts = _a_dead_run_of_many_files(cli, tmp_path)
     (tmp_path / "wait").unlink()
 
     def killed_as_it_deletes() -> bool:
