@@ -112,6 +112,30 @@ def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server):
         ADDRESSES.pop(tmp_path, None)
 
 
+@pytest.mark.slow
+def test_a_drain_outlives_a_server_down_for_seconds(tmp_path, pg_database, pg_server):
+    """The server stopped for 3 s under a drain (a restart that takes a while): the
+    drain's connections are refused meanwhile, and it waits for them within its patience
+    (the liveness bound); every chunk ends READY, once, and the wait is said in one line."""
+    cli = Cli(tmp_path, pg_database)
+    cli.env.update(DATAFLOW_LIVENESS_TIMEOUT="10")
+    ADDRESSES[tmp_path] = pg_database
+    try:
+        _one_job(cli, tmp_path, 'echo "$dataid" >> ledger; touch started; sleep 0.2', chunks=8)
+        runner = start_runjob(cli, "--all", "--parallel", "2", "./work.sh")
+        wait_for(lambda: (tmp_path / "started").exists(), what="the first job")
+        _restart(pg_server, down=3.0)
+        out, err = runner.communicate(timeout=120)
+        assert runner.returncode == 0, (out, err)
+        assert err.startswith("warning: the store failed for ") and err.count("\n") == 1, err
+        assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 9)}
+        assert sorted((tmp_path / "ledger").read_text().split()) == sorted(
+            str(n) for n in range(1, 9)
+        )
+    finally:
+        ADDRESSES.pop(tmp_path, None)
+
+
 def _cut_sessions(address: str) -> int:
     """``pg_terminate_backend`` of every other session of the store's database (the
     drain's own, its keeper's); how many were cut."""

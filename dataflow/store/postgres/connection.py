@@ -171,14 +171,14 @@ class Connection:
         after an idle spell BEGIN is sent alone, so that a connection lost meanwhile is
         opened again before anything runs, as without."""
         if self.broken:
-            self.raw = _open(self.address)
+            self.raw = _reopen(self.address)
         together = pipeline and time.monotonic() - self._used < IDLE_S
         if not together:
             try:
                 self.execute("BEGIN")
             except psycopg.OperationalError:
                 self.raw.close()
-                self.raw = _open(self.address)
+                self.raw = _reopen(self.address)
                 self.execute("BEGIN")
         try:
             if pipeline:
@@ -250,6 +250,17 @@ def _open(address: str) -> psycopg.Connection:
     raw.cursor_factory = psycopg.Cursor
     raw.row_factory = _records
     return raw
+
+
+def _reopen(address: str) -> psycopg.Connection:
+    """The connection again, lost since it was opened: a server that refuses it now (it
+    restarts) may take it in a moment, so the failure passes (the store's patience says
+    for how long it is tried)."""
+    try:
+        return _open(address)
+    except StoreUnavailable as exc:
+        exc.passing = True
+        raise
 
 
 # -- what a driver error means -----------------------------------------------------------
