@@ -13,6 +13,7 @@ import pytest
 from test_chaos import _restart
 from test_hosts import _one_job
 
+from dataflow.run.holder import LOG_NAME
 from support import ADDRESSES, Cli, rows, start_runjob, wait_for
 
 
@@ -96,7 +97,8 @@ def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server, dow
     """A PostgreSQL server restarting under a drain: its sessions and the keeper's are
     cut; the drain waits, reconnects, and every chunk ends READY, once. Stopped for 3 s
     (a restart that takes a while), the drain's connections are refused meanwhile, and
-    it waits for them within its patience (the liveness bound), said in one line."""
+    it waits for them within its patience (the liveness bound), said in one line. The
+    keeper says the outage once, and its end, however long it lasts."""
     cli = Cli(tmp_path, pg_database)
     cli.env.update(DATAFLOW_LIVENESS_TIMEOUT="10")
     ADDRESSES[tmp_path] = pg_database
@@ -114,6 +116,13 @@ def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server, dow
         assert sorted((tmp_path / "ledger").read_text().split()) == sorted(
             str(n) for n in range(1, 9)
         )
+        (log,) = tmp_path.rglob(LOG_NAME)
+        said: dict[str, list[str]] = {}  # each keeper's lines (a drain may have several)
+        for line in log.read_text().splitlines():
+            keeper, what = line.split(" keeper ", 1)[1].split(": ", 1)
+            said.setdefault(keeper, []).append(what.split(" (")[0].split(" after")[0])
+        outage = ["store out of reach", "store reached again"]
+        assert said and all(lines == outage for lines in said.values()), log.read_text()
     finally:
         ADDRESSES.pop(tmp_path, None)
 

@@ -89,6 +89,19 @@ class _State:
         self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
         self.runjob_gone = False
         self.woken = threading.Event()  # RunJob is gone: look at the runs now, not at a tick
+        self.outage: float | None = None  # since when the store is out of reach (monotonic)
+        self.retry = TICK_S  # the wait before the next reconnect, doubled up to a heartbeat's
+        self.retry_at = 0.0  # no reconnect before (monotonic)
+
+    def lost(self, exc: BaseException) -> None:
+        """The store failed: said once an outage, its session dropped."""
+        if self.outage is None:
+            self.outage = time.monotonic()
+            say(f"store out of reach ({one_line(exc)[:200]}); reconnecting")
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                self.store.close()
+            self.store = None
 
     def connect(self) -> None:
         from ..store import open_store
@@ -104,6 +117,9 @@ class _State:
         taken = store.try_run_locks(chunks)
         self.missing = {chunk for chunk, ok in zip(chunks, taken, strict=True) if not ok}
         self.store = store
+        if self.outage is not None:
+            say(f"store reached again after {time.monotonic() - self.outage:.1f} s")
+            self.outage = None
 
     def take_missing(self) -> None:
         """Take again the run locks a reconnect could not."""
@@ -192,7 +208,7 @@ def _serve_requests(state: _State, requests: int, answers: int) -> None:
                 try:
                     answer = _request(state, line)
                 except Exception as exc:  # its session ended: at once, not at a heartbeat
-                    say(f"store out of reach ({one_line(exc)[:200]}); reconnecting")
+                    state.lost(exc)
                     state.connect()  # (which takes the locks it held again)
                     answer = _request(state, line)
             except Exception as exc:
@@ -218,8 +234,10 @@ def _watchdog(state: _State, fence_after: float) -> None:
             os._exit(3)
 
 
-def _renew(state: _State) -> None:
-    """One heartbeat of every run; a run whose lease was revoked is fenced and let go."""
+def _renew(state: _State, ping_every: float) -> None:
+    """One heartbeat of every run; a run whose lease was revoked is fenced and let go.
+    Out of reach, the store is asked again after a wait that doubles up to a heartbeat's
+    (a server restarting is not asked five times a second by every keeper)."""
     sent = time.monotonic()
     try:
         if state.store is None:
@@ -229,11 +247,11 @@ def _renew(state: _State) -> None:
         renewed = state.store.renew_leases([run.runid for run in runs])
         state.take_missing()
     except Exception as exc:
-        say(f"store out of reach ({one_line(exc)[:200]}); reconnecting")
-        with contextlib.suppress(Exception):
-            state.connect()
+        state.lost(exc)
+        state.retry_at = sent + state.retry
+        state.retry = min(state.retry * 2, ping_every)
         return
-    state.beat = sent
+    state.beat, state.retry = sent, TICK_S
     revoked = [run for run in runs if run.runid not in renewed]
     if revoked:
         state.fence(revoked, "lease revoked by the store")
@@ -253,8 +271,9 @@ def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) ->
         state.woken.wait(TICK_S)
         state.woken.clear()
         with state.lock:
-            if time.monotonic() - state.beat >= ping_every or state.store is None:
-                _renew(state)
+            now = time.monotonic()
+            if now >= state.retry_at and (now - state.beat >= ping_every or state.store is None):
+                _renew(state, ping_every)
             if state.store is None:
                 continue
             try:
@@ -265,8 +284,7 @@ def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) ->
                     state.store.release_leases([run.runid for run in gone.values() if run])
                     state.store.drop_run_locks(list(gone))
             except Exception as exc:  # the next heartbeat reconnects
-                say(f"store out of reach ({one_line(exc)[:200]})")
-                state.store = None
+                state.lost(exc)
 
 
 def main(address: str, requests: int, answers: int, pings: int, pongs: int) -> None:
