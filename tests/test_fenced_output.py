@@ -253,6 +253,23 @@ def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, b
 
 
 @pytest.mark.both_stores
+def test_a_claims_job_starts_while_a_recovery_deletes(cli, tmp_path):
+    """A RunJob whose claim recovered a dead run (many staged files) starts the chunk it
+    claimed while that output is deleted, not after; the deletion is over once RunJob
+    has ended."""
+    table, attempts = _a_dead_run_of_many_files(cli, tmp_path)
+    script(tmp_path, "work.sh", f'ls -A "{attempts}" > "left.$dataid"')
+    cli.ok("ready", "src", "8")
+    assert cli.runjob("./work.sh").code == 0
+    assert rows(tmp_path, "select dataid, status from run order by runid") == [
+        ("7", "FAILED"),
+        ("8", "READY"),
+    ]
+    assert (tmp_path / "left.8").read_text().split()  # being deleted as the job started
+    assert not (table / layout.ATTEMPTS).exists()
+
+
+@pytest.mark.both_stores
 def test_a_recovery_killed_as_it_deletes_leaves_it_to_the_chunks_next_finish(cli, tmp_path):
     """``utility recover`` killed after its commit, while it deletes what a dead run
     staged: the chunk's next finish, a FAILED one too, deletes what is left of it."""

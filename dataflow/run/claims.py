@@ -28,7 +28,7 @@ from .lifecycle import (
     load_job,
     retry_wait,
 )
-from .recovery import Recovery, discard, recover
+from .recovery import Recovery, discard_meanwhile, recover
 
 
 class Claim(namedtuple("Claim", "dataid attempt runid lock logpath token previous")):
@@ -186,7 +186,7 @@ def claim(
         for found in claimed:
             found.lock.close()
         raise
-    discard(recovered)
+    discard_meanwhile(recovered)  # the drain waits for it at its end
     result.claim, result.more = (claimed[0], claimed[1:]) if claimed else (None, [])
     return result
 

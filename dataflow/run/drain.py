@@ -22,7 +22,7 @@ from typing import Any
 from .. import layout
 from ..errors import DataflowError, ScriptError, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
-from . import claims, drainclaim, liveness, recorder
+from . import claims, drainclaim, liveness, recorder, recovery
 from .claims import Claim
 from .events import Event, Summary, store_failed
 from .jobenv import JobEnv
@@ -112,6 +112,7 @@ class Drain:
             self._watcher.close()
             if self._recorder is not None:
                 self._recorder.close()
+            recovery.wait_discarded()  # what its claims' recoveries left to delete
 
     def _drain(self) -> Summary:
         cap_reported = False

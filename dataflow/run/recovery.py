@@ -1,9 +1,11 @@
 """Recovering dead runs: a RUNNING chunk none of whose run's processes lives is marked
 FAILED (its run abandoned), in the caller's write transaction; what its run staged is put
-back as it was and, once that transaction is committed, deleted."""
+back as it was and, once that transaction is committed, deleted (by a claim, while its
+jobs start)."""
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 from .. import layout
@@ -53,6 +55,30 @@ def discard(recovery: Recovery) -> None:
     output takes a while, and no transaction waits for it (on SQLite every writer would)."""
     for tables, dataid, token in recovery.staged:
         layout.discard(tables, dataid, token)
+
+
+_deleting: list[threading.Thread] = []  # deletions started by discard_meanwhile
+
+
+def discard_meanwhile(recovery: Recovery) -> None:
+    """:func:`discard` in a thread of its own: a claim's jobs start meanwhile, whatever
+    a dead Spark run left to delete. :func:`wait_discarded` waits for it (with no thread
+    to be had, it is deleted now)."""
+    if not recovery.staged:
+        return
+    thread = threading.Thread(target=discard, args=(recovery,), name="discard", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:  # no thread left (a limit of tasks)
+        discard(recovery)
+        return
+    _deleting.append(thread)
+
+
+def wait_discarded() -> None:
+    """Until every deletion :func:`discard_meanwhile` started has ended."""
+    while _deleting:
+        _deleting.pop().join()
 
 
 def _staged_tables(store: Store, jobid: str) -> list[str]:
