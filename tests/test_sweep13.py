@@ -37,7 +37,7 @@ Attacks that held:
   (flock judge), every chunk READY once, no traceback.
 - The keeper's retry finding the server refusing connections: RunJob ends in one line,
   exit 3, no hang, nothing RUNNING (the keeper fences at half the bound; its log says
-  "store out of reach" at every tick meanwhile: noisy, left alone).
+  "store out of reach" at every tick meanwhile: noisy; since, said once an outage).
 - A finish whose first COMMIT is lost (a deferred trigger ending its own session) and
   not done: the next try commits READY, the chunk holds the run's output only.
 - Attempt/retry counts -1, 1.5, 1e308, 2**63-1, text, bytes (SQLite), -1 and -2**31

@@ -18,6 +18,17 @@ def patiently(
     """``call()``, tried again with backoff while the store fails in a way that passes,
     for up to the store's patience (times ``patience``) after the first failure; a
     lasting failure is raised. ``failed(error, seconds)`` is told of one that passed."""
+    return retried(call, store.passing, patience * store.patience, failed)
+
+
+def retried(
+    call: Callable[[], object],
+    passing: Callable[[BaseException], bool],
+    seconds: float,
+    failed: Failed | None = None,
+) -> object:
+    """``call()``, tried again with backoff (0.05 s, doubled up to 2 s) while it fails with
+    a store error that is ``passing``, for up to ``seconds`` after the first failure."""
     first: tuple[float, BaseException] | None = None
     delay = 0.05
     while True:
@@ -26,10 +37,10 @@ def patiently(
         except RunFenced:
             raise
         except (StoreUnavailable, *DRIVER_ERRORS) as exc:
-            if not store.passing(exc):
+            if not passing(exc):
                 raise
             first = first or (time.monotonic(), exc)
-            if time.monotonic() + delay > first[0] + patience * store.patience:
+            if time.monotonic() + delay > first[0] + seconds:
                 raise  # one line says it all
             time.sleep(delay)
             delay = min(2 * delay, 2.0)

@@ -16,7 +16,6 @@ import argparse
 import os
 import signal
 import sys
-import time
 
 from ..errors import DataflowError, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store, open_store
@@ -72,21 +71,19 @@ def _opened(address: Address, events: EventWriter, early: list[int]) -> Store | 
     connections all taken for a moment, a restart) is asked for again, with backoff, for
     the liveness bound, and the wait is said as any failure of the store that passed.
     None: a signal came first."""
-    started, delay, failed = time.monotonic(), 0.05, None
-    while not early:
-        try:
-            store = open_store(address)
-        except StoreUnavailable as exc:
-            if time.monotonic() + delay > started + liveness_timeout():
-                raise
-            failed = exc
-            time.sleep(delay)
-            delay = min(2 * delay, 2.0)
-            continue
-        if failed is not None:
-            events(store_failed(failed, time.monotonic() - started))
-        return store
-    return None
+
+    def failed(exc: BaseException, seconds: float) -> None:
+        if not early:
+            events(store_failed(exc, seconds))
+
+    store = patience.retried(
+        lambda: None if early else open_store(address),
+        lambda exc: isinstance(exc, StoreUnavailable),
+        liveness_timeout(),
+        failed,
+    )
+    assert store is None or isinstance(store, Store)
+    return store
 
 
 def _drain(options: argparse.Namespace, events: EventWriter, parent: int, early: list[int]) -> int:
