@@ -94,6 +94,33 @@ def test_batch_implies_all_for_a_folder_too_and_shell_jobs_run_one_chunk_each(cl
     assert rows(tmp_path, "select count(*) from run where status = 'READY'") == [(9,)]
 
 
+def test_workers_spread_a_folders_shell_jobs_and_leave_its_spark_jobs_alone(cli, tmp_path):
+    """``--workers`` is for jobs run as a process a chunk: a folder passes it to those and
+    not to a ``.py`` job (run through spark-submit here a fake one), which RunJob refuses
+    it for when named alone."""
+    etl = _chain(cli, tmp_path, 2)
+    (etl / "c.sh").unlink()
+    (etl / "c.py").write_text("raise SystemExit('run by spark-submit, not by Python')\n")
+    spark = tmp_path / "spark"
+    (spark / "bin").mkdir(parents=True)
+    script(spark / "bin", "spark-submit", STEP)
+    env = {"SPARK_HOME": str(spark)}
+    done = cli.runjob("--all", "--parallel", "2", "--workers", "2", "./etl", env=env)
+    assert done.code == 0, done
+    ledger = (tmp_path / "ledger").read_text().splitlines()
+    assert sorted(ledger) == [f"{job} {n}" for job in "abc" for n in (1, 2)]
+    alone = cli.runjob("--all", "--parallel", "2", "--workers", "2", "./etl/c.py", env=env)
+    assert (alone.code, alone.err) == (
+        2,
+        "error: --workers is for a job run as a process a chunk, not through Spark: ./etl/c.py\n",
+    )
+    unspread = cli.runjob("--workers", "2", "./etl/a.sh")
+    assert (unspread.code, unspread.err) == (
+        2,
+        "error: --workers spreads the slots of --parallel N: give --parallel too\n",
+    )
+
+
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGHUP])
 def test_a_terminals_signal_reaches_a_folder_drains_job_once(cli, tmp_path, number):
     """^C at a terminal signals its whole foreground process group. The job under way

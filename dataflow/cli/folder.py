@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..ops import lineage
-from ..run import runner, scripts
+from ..run import runner, scripts, sparksubmit
 from ..store import locate, open_store
 from . import warn
 
@@ -37,8 +37,8 @@ def drain(options: argparse.Namespace) -> int:
     command = [*runner.python_command("dataflow.cli.runjob"), "--all"]
     command += ["--db", options.db] if options.db else []
     command += ["--parallel", str(options.parallel)] if options.parallel else []
-    command += ["--workers", str(options.workers)] if options.workers else []
     command += ["--batch", str(options.batch)] if options.batch else []
+    spread = ["--workers", str(options.workers)] if options.workers else []
     worst, stopped, child, told = 0, [], [], []
 
     def stop(number: int, _frame: object) -> None:  # passed on to the RunJob under way
@@ -54,7 +54,9 @@ def drain(options: argparse.Namespace) -> int:
         for job in jobs:
             if stopped:  # between two RunJobs: none more starts
                 return 128 + stopped[0]
-            process = runner.start_in_own_group([*command, str(by_job[job])])
+            script = str(by_job[job])  # (a job run through Spark has no workers)
+            workers = [] if sparksubmit.is_spark_job(script) else spread
+            process = runner.start_in_own_group([*command, *workers, script])
             child[:] = [process]
             if stopped and process not in told:  # it came while the RunJob was starting
                 process.send_signal(stopped[0])

@@ -10,7 +10,17 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import DriverFailed, UsageError, WorkerFailed
-from ..run import alerts, claims, foreground, jobenv, launch, lifecycle, scripts, sparkconnect
+from ..run import (
+    alerts,
+    claims,
+    foreground,
+    jobenv,
+    launch,
+    lifecycle,
+    scripts,
+    sparkconnect,
+    sparksubmit,
+)
 from ..store import Store, locate, open_store
 from ..store.address import for_job
 from . import exiting, guarded, say, seed_passkey_given, stamp, text_arguments, warn
@@ -84,8 +94,9 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="W",
-        help="spread the N slots over W processes (default: one a core on PostgreSQL, "
-        "1 on SQLite; not for a job run through Spark)",
+        help="spread the N slots of --parallel over W processes (default: one a core on "
+        "PostgreSQL, 1 on SQLite; not for a .py job, run through Spark: a folder passes it "
+        "to its other jobs)",
     )
     parser.add_argument(
         "--batch",
@@ -162,6 +173,8 @@ def run(options: argparse.Namespace) -> int:
         raise UsageError("--batch needs a number >= 1")
     if options.workers is not None and options.workers < 1:
         raise UsageError("--workers needs a number >= 1")
+    if options.workers is not None and options.parallel is None:
+        raise UsageError("--workers spreads the slots of --parallel N: give --parallel too")
     if drain_mode and os.path.isdir(options.script):
         from . import folder
 
@@ -173,6 +186,10 @@ def run(options: argparse.Namespace) -> int:
     script = options.script
     jobid = scripts.job_name(script)
     path = scripts.resolve(script)
+    if options.workers is not None and sparksubmit.is_spark_job(path):
+        raise UsageError(
+            f"--workers is for a job run as a process a chunk, not through Spark: {script}"
+        )
     with open_store(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
