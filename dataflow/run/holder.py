@@ -90,7 +90,7 @@ class _State:
         self.runjob_gone = False
         self.woken = threading.Event()  # RunJob is gone: look at the runs now, not at a tick
         self.outage: float | None = None  # since when the store is out of reach (monotonic)
-        self.retry = TICK_S  # the wait before the next reconnect, doubled up to a heartbeat's
+        self.retry = TICK_S  # the wait before the next reconnect, doubled up to half a beat's
         self.retry_at = 0.0  # no reconnect before (monotonic)
 
     def lost(self, exc: BaseException) -> None:
@@ -236,8 +236,9 @@ def _watchdog(state: _State, fence_after: float) -> None:
 
 def _renew(state: _State, ping_every: float) -> None:
     """One heartbeat of every run; a run whose lease was revoked is fenced and let go.
-    Out of reach, the store is asked again after a wait that doubles up to a heartbeat's
-    (a server restarting is not asked five times a second by every keeper)."""
+    Out of reach, the store is asked again after a wait that doubles up to half a
+    heartbeat's (a server restarting is not asked five times a second by every keeper;
+    once back, it is heartbeaten again well before the fence)."""
     sent = time.monotonic()
     try:
         if state.store is None:
@@ -249,7 +250,7 @@ def _renew(state: _State, ping_every: float) -> None:
     except Exception as exc:
         state.lost(exc)
         state.retry_at = sent + state.retry
-        state.retry = min(state.retry * 2, ping_every)
+        state.retry = min(state.retry * 2, ping_every / 2)
         return
     state.beat, state.retry = sent, TICK_S
     revoked = [run for run in runs if run.runid not in renewed]
