@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 from hosts import alive
+from test_hosts import _children
 from test_lease import _keeper_of, _pid
 
 from dataflow import layout
+from dataflow.run import processes
 from support import BIN, BOUND, rows, script, start_runjob, wait_for
 
 # the job: writes its host's name into its chunk; host A's then waits for "go" and
@@ -216,9 +218,17 @@ def _a_dead_run_of_many_files(cli, tmp_path: Path) -> tuple[Path, Path]:
     (staged,) = attempts.iterdir()
     for number in range(50_000):
         (staged / f"{number}.csv").write_text("")
+    keeper = [pid for pid in _children(runner.pid) if pid != job]  # on PostgreSQL
     os.killpg(runner.pid, signal.SIGKILL)
-    os.kill(job, signal.SIGKILL)
+    os.killpg(job, signal.SIGKILL)  # the job's group: its shell and the sleep it waits on
     runner.wait(timeout=30)
+    (token,) = [name.removeprefix("run=") for name in _names(attempts)]
+    # dead for a claim once no process carries its token and its keeper, which lets go of
+    # its lease when it sees that, has ended
+    wait_for(
+        lambda: not processes.pids_carrying(token) and not any(map(alive, keeper)),
+        what="the run's processes and its keeper to end",
+    )
     return table, attempts
 
 

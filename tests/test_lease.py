@@ -21,8 +21,11 @@ import time
 
 import pytest
 from hosts import alive, keeper_backends
+from hypothesis import given
+from hypothesis import strategies as st
 from test_hosts import _children, _one_job
 
+from dataflow.run.holder import TICK_S, reconnect_wait
 from support import (
     ADDRESSES,
     BOUND,
@@ -395,3 +398,34 @@ def test_copy_store_refuses_a_source_with_a_live_run(pair, tmp_path):
     assert a.ok("copy-store", "--to", target, "--force").out.startswith("copied to ")
     copied = Cli(tmp_path, tmp_path / "copy.db")
     assert "READY" in copied.ok("runs").out
+
+
+def _reached_at(back: float, noticed: float, fence_after: float, ping_every: float) -> float:
+    """When a keeper out of reach asks a server that is back at ``back`` (seconds since its
+    last good heartbeat; it noticed the outage at ``noticed``): its waits as the keeper's
+    loop makes them, each up to a tick late (the loop looks once a tick)."""
+    now, retry = noticed, TICK_S
+    while now < back:
+        wait = reconnect_wait(retry, now, fence_after, ping_every)
+        retry = min(retry * 2, ping_every / 2)
+        now += wait + TICK_S
+    return now
+
+
+@given(
+    bound=st.floats(2.0, 600.0),
+    ping=st.floats(0.0, 1.0),
+    noticed=st.floats(0.0, 1.0),
+    back=st.floats(0.0, 1.0),
+)
+def test_a_keeper_out_of_reach_reaches_a_server_back_before_its_fence(bound, ping, noticed, back):
+    """However long the outage, a server back two ticks before the keeper's fence (no
+    heartbeat for half the bound) is asked before it: its waits, doubled up to half a
+    heartbeat's, are a tick once the fence is a heartbeat away. (The server is back within
+    the last two heartbeats before the fence: earlier, any wait up to half a heartbeat
+    reaches it in time.)"""
+    ping_every = max(min(2.0, bound / 6) * (0.1 + 0.9 * ping), TICK_S)  # min(2 s, bound/6)
+    fence_after = bound / 2
+    noticed *= ping_every  # the first heartbeat that failed: within a heartbeat
+    back = max(noticed, fence_after - 2 * TICK_S - back * 2 * ping_every)
+    assert _reached_at(back, noticed, fence_after, ping_every) < fence_after

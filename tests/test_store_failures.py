@@ -4,6 +4,7 @@ lets the running jobs end and be recorded, then RunJob exits with one line."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import threading
 import time
@@ -96,13 +97,15 @@ def test_a_store_that_stays_busy_ends_the_drain_with_one_line_and_loses_nothing(
 def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server, down):
     """A PostgreSQL server restarting under a drain: its sessions and the keeper's are
     cut; the drain waits, reconnects, and every chunk ends READY, once. Stopped for 3 s
-    (a restart that takes a while), the drain's connections are refused meanwhile, and
-    it waits for them within its patience (the liveness bound), said in one line. The
+    (a restart that takes a while, within half the bound less a heartbeat), the drain's
+    connections are refused meanwhile, and it waits for them within its patience (the
+    bound), said in one line; a job that runs through it is not fenced. The
     keeper says the outage once, and its end, however long it lasts."""
     cli = Cli(tmp_path, pg_database)
-    cli.env.update(DATAFLOW_LIVENESS_TIMEOUT="10")
+    cli.env.update(DATAFLOW_LIVENESS_TIMEOUT="20" if down else "10")
     ADDRESSES[tmp_path] = pg_database
-    job = f'echo "$dataid" >> ledger; touch started; sleep {0.2 if down else 0.5}'
+    first = 'if [ "$dataid" = 1 ]; then sleep 5; else sleep 0.2; fi' if down else "sleep 0.5"
+    job = f'echo "$dataid" >> ledger; touch started; {first}'
     try:
         _one_job(cli, tmp_path, job, chunks=8)
         runner = start_runjob(cli, "--all", "--parallel", "2", "./work.sh")
@@ -123,6 +126,30 @@ def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server, dow
             said.setdefault(keeper, []).append(what.split(" (")[0].split(" after")[0])
         outage = ["store out of reach", "store reached again"]
         assert said and all(lines == outage for lines in said.values()), log.read_text()
+    finally:
+        ADDRESSES.pop(tmp_path, None)
+
+
+@pytest.mark.slow
+def test_a_job_through_an_outage_past_its_keepers_fence_ends_failed(
+    tmp_path, pg_database, pg_server
+):
+    """The server down for 6 s under a bound of 10 s while a job runs: its keeper gets no
+    heartbeat through for half the bound and fences the job, which ends FAILED once the
+    server is back (killed, run once): RunJob exits as the job did, 128 + SIGKILL."""
+    cli = Cli(tmp_path, pg_database)
+    cli.env.update(DATAFLOW_LIVENESS_TIMEOUT="10")
+    ADDRESSES[tmp_path] = pg_database
+    try:
+        _one_job(cli, tmp_path, 'echo "$dataid" >> ledger; touch started; sleep 12')
+        runner = start_runjob(cli, "./work.sh")
+        wait_for(lambda: (tmp_path / "started").exists(), what="the job")
+        _restart(pg_server, down=6.0)
+        out, err = runner.communicate(timeout=120)
+        assert runner.returncode == 128 + signal.SIGKILL, (out, err)
+        assert "Job ./work.sh has failed" in out, out
+        assert rows(tmp_path, "select status from run") == [("FAILED",)]
+        assert (tmp_path / "ledger").read_text().split() == ["1"]
     finally:
         ADDRESSES.pop(tmp_path, None)
 

@@ -234,11 +234,17 @@ def _watchdog(state: _State, fence_after: float) -> None:
             os._exit(3)
 
 
-def _renew(state: _State, ping_every: float) -> None:
+def reconnect_wait(retry: float, since_beat: float, fence_after: float, ping_every: float) -> float:
+    """How long a keeper out of reach waits before it asks the store again: ``retry``
+    (doubled at each failure, up to half a heartbeat: a server restarting is not asked
+    five times a second by every keeper), but a tick once the fence is less than a
+    heartbeat away, so that a server back before the fence is heartbeaten in time."""
+    return TICK_S if since_beat + retry > fence_after - ping_every else retry
+
+
+def _renew(state: _State, ping_every: float, fence_after: float) -> None:
     """One heartbeat of every run; a run whose lease was revoked is fenced and let go.
-    Out of reach, the store is asked again after a wait that doubles up to half a
-    heartbeat's (a server restarting is not asked five times a second by every keeper;
-    once back, it is heartbeaten again well before the fence)."""
+    Out of reach, the store is asked again after :func:`reconnect_wait`."""
     sent = time.monotonic()
     try:
         if state.store is None:
@@ -249,7 +255,9 @@ def _renew(state: _State, ping_every: float) -> None:
         state.take_missing()
     except Exception as exc:
         state.lost(exc)
-        state.retry_at = sent + state.retry
+        state.retry_at = sent + reconnect_wait(
+            state.retry, sent - state.beat, fence_after, ping_every
+        )
         state.retry = min(state.retry * 2, ping_every / 2)
         return
     state.beat, state.retry = sent, TICK_S
@@ -274,7 +282,7 @@ def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) ->
         with state.lock:
             now = time.monotonic()
             if now >= state.retry_at and (now - state.beat >= ping_every or state.store is None):
-                _renew(state, ping_every)
+                _renew(state, ping_every, limit / 2)
             if state.store is None:
                 continue
             try:
