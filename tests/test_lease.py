@@ -186,14 +186,15 @@ def _status_failed(tmp_path) -> bool:
 
 # a process of ours inside a transaction of the store (DATAFLOW_DB) that writes the rows of
 # the runs it is given (as a finish does), then stops itself there; woken, it says how the
-# transaction ended (a failure: whether it is one that passes)
+# transaction ended (a failure: whether it is one that passes). $PIPELINE: in psycopg's
+# pipeline mode, stopped after sending its statements and before their Sync
 STOPPED_INSIDE = """
 import os, signal, sys
 from dataflow.store import open_store
 from dataflow.store.address import locate
 store = open_store(locate())
 try:
-    with store.transaction():
+    with store.transaction(**({"pipeline": True} if os.environ.get("PIPELINE") else {})):
         store.note_runs([int(runid) for runid in sys.argv[1:]], "a note")
         print("held", flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)
@@ -204,11 +205,11 @@ else:
 """
 
 
-def _stopped_inside(host, *runids: int) -> subprocess.Popen:
+def _stopped_inside(host, *runids: int, pipeline: bool = False) -> subprocess.Popen:
     """:data:`STOPPED_INSIDE`, started and stopped inside its transaction."""
     inside = subprocess.Popen(
         [sys.executable, "-c", STOPPED_INSIDE, *map(str, runids)],
-        env=host.env,
+        env={**host.env, **({"PIPELINE": "1"} if pipeline else {})},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -217,7 +218,23 @@ def _stopped_inside(host, *runids: int) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_a_process_stopped_inside_a_transaction_holds_no_run_up(hosts, tmp_path):
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the boundary: a session stopped between sending its statements "
+                "and their Sync (psycopg's pipeline mode) is not idle in a transaction "
+                "for the server, which never ends it (guarantees, PostgreSQL 11)",
+            ),
+        ),
+    ],
+    ids=["after its statements", "before their Sync"],
+)
+def test_a_process_stopped_inside_a_transaction_holds_no_run_up(hosts, tmp_path, pipeline):
     """Fault 9: a worker stopped (SIGSTOP) inside its finish's transaction held a run's row;
     the live run's keeper waited behind it to renew the lease, and so, in a queue behind
     the keeper, did every claim. The server now ends a session of ours that idles inside
@@ -228,7 +245,7 @@ def test_a_process_stopped_inside_a_transaction_holds_no_run_up(hosts, tmp_path)
     runner = start_runjob(a, "./work.sh")
     job = _pid(tmp_path, "job.pid")
     [(runid,)] = rows(tmp_path, "select runid from run where jobid='work'")
-    inside = _stopped_inside(a, runid)
+    inside = _stopped_inside(a, runid, pipeline=pipeline)
     try:
         _never_taken(b, BOUND * 1.5)  # longer than the bound: the lease is renewed
         assert alive(job)
