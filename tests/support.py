@@ -272,8 +272,14 @@ def open_files(soft: int, hard: int | None = None):
 
 def start_runjob(cli, *args, env=None, **kw):
     """RunJob in the background; ``env``: variables added to the CLI's environment."""
+    return start(cli, "RunJob", *args, env=env, **kw)
+
+
+def start(cli, command: str, *args, env=None, **kw):
+    """``bin/<command>`` in the background, its output piped; ``env``: variables added to
+    the CLI's environment."""
     return subprocess.Popen(
-        [str(BIN / "RunJob"), *args],
+        [str(BIN / command), *args],
         cwd=cli.cwd,
         env={**cli.env, **(env or {})},
         text=True,

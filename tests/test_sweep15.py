@@ -85,7 +85,17 @@ import pytest
 from hosts import alive
 from test_workers import chunks, workers_of
 
-from support import BIN, BOUND, rows, script, setting, start_runjob, statuses, wait_for
+from support import (
+    BIN,
+    BOUND,
+    rows,
+    script,
+    setting,
+    start,
+    start_runjob,
+    statuses,
+    wait_for,
+)
 
 on_postgres = pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 # the job: one flock per chunk, held by every process it starts (descriptor 9)
@@ -101,17 +111,6 @@ SPREAD = ("--all", "--parallel", "4", "--workers", "2", "./work.sh")
 
 def _lines(path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
-
-
-def _piped(cli) -> dict:
-    """What a command of the CLI is started with, its output piped."""
-    return {
-        "cwd": cli.cwd,
-        "env": cli.env,
-        "text": True,
-        "stdout": subprocess.PIPE,
-        "stderr": subprocess.PIPE,
-    }
 
 
 def _bounded(cli) -> None:
@@ -401,7 +400,7 @@ def test_a_worker_stopped_longer_than_the_bound_never_runs_a_chunk_twice(cli, tm
             # answer holds their locks until it wakes (the boundary of PostgreSQL 11)
             if all(other.poll() is not None for other in others):
                 others.append(start_runjob(cli, "--all", "--parallel", "2", "./work.sh"))
-                others.append(subprocess.Popen([BIN / "utility", "recover"], **_piped(cli)))
+                others.append(start(cli, "utility", "recover"))
             time.sleep(0.5)
     finally:
         os.kill(pids[0], signal.SIGCONT)

@@ -98,6 +98,9 @@ class _State:
         if self.outage is None:
             self.outage = time.monotonic()
             say(f"store out of reach ({one_line(exc)[:200]}); reconnecting")
+        self._drop()
+
+    def _drop(self) -> None:
         if self.store is not None:
             with contextlib.suppress(Exception):
                 self.store.close()
@@ -106,10 +109,7 @@ class _State:
     def connect(self) -> None:
         from ..store import open_store
 
-        if self.store is not None:
-            with contextlib.suppress(Exception):
-                self.store.close()
-            self.store = None
+        self._drop()
         store = open_store(self.address)
         assert isinstance(store, LeaseStore)  # a keeper is started for such a store only
         store.keep_alive()
