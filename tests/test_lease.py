@@ -185,9 +185,10 @@ def _status_failed(tmp_path) -> bool:
 
 
 # a process of ours inside a transaction of the store (DATAFLOW_DB) that writes the rows of
-# the runs it is given (as a finish does), then stops itself there; woken, it says how the
-# transaction ended (a failure: whether it is one that passes). $PIPELINE: in psycopg's
-# pipeline mode, stopped after sending its statements and before their Sync
+# the runs it is given (as a finish does), or takes chunk $TURN's turn (as a finish does
+# first), then stops itself there; woken, it says how the transaction ended (a failure:
+# whether it is one that passes). $PIPELINE: in psycopg's pipeline mode, stopped after
+# sending its statements and before their Sync
 STOPPED_INSIDE = """
 import os, signal, sys
 from dataflow.store import open_store
@@ -195,7 +196,10 @@ from dataflow.store.address import locate
 store = open_store(locate())
 try:
     with store.transaction(**({"pipeline": True} if os.environ.get("PIPELINE") else {})):
-        store.note_runs([int(runid) for runid in sys.argv[1:]], "a note")
+        if os.environ.get("TURN"):
+            store.chunk_turn(os.environ["TURN"], wait=True)
+        else:
+            store.note_runs([int(runid) for runid in sys.argv[1:]], "a note")
         print("held", flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)
 except Exception as exc:
@@ -205,11 +209,11 @@ else:
 """
 
 
-def _stopped_inside(host, *runids: int, pipeline: bool = False) -> subprocess.Popen:
+def _stopped_inside(host, *runids: int, pipeline: bool = False, turn: str = "") -> subprocess.Popen:
     """:data:`STOPPED_INSIDE`, started and stopped inside its transaction."""
     inside = subprocess.Popen(
         [sys.executable, "-c", STOPPED_INSIDE, *map(str, runids)],
-        env={**host.env, **({"PIPELINE": "1"} if pipeline else {})},
+        env={**host.env, "TURN": turn, **({"PIPELINE": "1"} if pipeline else {})},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -219,20 +223,7 @@ def _stopped_inside(host, *runids: int, pipeline: bool = False) -> subprocess.Po
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "pipeline",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the boundary: a session stopped between sending its statements "
-                "and their Sync (psycopg's pipeline mode) is not idle in a transaction "
-                "for the server, which never ends it (guarantees, PostgreSQL 11)",
-            ),
-        ),
-    ],
-    ids=["after its statements", "before their Sync"],
+    "pipeline", [False, True], ids=["after its statements", "before their Sync"]
 )
 def test_a_process_stopped_inside_a_transaction_holds_no_run_up(hosts, tmp_path, pipeline):
     """Fault 9: a worker stopped (SIGSTOP) inside its finish's transaction held a run's row;
@@ -255,6 +246,29 @@ def test_a_process_stopped_inside_a_transaction_holds_no_run_up(hosts, tmp_path,
     (tmp_path / "go").touch()
     assert runner.wait(timeout=60) == 0, runner.stderr.read()
     assert rows(tmp_path, "select status, reason from run where jobid='work'") == [("READY", None)]
+    assert _ledger(tmp_path) == [f"1 {job}"]
+
+
+@pytest.mark.slow
+def test_a_finish_never_waits_long_for_a_process_stopped_inside_a_pipeline(hosts, tmp_path):
+    """A process stopped between sending a pipelined statement and its Sync holds what the
+    statement took (here a chunk's turn), and the server never ends it (it is not idle in
+    its transaction). A run's finish waited for that turn until the process woke, its own
+    keeper heartbeating all along. A keeper's heartbeat now ends such a session once it
+    has stalled for a quarter of the bound: the finish goes on while the process sleeps."""
+    a, _ = hosts
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")
+    job = _pid(tmp_path, "job.pid")
+    inside = _stopped_inside(a, pipeline=True, turn="1")
+    try:
+        (tmp_path / "go").touch()
+        wait_for(lambda: not alive(job), what="the job to end")
+        assert runner.wait(timeout=BOUND * 2) == 0, runner.stderr.read()
+        assert statuses(tmp_path, "work") == {"1": "READY"}
+    finally:
+        os.kill(inside.pid, signal.SIGCONT)
+    assert inside.communicate(timeout=60)[0] == "passing\n"
     assert _ledger(tmp_path) == [f"1 {job}"]
 
 

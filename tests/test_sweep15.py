@@ -397,7 +397,8 @@ def test_a_worker_stopped_longer_than_the_bound_never_runs_a_chunk_twice(cli, tm
         while time.monotonic() < deadline:
             # another drain and a recover at a time, waited for once the worker is woken:
             # a worker stopped between two statements it sent without waiting for their
-            # answer holds their locks until it wakes (the boundary of PostgreSQL 11)
+            # answer holds their locks until a keeper's heartbeat ends its session, a
+            # quarter of the bound later (PostgreSQL 11)
             if all(other.poll() is not None for other in others):
                 others.append(start_runjob(cli, "--all", "--parallel", "2", "./work.sh"))
                 others.append(start(cli, "utility", "recover"))

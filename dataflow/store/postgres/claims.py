@@ -14,7 +14,7 @@ from ..address import liveness_timeout
 from ..base import ChunkRow, Row
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
-from .connection import Connection
+from .connection import Connection, lock_timed_out, stall_ms
 
 
 def run_key(jobid: str, dataid: str) -> int:
@@ -135,7 +135,8 @@ class ClaimQueries(ChunkQueries):
         return held
 
     def keep_alive(self) -> None:
-        self.conn.execute(self.q.keep_alive, (str(int(liveness_timeout() * 1000)),))
+        bound = str(int(liveness_timeout() * 1000))
+        self.conn.execute(self.q.keep_alive, (bound, str(stall_ms())))
 
     def ping(self) -> None:
         self.conn.execute(self.q.ping)
@@ -169,12 +170,30 @@ class ClaimQueries(ChunkQueries):
     # -- leases: a run's heartbeat (run.seen, renewed by its keeper; NULL: none) -------------
 
     def renew_leases(self, runids: Sequence[int]) -> set[int]:
-        """Renew the heartbeat of these runs; returns those whose lease was not revoked."""
+        """Renew the heartbeat of these runs; returns those whose lease was not revoked.
+        Every heartbeat first ends the sessions of ours stalled inside a transaction
+        (:meth:`end_stalled`): what they hold (a row of these runs, a chunk's turn that a
+        finish waits for) holds up nobody for long while any run lives. A renewal that
+        waits for a row longer than that (the keeper's ``lock_timeout``) ends them and
+        tries once more."""
+        self.end_stalled()
         if not runids:
             self.ping()
             return set()
-        rows = self.conn.execute(self.q.renew_leases, (list(runids),))
+        try:
+            rows = self.conn.execute(self.q.renew_leases, (list(runids),)).fetchall()
+        except Exception as exc:
+            if not lock_timed_out(exc):
+                raise
+            self.end_stalled()
+            rows = self.conn.execute(self.q.renew_leases, (list(runids),)).fetchall()
         return {runid for (runid,) in rows}
+
+    def end_stalled(self) -> None:
+        """End the sessions of ours whose process stopped in the middle of sending a
+        transaction's statements, for longer than a quarter of the bound (the server's
+        idle timeout ends those stopped between statements)."""
+        self.conn.execute(self.q.end_stalled, (stall_ms(),)).fetchall()
 
     def release_leases(self, runids: Sequence[int]) -> None:
         """No process of these runs lives any more: their chunks are free at once."""

@@ -25,6 +25,7 @@ from ..base import DRIVER_ERRORS
 DRIVER_ERRORS.append(psycopg.Error)
 _ROWS = (ExecStatus.TUPLES_OK, ExecStatus.SINGLE_TUPLE)
 IDLED_IN_TRANSACTION = "25P03"  # the server ended a session idle inside a transaction
+LOCK_TIMED_OUT = "55P03"  # a statement waited for a lock longer than lock_timeout
 IDLE_S = 1.0  # a connection unused this long is checked before a pipelined transaction
 # psycopg warns, through logging, of a second error while a failed pipeline ends; the
 # first is raised, and nothing of ours configures logging: no stray line on stderr
@@ -42,7 +43,7 @@ def conninfo(address: str) -> str:
     bound = liveness_timeout()
     probe = max(1, int(bound / 4))
     server = [
-        f"-c idle_in_transaction_session_timeout={max(1000, int(bound * 250))}",
+        f"-c idle_in_transaction_session_timeout={stall_ms()}",
         f"-c tcp_keepalives_idle={probe}",
         f"-c tcp_keepalives_interval={probe}",
         "-c tcp_keepalives_count=3",
@@ -60,6 +61,12 @@ def conninfo(address: str) -> str:
         options=" ".join(server),
         application_name="dataflow",
     )
+
+
+def stall_ms() -> int:
+    """How long a session of ours may hold its locks while its process does not go on
+    (stopped, starved): a quarter of the bound, at least a second (milliseconds)."""
+    return max(1000, int(liveness_timeout() * 250))
 
 
 def _seed_text(value: object) -> object:
@@ -272,6 +279,10 @@ def passing(exc: BaseException) -> bool:
     because it idled inside a transaction (rolled back)."""
     state = getattr(exc, "sqlstate", None) or ""
     return outcome_unknown(exc) or state.startswith("40") or state == IDLED_IN_TRANSACTION
+
+
+def lock_timed_out(exc: BaseException) -> bool:
+    return getattr(exc, "sqlstate", None) == LOCK_TIMED_OUT
 
 
 def outcome_unknown(exc: BaseException) -> bool:

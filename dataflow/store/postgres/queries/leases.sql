@@ -16,8 +16,23 @@ WHERE locktype = 'advisory' AND objsubid = 1 AND granted
   AND database = (SELECT oid FROM pg_database WHERE datname = current_database());
 
 -- name: keep_alive
--- The server ends this session once it stops pinging for this long (milliseconds).
-SELECT set_config('idle_session_timeout', %s, false);
+-- The server ends this session once it stops pinging for this long, and none of its
+-- statements waits for a lock longer than the other (milliseconds each).
+SELECT set_config('idle_session_timeout', %s, false), set_config('lock_timeout', %s, false);
+
+-- name: end_stalled
+-- Sessions of ours (this role, this database) that the server has waited on for longer
+-- than given (milliseconds) in the middle of a transaction's statements: their process
+-- stopped after sending a part and before its end (psycopg's pipeline mode: statements,
+-- then their Sync), so that the server sees them active, never idle in their transaction,
+-- and its idle timeout never ends them. Ended, their transactions are undone and their locks
+-- let go. A COPY waits for its rows the same way while it lasts: it is left alone.
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE datname = current_database() AND usename = current_user
+  AND application_name = 'dataflow' AND pid <> pg_backend_pid()
+  AND state = 'active' AND wait_event = 'ClientRead' AND xact_start IS NOT NULL
+  AND query_start < clock_timestamp() - %s * interval '1 millisecond'
+  AND query NOT ILIKE 'copy%%';
 
 -- name: renew_leases
 UPDATE run SET seen = now() WHERE runid = ANY(%s) AND seen IS NOT NULL RETURNING runid;
