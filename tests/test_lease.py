@@ -186,9 +186,10 @@ def _status_failed(tmp_path) -> bool:
 
 # a process of ours inside a transaction of the store (DATAFLOW_DB) that writes the rows of
 # the runs it is given (as a finish does), or takes chunk $TURN's turn (as a finish does
-# first), then stops itself there; woken, it says how the transaction ended (a failure:
-# whether it is one that passes). $PIPELINE: in psycopg's pipeline mode, stopped after
-# sending its statements and before their Sync
+# first) or job $JOB_TURN's (as a claim under max_parallel does first), then stops itself
+# there; woken, it says how the transaction ended (a failure: whether it is one that
+# passes). $PIPELINE: in psycopg's pipeline mode, stopped after sending its statements
+# and before their Sync
 STOPPED_INSIDE = """
 import os, signal, sys
 from dataflow.store import open_store
@@ -198,6 +199,8 @@ try:
     with store.transaction(**({"pipeline": True} if os.environ.get("PIPELINE") else {})):
         if os.environ.get("TURN"):
             store.chunk_turn(os.environ["TURN"], wait=True)
+        elif os.environ.get("JOB_TURN"):
+            store.job_turn(os.environ["JOB_TURN"])
         else:
             store.note_runs([int(runid) for runid in sys.argv[1:]], "a note")
         print("held", flush=True)
@@ -209,11 +212,14 @@ else:
 """
 
 
-def _stopped_inside(host, *runids: int, pipeline: bool = False, turn: str = "") -> subprocess.Popen:
+def _stopped_inside(
+    host, *runids: int, pipeline: bool = False, turn: str = "", job_turn: str = ""
+) -> subprocess.Popen:
     """:data:`STOPPED_INSIDE`, started and stopped inside its transaction."""
+    held = {"TURN": turn, "JOB_TURN": job_turn, **({"PIPELINE": "1"} if pipeline else {})}
     inside = subprocess.Popen(
         [sys.executable, "-c", STOPPED_INSIDE, *map(str, runids)],
-        env={**host.env, "TURN": turn, **({"PIPELINE": "1"} if pipeline else {})},
+        env={**host.env, **held},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -270,6 +276,23 @@ def test_a_finish_never_waits_long_for_a_process_stopped_inside_a_pipeline(hosts
         os.kill(inside.pid, signal.SIGCONT)
     assert inside.communicate(timeout=60)[0] == "passing\n"
     assert _ledger(tmp_path) == [f"1 {job}"]
+
+
+@pytest.mark.slow
+def test_a_claim_never_waits_long_for_a_process_stopped_inside_a_pipeline(hosts, tmp_path):
+    """The same with no run alive on the store: a claim under ``max_parallel`` waits for
+    the job's turn, which the stopped process took. The keeper its RunJob starts on
+    finding work ends that session once it has stalled for a quarter of the bound."""
+    a, _ = hosts
+    _one_job(a, tmp_path, JOB)
+    a.ok("dml", "insert into job (jobid, itemtype, itemvalue) values ('work', 'max_parallel', '1')")
+    inside = _stopped_inside(a, pipeline=True, job_turn="work")
+    try:
+        assert a.runjob("./work.sh").code == 0
+        assert statuses(tmp_path, "work") == {"1": "READY"}
+    finally:
+        os.kill(inside.pid, signal.SIGCONT)
+    assert inside.communicate(timeout=60)[0] == "passing\n"
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
