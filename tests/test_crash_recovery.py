@@ -397,3 +397,41 @@ def test_racing_drains_claiming_ahead_run_each_chunk_once_within_the_cap(chain, 
     assert max(int(live) for _, live in seen) <= 4
     assert set(statuses(tmp_path, "work").values()) == {"READY"}
     assert len(rows(tmp_path, "select 1 from run")) == 90  # no attempt lost or repeated
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (T: stopped), or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+@pytest.mark.both_stores
+@pytest.mark.parametrize("how", ["one", "drain", "workers", "folder"])
+def test_ctrl_z_stops_the_jobs_with_runjob_and_fg_lets_them_go_on(chain, tmp_path, how):
+    """A terminal's ^Z (SIGTSTP to RunJob's process group) stopped RunJob alone: its jobs,
+    in groups of their own, went on without it. They now stop with it (through its
+    workers, or a folder's RunJob), and go on with it when it is continued."""
+    (tmp_path / "jobs").mkdir()
+    body = (
+        'echo $$ > "p.$dataid"; mv "p.$dataid" "pid.$dataid"\nuntil [ -e go ]; do sleep 0.1; done'
+    )
+    script(tmp_path / ("jobs" if how == "folder" else "."), "work.sh", body)
+    argv, jobs = {
+        "one": (["./work.sh"], 1),
+        "drain": (["--all", "--parallel", "2", "./work.sh"], 2),
+        "workers": (["--all", "--parallel", "2", "--workers", "2", "./work.sh"], 2),
+        "folder": (["--all", "jobs"], 1),
+    }[how]
+    runjob = start_runjob(chain, *argv, process_group=0)
+    wait_for(lambda: len(list(tmp_path.glob("pid.*"))) == jobs, what="the jobs to start")
+    pids = [int(path.read_text()) for path in tmp_path.glob("pid.*")]
+    os.killpg(runjob.pid, signal.SIGTSTP)  # what a terminal's ^Z does
+    wait_for(lambda: all(_state(pid) == "T" for pid in [runjob.pid, *pids]), what="all stopped")
+    os.killpg(runjob.pid, signal.SIGCONT)  # fg
+    wait_for(lambda: all(_state(pid) not in ("T", "") for pid in pids), what="the jobs to go on")
+    (tmp_path / "go").touch()
+    out, err = runjob.communicate(timeout=60)
+    assert runjob.returncode == 0, (out, err)
+    assert set(statuses(tmp_path, "work").values()) == {"READY"}

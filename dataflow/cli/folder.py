@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..ops import lineage
-from ..run import runner, scripts, sparksubmit
+from ..run import foreground, runner, scripts, sparksubmit
 from ..store import locate, open_store
 from . import warn
 
@@ -47,8 +47,13 @@ def drain(options: argparse.Namespace) -> int:
             process.send_signal(number)
             told.append(process)
 
+    def pass_on(number: int) -> None:
+        for process in child:
+            process.send_signal(number)
+
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, stop)
+    signal.signal(signal.SIGTSTP, foreground.suspended(pass_on))
     for _ in range(MAX_ROUNDS):
         before = _newest(options.db)
         for job in jobs:

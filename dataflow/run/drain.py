@@ -2,11 +2,10 @@
 up to ``parallel`` at once. The store is used from this thread only; its job processes
 are watched by one thread (:mod:`.watcher`), and a drain of many chunks records their
 ends in another (:mod:`.recorder`). While its jobs are short (the last ended within
-:data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims its next chunks ahead in
-one transaction, to start each the moment a slot frees: one a slot, or
-:data:`MANY_AHEAD` after a job that ended within :data:`MANY_BELOW_S`.
-Nothing here prints: progress is reported through ``notify(Event)``.
-"""
+:data:`AHEAD_BELOW_S`) and every slot is busy, a drain claims its next chunks ahead in one
+transaction, to start each the moment a slot frees: one a slot, or :data:`MANY_AHEAD`
+after a job that ended within :data:`MANY_BELOW_S`. Nothing here prints: progress is
+reported through ``notify(Event)``."""
 
 from __future__ import annotations
 
@@ -81,8 +80,8 @@ class Drain:
         self._ahead: list[Claim] = []  # claimed while every slot was busy (at _ahead_at)
         self._per_slot = 0  # chunks claimed ahead a slot, by how quickly the last job ended
         self._dry = False  # no claim ahead: the last found none, or the job has a cap
-        self._recovered_at: float | None = None  # when dead runs were last looked for
         self.failure: BaseException | None = None  # a store error that outlasted our patience
+        self._recovered_at: float | None = None  # when dead runs were last looked for
         self._said_store = self._said_cramped = False
         self._owner = threading.current_thread()  # the drain's: it notifies and uses the store
         self._unusable_said: set[str] = set()  # dataids of candidates skipped, warned of
@@ -99,6 +98,10 @@ class Drain:
         self.summary.interrupted = self.summary.interrupted or number
         for _, run in list(self._active.values()):
             run.signal(number)
+
+    def pass_on(self, number: int) -> None:
+        for _, run in list(self._active.values()):
+            run.pass_on(number)
 
     def left(self) -> int:
         """Chunks still waiting for this job (approximate: stale candidates count too)."""
@@ -319,9 +322,8 @@ class Drain:
         self.summary.running = len(self._active)
 
     def _variables(self, claim: Claim) -> dict[str, str]:
-        """The chunk's environment, and what tells its processes apart from any other's:
-        the run's token, and the store (with ``jobid`` and ``dataid``: the chunk); and
-        the attempt's number, which fences what ``dataflow.spark`` writes into a database."""
+        """The chunk's environment; what tells its processes from any other's (the run's token,
+        the store); the attempt's number, which fences what ``dataflow.spark`` writes."""
         marks = {VARIABLE: claim.token, ATTEMPT_VARIABLE: str(claim.attempt)}
         return {**self.env.for_chunk(claim.dataid), **marks, STORE_VARIABLE: self.store.identity}
 

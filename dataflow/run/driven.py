@@ -90,6 +90,10 @@ class DriverDrain:
         if self._run is not None:
             self._run.signal(number)
 
+    def pass_on(self, number: int) -> None:
+        if self._run is not None:
+            self._run.pass_on(number)  # the driver's group (foreground.suspend)
+
     def run(self) -> Summary:
         folder = tempfile.mkdtemp(prefix="dataflow-driver-")
         try:

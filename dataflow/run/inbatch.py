@@ -71,6 +71,9 @@ class ChunkView:
     def signal(self, number: int) -> None:
         self.batch.signal(number)
 
+    def pass_on(self, number: int) -> None:
+        """In this process: it stops and goes on with it."""
+
     def wait(self) -> Outcome:
         return self.batch.outcome(self.index)
 

@@ -192,6 +192,9 @@ class ThreadRun:
         self.interrupted = self.interrupted or number
         self._cancel()
 
+    def pass_on(self, number: int) -> None:
+        """In this process: it stops and goes on with it."""
+
     def _cancel(self) -> None:
         if self._cancelled_at is None:
             self._cancelled_at = time.monotonic()

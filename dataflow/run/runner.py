@@ -265,6 +265,11 @@ class Run:
         self._terminated_at = self._terminated_at or time.monotonic()
         self._kill_group(number)
 
+    def pass_on(self, number: int) -> None:
+        """A signal that stops or continues this process (^Z, then fg): the job's group
+        stops and goes on with it."""
+        self._kill_group(number)
+
     def _kill_group(self, number: int) -> None:
         with self._reaping:  # once reaped, its pid (its group's id) may be another job's
             if self.process is not None and self.process.returncode is None:

@@ -103,6 +103,12 @@ class WorkerDrain:
             with contextlib.suppress(OSError):
                 worker.send_signal(number)
 
+    def pass_on(self, number: int) -> None:
+        """Each worker stops with RunJob, and stops its jobs (foreground.suspend)."""
+        for worker in self._workers:
+            with contextlib.suppress(OSError):
+                worker.send_signal(number)
+
     def run(self) -> Summary:
         pipes: list[int] = []  # the reading end of each worker's events
         try:
