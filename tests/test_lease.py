@@ -186,7 +186,8 @@ def _status_failed(tmp_path) -> bool:
 
 # a process of ours inside a transaction of the store (DATAFLOW_DB) that writes the rows of
 # the runs it is given (as a finish does), or takes chunk $TURN's turn (as a finish does
-# first) or job $JOB_TURN's (as a claim under max_parallel does first), then stops itself
+# first) or job $JOB_TURN's (as a claim under max_parallel does first), or locks job
+# $CANDIDATES's candidates with their chunks' turns (as a claim does), then stops itself
 # there; woken, it says how the transaction ended (a failure: whether it is one that
 # passes). $PIPELINE: in psycopg's pipeline mode, stopped after sending its statements
 # and before their Sync
@@ -201,6 +202,8 @@ try:
             store.chunk_turn(os.environ["TURN"], wait=True)
         elif os.environ.get("JOB_TURN"):
             store.job_turn(os.environ["JOB_TURN"])
+        elif os.environ.get("CANDIDATES"):
+            store.conn.execute(store.q.candidates, (os.environ["CANDIDATES"], 10))
         else:
             store.note_runs([int(runid) for runid in sys.argv[1:]], "a note")
         print("held", flush=True)
@@ -213,10 +216,11 @@ else:
 
 
 def _stopped_inside(
-    host, *runids: int, pipeline: bool = False, turn: str = "", job_turn: str = ""
+    host, *runids: int, pipeline: bool = False, turn="", job_turn="", candidates=""
 ) -> subprocess.Popen:
     """:data:`STOPPED_INSIDE`, started and stopped inside its transaction."""
-    held = {"TURN": turn, "JOB_TURN": job_turn, **({"PIPELINE": "1"} if pipeline else {})}
+    held = {"TURN": turn, "JOB_TURN": job_turn, "CANDIDATES": candidates}
+    held.update({"PIPELINE": "1"} if pipeline else {})
     inside = subprocess.Popen(
         [sys.executable, "-c", STOPPED_INSIDE, *map(str, runids)],
         env={**host.env, **held},
@@ -290,6 +294,71 @@ def test_a_claim_never_waits_long_for_a_process_stopped_inside_a_pipeline(hosts,
     try:
         assert a.runjob("./work.sh").code == 0
         assert statuses(tmp_path, "work") == {"1": "READY"}
+    finally:
+        os.kill(inside.pid, signal.SIGCONT)
+    assert inside.communicate(timeout=60)[0] == "passing\n"
+
+
+@pytest.mark.slow
+def test_an_idle_claim_never_waits_long_for_a_process_stopped_inside_a_pipeline(hosts, tmp_path):
+    """The same for a cron tick of a job with nothing to do (found by sweep 20): its
+    RunJob starts no keeper, yet its claim waits for the job's turn first, and every tick
+    after it did too. A claim waits for the job's turn a quarter of the bound at most,
+    then ends the sessions stalled that long and tries again."""
+    a, _ = hosts
+    _one_job(a, tmp_path, "true")
+    a.ok("dml", "delete from datastatus where datasetid = 'src'")  # nothing to do
+    a.ok("dml", "insert into job (jobid, itemtype, itemvalue) values ('work', 'max_parallel', '1')")
+    inside = _stopped_inside(a, pipeline=True, job_turn="work")
+    try:
+        result = a.runjob("./work.sh", timeout=BOUND * 2)
+        assert result.code == 0 and "no suitable data" in result.out, result
+    finally:
+        os.kill(inside.pid, signal.SIGCONT)
+    assert inside.communicate(timeout=60)[0] == "passing\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pipeline", [False, True], ids=["idle", "before their Sync"])
+def test_a_host_with_a_longer_bound_may_stall_for_a_quarter_of_its_own(hosts, tmp_path, pipeline):
+    """Each host has its own bound, and its sessions may stall inside a transaction for a
+    quarter of it. Host B (bound 60 s: 15 s) stopped 4 s before the Sync of its pipeline
+    was ended by host A's keeper (bound 6 s) after 1.5 s (found by sweep 20): each session
+    now says what it is allowed, and commits when it wakes, as it does when it idled."""
+    a, b = hosts
+    b.env["DATAFLOW_LIVENESS_TIMEOUT"] = "60"
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")  # a live run on host A: its keeper sweeps
+    _pid(tmp_path, "job.pid")
+    inside = _stopped_inside(b, pipeline=pipeline, turn="9")
+    try:
+        time.sleep(4)
+    finally:
+        os.kill(inside.pid, signal.SIGCONT)
+        (tmp_path / "go").touch()
+    assert inside.communicate(timeout=60)[0] == "committed\n"
+    assert runner.wait(timeout=60) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the boundary: with no run alive and no RunJob that finds work starting, a "
+    "process stopped inside a pipelined claim holds its candidates' chunk turns until it "
+    "wakes, and a producer's offer at such a dataid waits for them (guarantees, PostgreSQL)",
+)
+def test_with_no_run_alive_a_producer_waits_for_a_claim_stopped_inside_a_pipeline(hosts, tmp_path):
+    a, _ = hosts
+    _one_job(a, tmp_path, "true")
+    a.ok("dml", "insert into dataset (datasetid) values ('other'), ('out2')")
+    a.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('next','IN','other'),"
+        " ('next','OUT','out2')",
+    )
+    inside = _stopped_inside(a, pipeline=True, candidates="work")
+    try:
+        assert a.ok("ready", "other", "1", timeout=BOUND * 2)
     finally:
         os.kill(inside.pid, signal.SIGCONT)
     assert inside.communicate(timeout=60)[0] == "passing\n"

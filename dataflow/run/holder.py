@@ -286,12 +286,13 @@ def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) ->
             if state.store is None:
                 continue
             try:
-                gone = {
-                    chunk: state.chunks.pop(chunk) for chunk in _gone(state.store, state.chunks)
-                }
+                gone = _gone(state.store, state.chunks)
                 if gone:  # a statement for all of them, whatever their number
-                    state.store.release_leases([run.runid for run in gone.values() if run])
-                    state.store.drop_run_locks(list(gone))
+                    runs = [state.chunks[chunk] for chunk in gone]
+                    state.store.release_leases([run.runid for run in runs if run])
+                    state.store.drop_run_locks(gone)
+                    for chunk in gone:  # (not before: a failure lets them go at a later tick)
+                        del state.chunks[chunk]
             except Exception as exc:  # the next heartbeat reconnects
                 state.lost(exc)
 

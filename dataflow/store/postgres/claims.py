@@ -191,9 +191,9 @@ class ClaimQueries(ChunkQueries):
 
     def end_stalled(self) -> None:
         """End the sessions of ours whose process stopped in the middle of sending a
-        transaction's statements, for longer than a quarter of the bound (the server's
-        idle timeout ends those stopped between statements)."""
-        self.conn.execute(self.q.end_stalled, (stall_ms(),)).fetchall()
+        transaction's statements, for longer than a quarter of their host's bound (the
+        server's idle timeout ends those stopped between statements)."""
+        self.conn.execute(self.q.end_stalled).fetchall()
 
     def release_leases(self, runids: Sequence[int]) -> None:
         """No process of these runs lives any more: their chunks are free at once."""

@@ -26,6 +26,7 @@ DRIVER_ERRORS.append(psycopg.Error)
 _ROWS = (ExecStatus.TUPLES_OK, ExecStatus.SINGLE_TUPLE)
 IDLED_IN_TRANSACTION = "25P03"  # the server ended a session idle inside a transaction
 LOCK_TIMED_OUT = "55P03"  # a statement waited for a lock longer than lock_timeout
+# (ours: a wait only a stalled session makes so long, PostgresStore.job_turn)
 IDLE_S = 1.0  # a connection unused this long is checked before a pipelined transaction
 # psycopg warns, through logging, of a second error while a failed pipeline ends; the
 # first is raised, and nothing of ours configures logging: no stray line on stderr
@@ -59,7 +60,7 @@ def conninfo(address: str) -> str:
         keepalives_count="3",
         tcp_user_timeout=str(int(bound * 1000)),
         options=" ".join(server),
-        application_name="dataflow",
+        application_name=f"dataflow/{stall_ms()}",  # what end_stalled allows it
     )
 
 
@@ -276,9 +277,10 @@ def _reopen(address: str) -> psycopg.Connection:
 def passing(exc: BaseException) -> bool:
     """A lost connection or a server going down or up (the next transaction connects
     again), a deadlock or serialization failure (rolled back whole), a session ended
-    because it idled inside a transaction (rolled back)."""
+    because it idled inside a transaction (rolled back), a lock waited for too long."""
     state = getattr(exc, "sqlstate", None) or ""
-    return outcome_unknown(exc) or state.startswith("40") or state == IDLED_IN_TRANSACTION
+    lost = outcome_unknown(exc) or state == IDLED_IN_TRANSACTION
+    return lost or state.startswith("40") or state == LOCK_TIMED_OUT
 
 
 def lock_timed_out(exc: BaseException) -> bool:

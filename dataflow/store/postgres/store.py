@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 
@@ -36,7 +36,17 @@ from ..queries.tables import TableQueries
 from ..queries.views import ViewQueries
 from . import schema
 from .claims import ClaimQueries
-from .connection import Connection, connect, display, failure, marks, outcome_unknown, passing
+from .connection import (
+    Connection,
+    connect,
+    display,
+    failure,
+    lock_timed_out,
+    marks,
+    outcome_unknown,
+    passing,
+    stall_ms,
+)
 
 STATE_ENV = "DATAFLOW_STATE"  # this host's folder for a shared store's logs and lock file
 QUERIES = NamedQueries(__package__)
@@ -164,18 +174,28 @@ class PostgresStore(
     def transaction(self, pipeline: bool = False) -> Iterator[None]:
         """A transaction (:meth:`.connection.Connection.transaction`: a connection lost
         while it was idle is opened again first; ``pipeline``: psycopg's pipeline mode)."""
-        with self.conn.transaction(pipeline):
-            self._turns = {}  # an xact lock lasts as long as its transaction
-            try:
-                yield
-            finally:
-                self._turns = {}
+        try:
+            with self.conn.transaction(pipeline):
+                self._turns = {}  # an xact lock lasts as long as its transaction
+                try:
+                    yield
+                finally:
+                    self._turns = {}
+        except psycopg.Error as exc:  # a wait that only a stalled session makes so long:
+            if lock_timed_out(exc) and not self.conn.broken:  # it ends before the retry
+                with suppress(psycopg.Error):
+                    self.end_stalled()
+            raise
 
     def unhurried(self) -> None:
         self.conn.execute(self.q.unhurried)
 
     def job_turn(self, jobid: str) -> None:
+        """Waited for a quarter of the bound at most: claims alone take it, each for
+        milliseconds (a longer wait fails in a way that passes; see :meth:`transaction`)."""
+        self.conn.execute(self.q.bounded_waits, (str(stall_ms()),))
         self.conn.execute(self.q.job_turn, (schema.CAP, jobid))
+        self.conn.execute(self.q.unbounded_waits)
 
     def chunk_turn(self, dataid: str, wait: bool = False) -> bool:
         """The chunk's offer lock, the one every datastatus trigger takes (schema.offer_lock);

@@ -21,18 +21,28 @@ WHERE locktype = 'advisory' AND objsubid = 1 AND granted
 SELECT set_config('idle_session_timeout', %s, false), set_config('lock_timeout', %s, false);
 
 -- name: end_stalled
--- Sessions of ours (this role, this database) that the server has waited on for longer
--- than given (milliseconds) in the middle of a transaction's statements: their process
--- stopped after sending a part and before its end (psycopg's pipeline mode: statements,
--- then their Sync), so that the server sees them active, never idle in their transaction,
--- and its idle timeout never ends them. Ended, their transactions are undone and their locks
--- let go. A COPY waits for its rows the same way while it lasts: it is left alone.
+-- Sessions of ours (this role, this database) that the server has waited on in the middle
+-- of a transaction's statements for longer than each allows (its application_name,
+-- dataflow/MILLISECONDS: a quarter of its host's bound, as its idle timeout): their
+-- process stopped after sending a part and before its end (psycopg's pipeline mode:
+-- statements, then their Sync), so that the server sees them active, never idle in their
+-- transaction, and its idle timeout never ends them. Ended, their transactions are undone
+-- and their locks let go. A COPY waits for its rows the same way while it lasts: it is
+-- left alone.
 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-WHERE datname = current_database() AND usename = current_user
-  AND application_name = 'dataflow' AND pid <> pg_backend_pid()
+WHERE datname = current_database() AND usename = current_user AND pid <> pg_backend_pid()
   AND state = 'active' AND wait_event = 'ClientRead' AND xact_start IS NOT NULL
-  AND query_start < clock_timestamp() - %s * interval '1 millisecond'
-  AND query NOT ILIKE 'copy%%';
+  AND query NOT ILIKE 'copy%%'
+  AND query_start < clock_timestamp() - interval '1 millisecond' *
+      CASE WHEN application_name ~ '^dataflow/[0-9]{1,9}$'
+           THEN split_part(application_name, '/', 2)::int END;
+
+-- name: bounded_waits
+-- This transaction's lock waits end after so long (milliseconds), until unbounded_waits.
+SELECT set_config('lock_timeout', %s, true);
+
+-- name: unbounded_waits
+SET LOCAL lock_timeout TO DEFAULT;
 
 -- name: renew_leases
 UPDATE run SET seen = now() WHERE runid = ANY(%s) AND seen IS NOT NULL RETURNING runid;
