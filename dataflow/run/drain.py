@@ -80,8 +80,8 @@ class Drain:
         self._ahead: list[Claim] = []  # claimed while every slot was busy (at _ahead_at)
         self._per_slot = 0  # chunks claimed ahead a slot, by how quickly the last job ended
         self._dry = False  # no claim ahead: the last found none, or the job has a cap
-        self.failure: BaseException | None = None  # a store error that outlasted our patience
         self._recovered_at: float | None = None  # when dead runs were last looked for
+        self.failure: BaseException | None = None  # a store error that outlasted our patience
         self._said_store = self._said_cramped = False
         self._owner = threading.current_thread()  # the drain's: it notifies and uses the store
         self._unusable_said: set[str] = set()  # dataids of candidates skipped, warned of

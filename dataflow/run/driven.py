@@ -92,7 +92,7 @@ class DriverDrain:
 
     def pass_on(self, number: int) -> None:
         if self._run is not None:
-            self._run.pass_on(number)  # the driver's group (foreground.suspend)
+            self._run.pass_on(number)  # the driver's group (foreground.suspended)
 
     def run(self) -> Summary:
         folder = tempfile.mkdtemp(prefix="dataflow-driver-")

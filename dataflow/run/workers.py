@@ -99,12 +99,10 @@ class WorkerDrain:
     def stop(self, number: int) -> None:
         """A signal RunJob received: each worker gets it (and passes it to its jobs)."""
         self.summary.interrupted = self.summary.interrupted or number
-        for worker in self._workers:
-            with contextlib.suppress(OSError):
-                worker.send_signal(number)
+        self.pass_on(number)
 
     def pass_on(self, number: int) -> None:
-        """Each worker stops with RunJob, and stops its jobs (foreground.suspend)."""
+        """Each worker gets it (and passes it to its jobs; foreground.suspended)."""
         for worker in self._workers:
             with contextlib.suppress(OSError):
                 worker.send_signal(number)

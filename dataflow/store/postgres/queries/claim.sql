@@ -144,6 +144,13 @@ WHERE pg_sequence_last_value(s.id) = %(runid)s::bigint;
 -- The job's cap lock (its space: schema.CAP), for this transaction.
 SELECT pg_advisory_xact_lock(%s, hashtext(%s));
 
+-- name: bounded_waits
+-- This transaction's lock waits end after so long (milliseconds), until unbounded_waits.
+SELECT set_config('lock_timeout', %s, true);
+
+-- name: unbounded_waits
+SET LOCAL lock_timeout TO DEFAULT;
+
 -- name: chunk_turn
 -- The chunk's offer lock, waited for.
 SELECT true FROM (SELECT pg_advisory_xact_lock(1, hashtext(%s) & 1023)) AS waited;

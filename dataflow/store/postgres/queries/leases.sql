@@ -37,13 +37,6 @@ WHERE datname = current_database() AND usename = current_user AND pid <> pg_back
       CASE WHEN application_name ~ '^dataflow/[0-9]{1,9}$'
            THEN split_part(application_name, '/', 2)::int END;
 
--- name: bounded_waits
--- This transaction's lock waits end after so long (milliseconds), until unbounded_waits.
-SELECT set_config('lock_timeout', %s, true);
-
--- name: unbounded_waits
-SET LOCAL lock_timeout TO DEFAULT;
-
 -- name: renew_leases
 UPDATE run SET seen = now() WHERE runid = ANY(%s) AND seen IS NOT NULL RETURNING runid;
 
