@@ -358,7 +358,7 @@ def test_with_no_run_alive_a_producer_waits_for_a_claim_stopped_inside_a_pipelin
     )
     inside = _stopped_inside(a, pipeline=True, candidates="work")
     try:
-        assert a.ok("ready", "other", "1", timeout=BOUND * 2)
+        a.ok("ready", "other", "1", timeout=BOUND * 2)  # (it asserts the exit code)
     finally:
         os.kill(inside.pid, signal.SIGCONT)
     assert inside.communicate(timeout=60)[0] == "passing\n"

@@ -41,15 +41,14 @@ def drain(options: argparse.Namespace) -> int:
     spread = ["--workers", str(options.workers)] if options.workers else []
     worst, stopped, child, told = 0, [], [], []
 
-    def stop(number: int, _frame: object) -> None:  # passed on to the RunJob under way
-        stopped.append(number)
+    def pass_on(number: int) -> None:  # to the RunJob under way
         for process in child:
             process.send_signal(number)
-            told.append(process)
 
-    def pass_on(number: int) -> None:
-        for process in child:
-            process.send_signal(number)
+    def stop(number: int, _frame: object) -> None:
+        stopped.append(number)
+        pass_on(number)
+        told.extend(child)
 
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, stop)
