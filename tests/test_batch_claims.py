@@ -228,3 +228,57 @@ def test_ends_recorded_together_are_each_recorded_as_on_their_own(chain, tmp_pat
     finally:
         store.close()
         keeper.close_all()
+
+
+# renews the leases of the runs named in argv over and over (says so after the first time)
+# until the file stop appears; an error ends it with a traceback and a non-zero exit
+RENEW_UNTIL_STOP = """
+import os, sys
+from dataflow.store import open_store
+from dataflow.store.address import locate
+store = open_store(locate())
+runids = [int(runid) for runid in sys.argv[1:]]
+store.renew_leases(runids)
+print("renewing", flush=True)
+while not os.path.exists("stop"):
+    store.renew_leases(runids)
+"""
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_ends_recorded_together_while_their_leases_are_renewed_never_deadlock(
+    chain, tmp_path, address
+):
+    """A drain's keeper renews the leases of its runs while the drain records the ends of
+    several of them in one transaction, in the order they ended. Both lock those rows of
+    run in the same order (runid): one waits for the other, neither is ended by the
+    server as a deadlock."""
+    _chunks(chain, 160)
+    store = open_store(address)
+    try:
+        locks.prepare(store.lockfile)
+        job = lifecycle.load_job(store, "work")
+        told: list = []
+        for _ in range(4):
+            result = claims.claim(store, job, command="./work.sh", count=40)
+            taken = [result.claim, *result.more]
+            (tmp_path / "stop").unlink(missing_ok=True)
+            renewing = subprocess.Popen(
+                [sys.executable, "-c", RENEW_UNTIL_STOP, *(str(c.runid) for c in taken)],
+                cwd=tmp_path,
+                env=chain.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            assert renewing.stdout.readline() == "renewing\n"
+            ends = [(c, Outcome(0, 0.1)) for c in reversed(taken)]
+            found = recorder.record_together(store, job, ends, lambda *e: told.append(e))
+            (tmp_path / "stop").touch()
+            _, err = renewing.communicate(timeout=60)
+            assert renewing.returncode == 0 and told == [], err
+            assert [e.status for e in found] == ["READY"] * 40
+        assert set(statuses(tmp_path, "work").values()) == {"READY"}
+    finally:
+        store.close()
+        keeper.close_all()

@@ -296,16 +296,19 @@ def finish_many(
     """:func:`finish` of several runs (dataid, status, runid, outcome each) of a job
     without staged output, in one transaction: one commit for them all. None, with
     nothing written, when one of them is fenced: each is then finished on its own."""
+    # their rows of run locked in the order of runid, as a keeper's renewal locks them
+    order = sorted(range(len(ends)), key=lambda i: ends[i][2])
+    done: dict[int, tuple[int, int, str]] = {}
     try:
         with store.transaction(pipeline=True):
             store.chunk_turns([dataid for dataid, *_ in ends])
-            done = []
-            for dataid, status, runid, outcome in ends:
+            for i in order:
+                dataid, status, runid, outcome = ends[i]
                 final = _end_run(store, jobid, dataid, status, runid, outcome)
-                done.append((*store.finish(jobid, dataid, final), final))
-            return done
+                done[i] = (*store.finish(jobid, dataid, final), final)
     except RunFenced:
         return None
+    return [done[i] for i in range(len(ends))]
 
 
 def _end_run(store: Store, jobid: str, dataid: str, status: str, runid: int, outcome: dict) -> str:

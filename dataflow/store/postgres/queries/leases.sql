@@ -38,10 +38,16 @@ WHERE datname = current_database() AND usename = current_user AND pid <> pg_back
            THEN split_part(application_name, '/', 2)::int END;
 
 -- name: renew_leases
-UPDATE run SET seen = now() WHERE runid = ANY(%s) AND seen IS NOT NULL RETURNING runid;
+-- Every statement that locks several rows of run locks them in the order of runid: two
+-- of them (a keeper's renewal, a drain's ends recorded together) wait, never deadlock.
+UPDATE run SET seen = now() FROM (
+  SELECT runid FROM run WHERE runid = ANY(%s) AND seen IS NOT NULL ORDER BY runid FOR UPDATE
+) AS mine WHERE run.runid = mine.runid AND run.seen IS NOT NULL RETURNING run.runid;
 
 -- name: release_leases
-UPDATE run SET seen = NULL WHERE runid = ANY(%s);
+UPDATE run SET seen = NULL FROM (
+  SELECT runid FROM run WHERE runid = ANY(%s) ORDER BY runid FOR UPDATE
+) AS mine WHERE run.runid = mine.runid;
 
 -- name: live_leases
 -- The runs of these chunks that have a lease, and whether it is fresh (%(bound)s: this
@@ -56,4 +62,5 @@ FROM run r JOIN unnest(%(jobids)s::text[], %(dataids)s::text[]) AS c(jobid, data
 SELECT r.runid, r.jobid, r.dataid,
        r.seen + greatest(r.lease, %(bound)s) * interval '1 second' > now()
 FROM run r JOIN unnest(%(jobids)s::text[], %(dataids)s::text[]) AS c(jobid, dataid)
-  ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL FOR UPDATE OF r;
+  ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL
+ORDER BY r.runid FOR UPDATE OF r;
