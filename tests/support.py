@@ -182,6 +182,14 @@ def wait_for(predicate, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def process_state(pid: int) -> str:
+    """A process's state letter (T: stopped), or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 def rows(tmp_path: Path, sql: str, *params) -> list[tuple]:
     """Rows of a query on the test's store, read by the backend's own driver."""
     address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")

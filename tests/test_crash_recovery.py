@@ -21,6 +21,7 @@ from support import (
     BIN,
     history,
     in_rows,
+    process_state,
     rows,
     run_is_live,
     script,
@@ -399,14 +400,6 @@ def test_racing_drains_claiming_ahead_run_each_chunk_once_within_the_cap(chain, 
     assert len(rows(tmp_path, "select 1 from run")) == 90  # no attempt lost or repeated
 
 
-def _state(pid: int) -> str:
-    """A process's state letter (T: stopped), or "" once it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
 @pytest.mark.both_stores
 @pytest.mark.parametrize("how", ["one", "drain", "workers", "folder"])
 def test_ctrl_z_stops_the_jobs_with_runjob_and_fg_lets_them_go_on(chain, tmp_path, how):
@@ -428,9 +421,9 @@ def test_ctrl_z_stops_the_jobs_with_runjob_and_fg_lets_them_go_on(chain, tmp_pat
     wait_for(lambda: len(list(tmp_path.glob("pid.*"))) == jobs, what="the jobs to start")
     pids = [int(path.read_text()) for path in tmp_path.glob("pid.*")]
     os.killpg(runjob.pid, signal.SIGTSTP)  # what a terminal's ^Z does
-    wait_for(lambda: all(_state(pid) == "T" for pid in [runjob.pid, *pids]), what="all stopped")
+    wait_for(lambda: all(process_state(pid) == "T" for pid in [runjob.pid, *pids]), what="all stopped")
     os.killpg(runjob.pid, signal.SIGCONT)  # fg
-    wait_for(lambda: all(_state(pid) not in ("T", "") for pid in pids), what="the jobs to go on")
+    wait_for(lambda: all(process_state(pid) not in ("T", "") for pid in pids), what="the jobs to go on")
     (tmp_path / "go").touch()
     out, err = runjob.communicate(timeout=60)
     assert runjob.returncode == 0, (out, err)

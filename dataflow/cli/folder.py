@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..ops import lineage
-from ..run import foreground, runner, scripts, sparksubmit
+from ..run import runner, scripts, sparksubmit, suspend
 from ..store import locate, open_store
 from . import warn
 
@@ -52,7 +52,7 @@ def drain(options: argparse.Namespace) -> int:
 
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, stop)
-    signal.signal(signal.SIGTSTP, foreground.suspended(pass_on))
+    signal.signal(signal.SIGTSTP, suspend.suspended(pass_on))
     for _ in range(MAX_ROUNDS):
         before = _newest(options.db)
         for job in jobs:
@@ -60,8 +60,9 @@ def drain(options: argparse.Namespace) -> int:
                 return 128 + stopped[0]
             script = str(by_job[job])  # (a job run through Spark has no workers)
             workers = [] if sparksubmit.is_spark_job(script) else spread
-            process = runner.start_in_own_group([*command, *workers, script])
-            child[:] = [process]
+            with suspend.starting():
+                process = runner.start_in_own_group([*command, *workers, script])
+                child[:] = [process]
             if stopped and process not in told:  # it came while the RunJob was starting
                 process.send_signal(stopped[0])
             code = process.wait()

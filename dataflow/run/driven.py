@@ -92,7 +92,7 @@ class DriverDrain:
 
     def pass_on(self, number: int) -> None:
         if self._run is not None:
-            self._run.pass_on(number)  # the driver's group (foreground.suspended)
+            self._run.pass_on(number)  # the driver's group (suspend.suspended)
 
     def run(self) -> Summary:
         folder = tempfile.mkdtemp(prefix="dataflow-driver-")
@@ -121,8 +121,8 @@ class DriverDrain:
             secrets=self.env.secrets,
             echo=False,
         )
+        self._run = run  # before it starts: a ^Z meanwhile is passed on once it has
         run.start()
-        self._run = run
         if self.summary.interrupted:  # the signal came while it was starting
             run.signal(self.summary.interrupted)
         ended: list[Outcome] = []

@@ -5,13 +5,13 @@ locks is closed, and the signals handled as before."""
 
 from __future__ import annotations
 
-import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from . import keeper
 from .events import Summary
+from .suspend import suspended
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -29,21 +29,3 @@ def run(drain: Any, early: Sequence[int] = ()) -> Summary:
         for number, handler in previous.items():
             signal.signal(number, handler)
         keeper.close_all()
-
-
-def suspended(pass_on: Callable[[int], None]) -> Callable[[int, Any], None]:
-    """A SIGTSTP handler (a terminal's ^Z): ``pass_on(SIGTSTP)`` to the processes of ours
-    in process groups of their own, which the terminal does not reach, then this process
-    stops as it would have; continued (fg, bg), it passes SIGCONT on. A job's timeout
-    counts the time it was stopped."""
-
-    def handler(number: int, _frame: Any) -> None:
-        pass_on(signal.SIGTSTP)
-        ours = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
-        try:
-            os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until continued
-        finally:
-            signal.signal(signal.SIGTSTP, ours)
-            pass_on(signal.SIGCONT)
-
-    return handler

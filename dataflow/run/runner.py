@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import ScriptError
 from .output import Copier, LogSink, Sink, Tail, start_thread
+from .suspend import starting
 from .watcher import Watcher
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
@@ -200,7 +201,8 @@ class Run:
             code = getattr(exc, "errno", None) or errno.EAGAIN
             raise ScriptError(self.argv[0], why, code) from None
         try:
-            self.process = self._spawn(self.argv)
+            with starting():  # a ^Z meanwhile is put off until it can be passed on
+                self.process = self._spawn(self.argv)
             self._log = log = self._open_log()
             self._tail = Tail()
             # spark-submit hands its Python driver's stderr on through its stdout: watch both

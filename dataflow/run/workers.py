@@ -30,6 +30,7 @@ from .foreground import SIGNALS  # RunJob's, passed on to its workers
 from .jobenv import JobEnv
 from .lifecycle import Job
 from .runner import child_environment, python_command, signal_name, start_in_own_group
+from .suspend import starting
 
 LINE_MAX = 1 << 20  # bytes of an event line (a long dataid's is a few KB)
 # said once a drain, not once a worker (unusable: once a dataid)
@@ -102,7 +103,7 @@ class WorkerDrain:
         self.pass_on(number)
 
     def pass_on(self, number: int) -> None:
-        """Each worker gets it (and passes it to its jobs; foreground.suspended)."""
+        """Each worker gets it (and passes it to its jobs; suspend.suspended)."""
         for worker in self._workers:
             with contextlib.suppress(OSError):
                 worker.send_signal(number)
@@ -115,7 +116,7 @@ class WorkerDrain:
                     break
                 reading, writing = os.pipe()
                 try:
-                    with _signals_held():  # a signal now: passed on once it is a worker
+                    with _signals_held(), starting():  # passed on once it is a worker
                         self._workers.append(self._start(slots, writing))
                 except OSError as exc:  # short of processes, memory: fewer workers
                     os.close(reading)

@@ -1,0 +1,69 @@
+"""A terminal's ^Z (SIGTSTP) reaches our processes in process groups of their own (a
+drain's jobs, a spread drain's workers, a folder's RunJob), which the terminal does not
+reach: passed on to them, then this process stops; fg or bg lets them all go on."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+_counting = threading.Lock()
+_starting = 0  # processes of ours being started
+_put_off = False  # a ^Z came while one was: acted on once they are started
+
+
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """A process of ours being started and noted where ``pass_on`` finds it: a ^Z that
+    comes meanwhile would miss it (it would go on through the stop). It is put off until
+    every start under way is noted, then comes again."""
+    global _starting, _put_off
+    with _counting:
+        _starting += 1
+    try:
+        yield
+    finally:
+        with _counting:
+            _starting -= 1
+            again = not _starting and _put_off
+            if again:
+                _put_off = False
+        if again:
+            os.kill(os.getpid(), signal.SIGTSTP)
+
+
+def suspended(pass_on: Callable[[int], None]) -> Callable[[int, Any], None]:
+    """A SIGTSTP handler: ``pass_on(SIGTSTP)`` to the processes of ours in groups of their
+    own, then this process stops as it would have; continued (fg, bg), it passes SIGCONT
+    on. A job's timeout counts the time it was stopped."""
+
+    stopping = False  # between passing the stop on and this process's own stop
+
+    def handler(number: int, _frame: Any) -> None:
+        global _put_off
+        nonlocal stopping
+        if stopping:  # a second ^Z before this process has stopped: the same stop
+            return
+        # the flag first, then the count (no lock: the handler runs in the main thread,
+        # between two of its steps). A start in another thread that ends between these
+        # two lines finds the flag and says it again: the same stop.
+        _put_off = True
+        if _starting:
+            return
+        _put_off, stopping = False, True
+        try:
+            pass_on(signal.SIGTSTP)
+            ours = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+            try:
+                os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until continued
+            finally:
+                signal.signal(signal.SIGTSTP, ours)
+        finally:
+            stopping = False  # a ^Z from now on is a new one
+            pass_on(signal.SIGCONT)
+
+    return handler

@@ -1,0 +1,139 @@
+"""A terminal's ^Z that lands while a process of ours is being started (a job, a worker,
+a folder's RunJob) is put off until that process is noted where the stop is passed on:
+it stops with the rest, once, and goes on with them at fg. Real processes, real signals."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from support import process_state, wait_for
+
+# a process with the ^Z handler of a drain, which starts a child in a group of its own
+# (argv[1]: from the main thread, or from another one) and gets a ^Z while it does; the
+# child's pid written to the file child at once, "went on" said once the child has ended
+STARTS_AS_IT_IS_STOPPED = """
+import os, signal, subprocess, sys, threading, time
+from dataflow.run import suspend
+
+children = []
+
+
+def pass_on(number):
+    for child in children:
+        os.killpg(child.pid, number)
+
+
+def start():
+    with suspend.starting():
+        os.kill(os.getpid(), signal.SIGTSTP)  # the ^Z
+        if sys.argv[1] == "thread":
+            time.sleep(0.5)  # the main thread handles it meanwhile
+        child = subprocess.Popen(["sleep", "60"], process_group=0)
+        children.append(child)
+        with open("child.tmp", "w") as said:
+            said.write(str(child.pid))
+        os.rename("child.tmp", "child")
+
+
+signal.signal(signal.SIGTSTP, suspend.suspended(pass_on))
+if sys.argv[1] == "thread":
+    starter = threading.Thread(target=start)
+    starter.start()
+    starter.join()
+else:
+    start()
+children[0].wait()
+print("went on", flush=True)
+"""
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_a_stop_that_lands_while_a_process_starts_stops_it_too_and_once(tmp_path, where):
+    """Before, the ^Z was passed on at once, to the processes already noted: the one
+    being started went on through the stop."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", STARTS_AS_IT_IS_STOPPED, where],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    child = None
+    try:
+        wait_for(lambda: process_state(parent.pid) == "T", what="the parent stopped")
+        wait_for((tmp_path / "child").exists, what="the child started (before the stop)")
+        child = int((tmp_path / "child").read_text())
+        wait_for(lambda: process_state(child) == "T", what="the child stopped")
+        os.killpg(parent.pid, signal.SIGCONT)  # fg
+        wait_for(lambda: process_state(child) not in ("T", ""), what="the child to go on")
+        os.kill(child, signal.SIGTERM)
+        # a second stop (the ^Z passed on twice) would hold the parent here
+        assert parent.stdout.readline() == "went on\n"
+        assert parent.wait(timeout=30) == 0
+    finally:
+        for pid in [child] if child else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()
+
+
+# a process with the ^Z handler of a drain and one child in a group of its own; a second
+# ^Z lands as the first is passed on, before this process has stopped. "went on" said
+# once the child has ended
+STOPPED_TWICE_AT_ONCE = """
+import os, signal, subprocess
+
+child = subprocess.Popen(["sleep", "60"], process_group=0)
+print(child.pid, flush=True)
+seconds = []
+
+
+def pass_on(number):
+    os.killpg(child.pid, number)
+    if number == signal.SIGTSTP and not seconds:
+        seconds.append(number)
+        os.kill(os.getpid(), signal.SIGTSTP)  # the second ^Z
+
+
+from dataflow.run import suspend
+
+signal.signal(signal.SIGTSTP, suspend.suspended(pass_on))
+os.kill(os.getpid(), signal.SIGTSTP)  # the first
+child.wait()
+print("went on", flush=True)
+"""
+
+
+def test_a_second_stop_before_the_first_has_stopped_this_process_is_the_same_stop(tmp_path):
+    """It was handled as a stop of its own, inside the first: at fg it passed SIGCONT on
+    and this process stopped once more, its child going on alone."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_TWICE_AT_ONCE],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    child = int(parent.stdout.readline())
+    try:
+        wait_for(lambda: process_state(parent.pid) == "T", what="the parent stopped")
+        assert process_state(child) == "T"
+        os.killpg(parent.pid, signal.SIGCONT)  # fg
+        wait_for(lambda: process_state(child) not in ("T", ""), what="the child to go on")
+        os.kill(child, signal.SIGTERM)
+        assert parent.wait(timeout=30) == 0  # not stopped again
+        assert parent.stdout.read() == "went on\n"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()
