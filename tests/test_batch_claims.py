@@ -185,6 +185,35 @@ def test_a_chunk_whose_last_run_holds_a_fresh_lease_is_not_one_to_look_at_again(
         keeper.close_all()
 
 
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_chunks_whose_last_runs_hold_stale_leases_are_taken_and_the_leases_revoked(
+    chain, tmp_path, address
+):
+    """Chunks resubmitted whose last runs still hold leases, lapsed (their keeper out of
+    reach, or gone without letting go): a claim of them all takes each, and revokes the
+    stale leases under their rows' lock (in one statement), so that a keeper that comes
+    back late finds its lease gone and fences what it kept."""
+    script(tmp_path, "work.sh", "true")
+    assert chain.runjob("--all", "./work.sh").code == 0  # chunks 1..3 READY
+    for dataid in ("1", "2", "3"):
+        chain.ok("resubmit", "work", dataid)
+    chain.ok("dml", "update run set seen = now() - interval '1 hour', lease = 1")
+    store = open_store(address)
+    try:
+        result = claims.claim(
+            store, lifecycle.load_job(store, "work"), command="./work.sh", count=3
+        )
+        taken = [result.claim, *result.more]
+        assert sorted(c.dataid for c in taken) == ["1", "2", "3"]
+        leased = "select count(*) from run where seen is not null and status <> 'RUNNING'"
+        assert rows(tmp_path, leased) == [(0,)]
+        for claim in taken:
+            claim.lock.close()
+    finally:
+        store.close()
+        keeper.close_all()
+
+
 def test_ends_recorded_together_are_each_recorded_as_on_their_own(chain, tmp_path, address):
     """The ends of quick jobs waiting for the recorder are recorded in one transaction:
     each chunk READY or FAILED as its run ended, RESUBMIT if a rerun was asked of it

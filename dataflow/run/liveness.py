@@ -83,11 +83,8 @@ class _Leases(_Locks):
         from .keeper import keeper_for
 
         keeper = keeper_for(store)
-        free = [
-            (jobid, dataid)
-            for jobid, dataid, last in chunks
-            if not _leased(store, keeper, jobid, dataid, last)
-        ]
+        leased = _leased(store, keeper, chunks)
+        free = [(jobid, dataid) for jobid, dataid, _ in chunks if (jobid, dataid) not in leased]
         held = dict(zip(free, keeper.hold(free), strict=True))  # one request for all of them
         return [held.get((jobid, dataid), False) for jobid, dataid, _ in chunks]
 
@@ -135,13 +132,21 @@ def _release(store: LeaseStore, runid: int) -> None:
         store.release_leases([runid])
 
 
-def _leased(store: LeaseStore, keeper, jobid: str, dataid: str, last: Row | None) -> bool:
-    """Does the chunk's last run (not one of this RunJob's: its keeper judges those) hold
-    a lease? Fresh, it lives elsewhere; stale, it is revoked now under the row's lock,
-    unless its keeper renewed it since the look."""
-    if not last or last.get("seen") is None or last["runid"] in keeper.runs:
-        return False
-    return bool(last["leased"] or store.live_leases([(jobid, dataid)], revoke=True))
+def _leased(
+    store: LeaseStore, keeper, chunks: list[tuple[str, str, Row | None]]
+) -> set[tuple[str, str]]:
+    """Those chunks whose last run (not one of this RunJob's: its keeper judges those)
+    holds a lease. Fresh, it lives elsewhere; stale, it is revoked now under its row's lock
+    (all of them in one statement, in the order of runid, as every lock of several rows of
+    run is taken), unless its keeper renewed it since the look."""
+    others = [
+        (jobid, dataid, last)
+        for jobid, dataid, last in chunks
+        if last and last.get("seen") is not None and last["runid"] not in keeper.runs
+    ]
+    fresh = {(jobid, dataid) for jobid, dataid, last in others if last["leased"]}
+    stale = [(jobid, dataid) for jobid, dataid, _ in others if (jobid, dataid) not in fresh]
+    return fresh | store.live_leases(stale, revoke=True)
 
 
 _KINDS = {"lock": _Locks(), "lease": _Leases()}
