@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from hosts import alive
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -92,14 +93,6 @@ def test_kill_9_of_runjob_alone_never_starts_the_chunk_twice(chain, tmp_path):
     wait_for(lambda: (tmp_path / "finished").exists(), what="the orphan to end")
     wait_for(lambda: "with dataid 1" in chain.runjob("./work.sh").out, what="the rerun of chunk 1")
     assert (tmp_path / "starts").read_text().split().count("1") == 2
-
-
-def alive(pid: int) -> bool:
-    """Is the process running (a zombie waiting to be reaped counts as gone)?"""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.both_stores
@@ -421,9 +414,13 @@ def test_ctrl_z_stops_the_jobs_with_runjob_and_fg_lets_them_go_on(chain, tmp_pat
     wait_for(lambda: len(list(tmp_path.glob("pid.*"))) == jobs, what="the jobs to start")
     pids = [int(path.read_text()) for path in tmp_path.glob("pid.*")]
     os.killpg(runjob.pid, signal.SIGTSTP)  # what a terminal's ^Z does
-    wait_for(lambda: all(process_state(pid) == "T" for pid in [runjob.pid, *pids]), what="all stopped")
+    wait_for(
+        lambda: all(process_state(pid) == "T" for pid in [runjob.pid, *pids]), what="all stopped"
+    )
     os.killpg(runjob.pid, signal.SIGCONT)  # fg
-    wait_for(lambda: all(process_state(pid) not in ("T", "") for pid in pids), what="the jobs to go on")
+    wait_for(
+        lambda: all(process_state(pid) not in ("T", "") for pid in pids), what="the jobs to go on"
+    )
     (tmp_path / "go").touch()
     out, err = runjob.communicate(timeout=60)
     assert runjob.returncode == 0, (out, err)
