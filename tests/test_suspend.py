@@ -41,7 +41,7 @@ def start():
         os.rename("child.tmp", "child")
 
 
-signal.signal(signal.SIGTSTP, suspend.suspended(pass_on))
+suspend.install(pass_on)
 if sys.argv[1] == "thread":
     starter = threading.Thread(target=start)
     starter.start()
@@ -105,7 +105,7 @@ def pass_on(number):
 
 from dataflow.run import suspend
 
-signal.signal(signal.SIGTSTP, suspend.suspended(pass_on))
+suspend.install(pass_on)
 os.kill(os.getpid(), signal.SIGTSTP)  # the first
 child.wait()
 print("went on", flush=True)
@@ -134,6 +134,53 @@ def test_a_second_stop_before_the_first_has_stopped_this_process_is_the_same_sto
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()
+
+
+# a process with the ^Z handler of a drain that gets a ^Z, then a SIGCONT, while it starts
+# a child in a group of its own (a pause and a resume as a script sends them); the child's
+# pid written to the file child, "went on" said once the child has ended
+STOPPED_AND_CONTINUED_WHILE_STARTING = """
+import os, signal, subprocess
+from dataflow.run import suspend
+
+children = []
+suspend.install(lambda number: [os.killpg(child.pid, number) for child in children])
+with suspend.starting():
+    os.kill(os.getpid(), signal.SIGTSTP)  # put off
+    os.kill(os.getpid(), signal.SIGCONT)  # and void
+    children.append(subprocess.Popen(["sleep", "60"], process_group=0))
+with open("child", "w") as said:
+    said.write(str(children[0].pid))
+children[0].wait()
+print("went on", flush=True)
+"""
+
+
+def test_a_stop_put_off_and_then_continued_is_void(tmp_path):
+    """The stop put off was sent again once the start was done, though the process had
+    been continued meanwhile: it stopped then, with its jobs, and nothing continued it."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_AND_CONTINUED_WHILE_STARTING],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    child = None
+    try:
+        wait_for((tmp_path / "child").exists, what="the child started")
+        child = int((tmp_path / "child").read_text())
+        wait_for(lambda: process_state(child) not in ("", "Z"), what="the child running")
+        os.kill(child, signal.SIGTERM)
+        assert parent.wait(timeout=30) == 0  # never stopped
+        assert parent.stdout.read() == "went on\n"
+    finally:
+        for pid in [child] if child else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.wait()

@@ -52,7 +52,7 @@ def drain(options: argparse.Namespace) -> int:
 
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, stop)
-    signal.signal(signal.SIGTSTP, suspend.suspended(pass_on))
+    suspend.install(pass_on)
     for _ in range(MAX_ROUNDS):
         before = _newest(options.db)
         for job in jobs:

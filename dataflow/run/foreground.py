@@ -9,18 +9,17 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
-from . import keeper
+from . import keeper, suspend
 from .events import Summary
-from .suspend import suspended
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def run(drain: Any, early: Sequence[int] = ()) -> Summary:
     """``drain.run()``, a signal passed to ``drain.stop`` meanwhile; one of ``early``
-    (signals that came before) stops it as it begins. A SIGTSTP is :func:`suspended`."""
+    (signals that came before) stops it as it begins. A ^Z is handled by :mod:`.suspend`."""
     previous = {number: signal.signal(number, lambda n, _: drain.stop(n)) for number in SIGNALS}
-    previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, suspended(drain.pass_on))
+    previous.update(suspend.install(drain.pass_on))
     for number in early[:1]:
         drain.stop(number)
     try:

@@ -36,6 +36,21 @@ def starting() -> Iterator[None]:
             os.kill(os.getpid(), signal.SIGTSTP)
 
 
+def install(pass_on: Callable[[int], None]) -> dict[int, Any]:
+    """The handlers of a ^Z (:func:`suspended`) and of a SIGCONT set; the ones before."""
+    return {
+        signal.SIGTSTP: signal.signal(signal.SIGTSTP, suspended(pass_on)),
+        signal.SIGCONT: signal.signal(signal.SIGCONT, _continued),
+    }
+
+
+def _continued(_number: int, _frame: Any) -> None:
+    """This process is continued: a stop put off meanwhile is void (as the kernel drops a
+    stop that is pending when a SIGCONT comes)."""
+    global _put_off
+    _put_off = False
+
+
 def suspended(pass_on: Callable[[int], None]) -> Callable[[int, Any], None]:
     """A SIGTSTP handler: ``pass_on(SIGTSTP)`` to the processes of ours in groups of their
     own, then this process stops as it would have; continued (fg, bg), it passes SIGCONT
@@ -51,10 +66,11 @@ def suspended(pass_on: Callable[[int], None]) -> Callable[[int, Any], None]:
         # the flag first, then the count (no lock: the handler runs in the main thread,
         # between two of its steps). A start in another thread that ends between these
         # two lines finds the flag and says it again: the same stop.
-        _put_off = True
+        stopping = _put_off = True
         if _starting:
+            stopping = False
             return
-        _put_off, stopping = False, True
+        _put_off = False
         try:
             pass_on(signal.SIGTSTP)
             ours = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
