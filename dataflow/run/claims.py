@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -54,6 +54,9 @@ class ClaimResult:
         # candidates passed over, their lock held while not RUNNING nor leased (given back
         # a moment ago by another drain, whose keeper lets go of them at once; a helper's)
         self.passed: list[str] = []
+        # the runids of the claims, as the store answers them: read once the claim's
+        # transaction has ended (a shared store sends the last writes with its COMMIT)
+        self.runids: list[Sequence[int]] = []
 
 
 class _DryRun(Exception):
@@ -78,12 +81,17 @@ def prepare(store: Store, jobid: str, keeper: bool = True) -> None:
 
 
 def _choose(
-    store: Store, job: Job, at: datetime | None = None, size: int = 1
+    store: Store,
+    job: Job,
+    at: datetime | None = None,
+    size: int = 1,
+    first: list[tuple[str, str]] | None = None,
 ) -> Iterator[list[tuple[str, str]]]:
     """Candidates of the job as (sortkey, dataid), in natural order, ``size`` at a time
     (a shared store locks the candidates it returns: a claim asks for as many as it
-    wants). A job run by a clock: the current period at ``at`` (default now), after any
-    earlier one resubmitted (a backfill), oldest first."""
+    wants), from ``first`` on if its claim read them already. A job run by a clock: the
+    current period at ``at`` (default now), after any earlier one resubmitted (a
+    backfill), oldest first."""
     if job.clock:
         now = dataids.period(job.clock, at)
         periods = {d for d in store.dataids_of_job(job.jobid, (RESUBMIT,)) if d < now} | {now}
@@ -92,6 +100,11 @@ def _choose(
             yield ordered[start : start + size]
         return
     seen = None
+    if first is not None:
+        if not (batch := first[:size]):
+            return
+        yield batch
+        seen = batch[-1]
     while batch := store.candidates(job.jobid, size, after=seen):
         yield batch
         seen = batch[-1]
@@ -164,7 +177,10 @@ def claim(
             if recover_dead:
                 recovered = recover(store, job.jobid)
                 result.abandoned = [d for _, d in recovered.dead]
-            settings = load_job(store, job.jobid).settings  # read at every start
+            items, first = None, None  # the job's rows, read at every start: with its first
+            if not job.clock:  # candidates (one round trip on a shared store)
+                items, first = store.job_and_candidates(job.jobid, count, job.inputs)
+            settings = load_job(store, job.jobid, items).settings
             result.cap = settings.max_parallel
             if settings.max_parallel:
                 store.job_turn(job.jobid)  # one claim of the job at a time counts live runs
@@ -174,7 +190,8 @@ def claim(
             room = settings.max_parallel - result.live if settings.max_parallel else count
             while len(claimed) < min(count, room):
                 want = min(count, room) - len(claimed)
-                found = _claim_next(store, job, command, dry_run, result, at, want)
+                found = _claim_next(store, job, command, dry_run, result, at, want, first)
+                first = None
                 if not found:
                     break
                 claimed.extend(found)
@@ -187,6 +204,11 @@ def claim(
             found.lock.close()
         raise
     discard_meanwhile(recovered)  # the drain waits for it at its end
+    if not dry_run:
+        runids = [runid for answer in result.runids for runid in answer]
+        claimed = [
+            found._replace(runid=runid) for found, runid in zip(claimed, runids, strict=True)
+        ]
     result.claim, result.more = (claimed[0], claimed[1:]) if claimed else (None, [])
     return result
 
@@ -199,6 +221,7 @@ def _claim_next(
     result: ClaimResult,
     at: datetime | None,
     want: int,
+    first: list[tuple[str, str]] | None = None,
 ) -> list[Claim]:
     """The first ``want`` claimable candidates (or fewer), claimed. They are looked at
     ``want`` at a time, each batch's chunks read together and taken together (one round
@@ -206,11 +229,12 @@ def _claim_next(
     dataid's (any SQLite client may write rows; only exact keys come from plain SQL) is
     put in its place first, and the scan starts again before anything more is claimed
     (those taken before it are claimed), so that a chunk it moved ahead is not passed
-    over. Each row is repaired once: it ends."""
+    over. Each row is repaired once: it ends. ``first``: the first candidates, read
+    already."""
     while True:
         repaired, taken = False, []
         try:  # whatever fails (a later batch, the marking) lets go of the locks taken
-            for batch in _choose(store, job, at, want):
+            for batch in _choose(store, job, at, want, first):
                 looked = []
                 for key, dataid in batch:
                     if not usable(dataid):
@@ -236,13 +260,14 @@ def _claim_next(
                 if len(taken) >= want:
                     break
             if taken or not repaired:
-                return _claimed(store, job, taken, command, dry_run)
+                return _claimed(store, job, taken, command, dry_run, result.runids)
         except BaseException:
             for *_, lock in taken:
                 lock.close()
             raise
         result.unusable.clear()  # nothing taken: the scan starts again, and sees them again
         result.passed.clear()
+        first = None
 
 
 def _fits(
@@ -278,9 +303,13 @@ def _take(store: Store, job: Job, found: list, dry_run: bool, passed: list[str])
     return [(*f, lock) for f, lock, ok in zip(found, chunk_locks, taken, strict=True) if ok]
 
 
-def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -> list[Claim]:
+def _claimed(
+    store: Store, job: Job, taken: list, command: str, dry_run: bool, runids: list
+) -> list[Claim]:
     """Record the claims of locked chunks: candidates dropped, RUNNING rows and a history
-    row each (nothing written in a dry run: a run's number is not taken from a sequence)."""
+    row each (nothing written in a dry run: a run's number is not taken from a sequence).
+    Their runids are added to ``runids``, to be read once the transaction has ended (the
+    claims' are None till then)."""
     if dry_run:
         return [
             Claim(d, (last["attempt"] + 1) if last else 1, None, lock, None, "", ())
@@ -288,10 +317,10 @@ def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -
         ]
     runs = [_run_row(store, job, dataid, rows, last, command) for _, dataid, rows, last, _ in taken]
     chunks = [(key, dataid) for key, dataid, *_ in taken]
-    runids = store.record_claims(job.jobid, chunks, job.outputs, job.inputs, runs)
+    runids.append(store.record_claims(job.jobid, chunks, job.outputs, job.inputs, runs))
     return [
-        Claim(dataid, run["attempt"], runid, lock, Path(run["logpath"]), run["token"], tuple(rows))
-        for (_, dataid, rows, _, lock), run, runid in zip(taken, runs, runids, strict=True)
+        Claim(dataid, run["attempt"], None, lock, Path(run["logpath"]), run["token"], tuple(rows))
+        for (_, dataid, rows, _, lock), run in zip(taken, runs, strict=True)
     ]
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from ..dataids import CLOCKS
 from ..errors import BadStatus, ChunkLive, JobConfigError, RunFenced, UnknownChunk, UnknownJob
-from ..store import ChunkRow, Row, Store
+from ..store import ChunkRow, JobItem, Row, Store
 from . import liveness
 
 TODAY = "today"
@@ -177,9 +177,10 @@ def known(store: Store, jobid: str) -> None:
     raise UnknownJob(jobid, store.job_ids())
 
 
-def load_job(store: Store, jobid: str) -> Job:
-    """Read a job's registration; errors if it cannot run at all."""
-    items = store.job_items(jobid)
+def load_job(store: Store, jobid: str, items: list[JobItem] | None = None) -> Job:
+    """Read a job's registration (its rows ``items``, if read already); errors if it
+    cannot run at all."""
+    items = store.job_items(jobid) if items is None else items
     if not items:
         raise UnknownJob(jobid, store.job_ids())
     inputs, outputs, settings, extras, clocks = [], [], {}, [], []

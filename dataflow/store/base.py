@@ -32,25 +32,9 @@ TABLES = {
     "job": ("jobid", "itemtype", "datasetid", "itemvalue", "modified"),
     "datastatus": ("datasetid", "jobid", "dataid", "locktype", "status", "modified"),
     "run": (
-        "runid",
-        "jobid",
-        "dataid",
-        "attempt",
-        "retry",
-        "status",
-        "started",
-        "ended",
-        "duration",
-        "exitcode",
-        "signal",
-        "pid",
-        "host",
-        "command",
-        "logpath",
-        "reason",
-        "validation",
-        "rerun",
-        "token",
+        *("runid", "jobid", "dataid", "attempt", "retry", "status", "started", "ended"),
+        *("duration", "exitcode", "signal", "pid", "host", "command", "logpath", "reason"),
+        *("validation", "rerun", "token"),
     ),
     "hold": ("jobid", "dataid", "datasetid", "previous", "since"),
 }
@@ -195,6 +179,11 @@ class Store(ABC):
         past the pair ``after``. A candidate may be stale, or carry a wrong sort key if an
         outside client wrote it; the claim checks each one and drops or repairs it."""
 
+    def job_and_candidates(self, jobid: str, limit: int, inputs: Sequence[str]) -> tuple:
+        """:meth:`job_items`, the first ``limit`` :meth:`candidates` (a store may read them
+        and their :meth:`chunk_facts` with ``inputs`` in one round trip)."""
+        return self.job_items(jobid), self.candidates(jobid, limit)
+
     @abstractmethod
     def drop_candidate(self, jobid: str, sortkey: str, dataid: str) -> None: ...
 
@@ -236,11 +225,11 @@ class Store(ABC):
         outputs: Sequence[str],
         inputs: Sequence[str],
         runs: Sequence[dict[str, object]],
-    ) -> list[int]:
+    ) -> Sequence[int]:
         """Record the claims of these (sortkey, dataid) candidates, locked: each one
         dropped, its rows RUNNING (:meth:`mark_running`), its history row (``runs``, in
-        the same order) inserted; their runids (a store may write each part of all the
-        claims in one statement)."""
+        the same order) inserted; their runids, to be read once the transaction has ended
+        (a store may write each part of all the claims in one statement, sent with its end)."""
         for key, dataid in taken:
             self.drop_candidate(jobid, key, dataid)  # the triggers know exact keys only
             self.mark_running(jobid, dataid, outputs, inputs)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ...dataids import chunk_hash
 from ..address import liveness_timeout
-from ..base import ChunkRow, Row
+from ..base import ChunkRow, JobItem, Row
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
 from .connection import Connection, lock_timed_out, stall_ms
@@ -27,6 +27,7 @@ class ClaimQueries(ChunkQueries):
     conn: Connection
     q: NamedQueries
     _turns: dict[str, bool]  # chunk turns this transaction tried with its candidates
+    _facts: dict[tuple[str, tuple[str, ...], str], tuple]  # chunk_facts read with them
 
     # -- the claim ---------------------------------------------------------------------
 
@@ -40,14 +41,38 @@ class ClaimQueries(ChunkQueries):
         a claim asks for as many as it still wants, no more: more would hide the chunks
         after them too, and another RunJob would find "no suitable data" while they wait
         (a drain would end with work left)."""
+        return self._candidates(jobid, limit, after)
+
+    def job_and_candidates(
+        self, jobid: str, limit: int, inputs: Sequence[str]
+    ) -> tuple[list[JobItem], list[tuple[str, str]]]:
+        """All in one round trip: the job's rows, its first candidates, and what
+        :meth:`chunk_facts` reads of them (read by the server once they are locked and
+        their turns tried, as if asked next; kept for that call)."""
+        items = self.conn.execute(self.q.job_items, (jobid,))  # read with the candidates
+        return [JobItem(*row) for row in items], self._candidates(jobid, limit, None, inputs)
+
+    def _candidates(
+        self,
+        jobid: str,
+        limit: int,
+        after: tuple[str, str] | None,
+        inputs: Sequence[str] | None = None,
+    ) -> list[tuple[str, str]]:
         if after is None:
             rows = self.conn.execute(self.q.candidates, (jobid, limit))
         else:
             rows = self.conn.execute(self.q.candidates_after, (jobid, *after, limit))
+        facts = None if inputs is None else self._ask_chunk_facts(jobid, inputs, None)
         found = []
         for sortkey, dataid, turned in rows:
-            self._turns[dataid] = bool(turned)
-            found.append((sortkey, dataid))
+            if dataid is not None:  # (a row of NULLs: none)
+                self._turns[dataid] = bool(turned)
+                found.append((sortkey, dataid))
+        self._facts = {}
+        if facts is not None:
+            for (_, dataid), fact in zip(found, self._read_facts(facts), strict=True):
+                self._facts[(jobid, tuple(inputs), dataid)] = fact
         return found
 
     def put_candidate(self, jobid: str, dataid: str) -> None:
@@ -79,16 +104,17 @@ class ClaimQueries(ChunkQueries):
         outputs: Sequence[str],
         inputs: Sequence[str],
         runs: Sequence[dict[str, object]],
-    ) -> list[int]:
+    ) -> Sequence[int]:
         """Three statements, however many claims: candidates dropped, rows marked, runs
-        inserted (sent together: one round trip in a claim's pipeline)."""
+        inserted (sent together; in a claim's pipeline with its COMMIT, the runids read
+        once it has ended)."""
         if not taken:
             return []
         dataids = [dataid for _, dataid in taken]
         keys = {"jobid": jobid, "sortkeys": [key for key, _ in taken], "dataids": dataids}
         self.conn.execute(self.q.drop_candidates, keys)
         self._mark_running(jobid, dataids, outputs, inputs)
-        return self.start_runs(runs)
+        return self._send_runs(runs)
 
     def finish(self, jobid: str, dataid: str, status: str) -> tuple[int, int]:
         """Both in one statement."""
@@ -154,14 +180,23 @@ class ClaimQueries(ChunkQueries):
         self, jobid: str, inputs: Sequence[str], dataids: Sequence[str]
     ) -> list[tuple[list[ChunkRow], Row | None, int]]:
         """One statement for every chunk looked at (its rows, its inputs READY, then the
-        columns of its last run)."""
+        columns of its last run), or none: those read with the candidates just before."""
+        ahead, self._facts = self._facts, {}
+        keys = [(jobid, tuple(inputs), dataid) for dataid in dataids]
+        if all(key in ahead for key in keys):
+            return [ahead[key] for key in keys]
         if not dataids:
             return []
-        params = {"jobid": jobid, "inputs": list(inputs), "dataids": list(dataids)}
+        return self._read_facts(self._ask_chunk_facts(jobid, inputs, dataids))
+
+    def _ask_chunk_facts(self, jobid: str, inputs: Sequence[str], dataids: Sequence[str] | None):
+        params = {"jobid": jobid, "inputs": list(inputs), "dataids": dataids}
+        return self.conn.execute(self.q.chunk_facts, {**params, "bound": liveness_timeout()})
+
+    @staticmethod
+    def _read_facts(records) -> list[tuple[list[ChunkRow], Row | None, int]]:
         found = []
-        for record in self.conn.execute(
-            self.q.chunk_facts, {**params, "bound": liveness_timeout()}
-        ):
+        for record in records:
             rows, ready, *run = record
             last = dict(zip(record.names[2:], run, strict=True)) if record["runid"] else None
             found.append(([ChunkRow(*row) for row in rows], last, ready))

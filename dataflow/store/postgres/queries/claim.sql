@@ -6,17 +6,28 @@
 -- name: candidates
 -- The job's next candidates (as many as the claim wants), locked for this transaction,
 -- and each one's chunk offer lock tried once its row is locked, in the same round trip.
+-- Their dataids are left in setting dataflow.looked (a JSON list, in this session)
+-- for chunk_facts sent after it; one row of NULLs when there is none.
 WITH c AS MATERIALIZED (
-    SELECT sortkey, dataid FROM candidate WHERE jobid = %s
-    ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED)
-SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) FROM c;
+    SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) AS turned
+    FROM (SELECT sortkey, dataid FROM candidate WHERE jobid = %s
+          ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED) locked),
+     looked AS (SELECT set_config('dataflow.looked',
+                                  coalesce(json_agg(dataid ORDER BY sortkey, dataid), '[]')::text,
+                                  false) FROM c)
+SELECT c.sortkey, c.dataid, c.turned FROM looked LEFT JOIN c ON true ORDER BY 1, 2;
 
 -- name: candidates_after
 -- The same, past a (sortkey, dataid) pair.
 WITH c AS MATERIALIZED (
-    SELECT sortkey, dataid FROM candidate WHERE jobid = %s AND (sortkey, dataid) > (%s, %s)
-    ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED)
-SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) FROM c;
+    SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) AS turned
+    FROM (SELECT sortkey, dataid FROM candidate
+          WHERE jobid = %s AND (sortkey, dataid) > (%s, %s)
+          ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED) locked),
+     looked AS (SELECT set_config('dataflow.looked',
+                                  coalesce(json_agg(dataid ORDER BY sortkey, dataid), '[]')::text,
+                                  false) FROM c)
+SELECT c.sortkey, c.dataid, c.turned FROM looked LEFT JOIN c ON true ORDER BY 1, 2;
 
 -- name: put_candidate
 INSERT INTO candidate(jobid, sortkey, dataid)
@@ -40,9 +51,10 @@ SELECT COUNT(DISTINCT datasetid) FROM datastatus WHERE datasetid IN ({marks})
   AND dataid = %s AND locktype = 'OUT' AND status = 'READY';
 
 -- name: chunk_facts
--- What a claim reads of each chunk it looks at (%(dataids)s, in that order), in one
--- statement: the job's rows there (datasetid, locktype, status), how many of its inputs
--- are READY there, then its last run as last_run reads it (all NULL: none).
+-- What a claim reads of each chunk it looks at (%(dataids)s, in that order; NULL: those
+-- that candidates left in setting dataflow.looked), in one statement: the job's rows
+-- there (datasetid, locktype, status), how many of its inputs are READY there, then its
+-- last run as last_run reads it (all NULL: none).
 SELECT coalesce((SELECT array_agg(ARRAY[s.datasetid, s.locktype, s.status])
                  FROM datastatus s WHERE s.jobid = %(jobid)s AND s.dataid = c.dataid),
                 '{}') AS chunk_rows,
@@ -50,7 +62,10 @@ SELECT coalesce((SELECT array_agg(ARRAY[s.datasetid, s.locktype, s.status])
         WHERE i.datasetid = ANY(%(inputs)s::text[]) AND i.dataid = c.dataid
           AND i.locktype = 'OUT' AND i.status = 'READY') AS ready_inputs,
        r.*
-FROM unnest(%(dataids)s::text[]) WITH ORDINALITY AS c(dataid, n)
+FROM unnest(coalesce(%(dataids)s::text[],
+                     ARRAY(SELECT json_array_elements_text(
+                         nullif(current_setting('dataflow.looked', true), '')::json))))
+     WITH ORDINALITY AS c(dataid, n)
 LEFT JOIN LATERAL (
     SELECT *, coalesce(seen + greatest(lease, %(bound)s) * interval '1 second' > now(),
                        false) AS leased
