@@ -311,3 +311,61 @@ def test_ends_recorded_together_while_their_leases_are_renewed_never_deadlock(
     finally:
         store.close()
         keeper.close_all()
+
+
+RENEW_ON_CUE = """
+import sys
+from dataflow.store import open_store
+from dataflow.store.address import locate
+store = open_store(locate())
+print("ready", flush=True)
+sys.stdin.readline()
+print(sorted(store.renew_leases([int(r) for r in sys.argv[1:]])), flush=True)
+"""
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_claim_revoking_leases_in_two_statements_never_deadlocks_with_a_renewal(
+    chain, tmp_path, address
+):
+    """A claim transaction revokes stale leases in more than one statement (its
+    recovery's, then each batch's). A keeper coming back late renews two of them at that
+    moment, in one statement: it takes the first row and waits for the second, which the
+    claim holds. The claim does not wait for the first: it counts that lease as fresh (it
+    is being renewed) and leaves it; the renewal then goes on. Before, the server ended
+    one of them as a deadlock."""
+    _chunks(chain, 4)
+    store = open_store(address)
+    try:
+        locks.prepare(store.lockfile)
+        result = claims.claim(store, lifecycle.load_job(store, "work"), count=2)
+        low, high = sorted([result.claim, *result.more], key=lambda c: c.runid)
+        chain.ok("dml", "update run set seen = now() - interval '1 hour', lease = 1")
+        renewing = subprocess.Popen(
+            [sys.executable, "-c", RENEW_ON_CUE, str(low.runid), str(high.runid)],
+            cwd=tmp_path,
+            env=chain.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert renewing.stdout.readline() == "ready\n"
+        waiting = "select count(*) from pg_stat_activity where wait_event_type = 'Lock'"
+        with store.transaction():
+            assert store.live_leases([("work", high.dataid)], revoke=True) == set()
+            renewing.stdin.write("\n")
+            renewing.stdin.flush()
+            while rows(tmp_path, waiting) != [(1,)]:  # it holds low's row, waits for high's
+                pass
+            assert store.live_leases([("work", low.dataid)], revoke=True) == {("work", low.dataid)}
+        out, err = renewing.communicate(timeout=60)
+        assert renewing.returncode == 0, err
+        assert out == f"[{low.runid}]\n"  # high's lease was revoked meanwhile, low's renewed
+        leased = "select runid from run where seen is not null"
+        assert rows(tmp_path, leased) == [(low.runid,)]
+        for claim in (low, high):
+            claim.lock.close()
+    finally:
+        store.close()
+        keeper.close_all()

@@ -137,8 +137,8 @@ def _leased(
 ) -> set[tuple[str, str]]:
     """Those chunks whose last run (not one of this RunJob's: its keeper judges those)
     holds a lease. Fresh, it lives elsewhere; stale, it is revoked now under its row's lock
-    (all of them in one statement, in the order of runid, as every lock of several rows of
-    run is taken), unless its keeper renewed it since the look."""
+    (all of them in one statement), unless its keeper renewed it since the look or holds
+    its row now."""
     others = [
         (jobid, dataid, last)
         for jobid, dataid, last in chunks

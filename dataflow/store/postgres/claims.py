@@ -241,7 +241,9 @@ class ClaimQueries(ChunkQueries):
         """Those chunks with a run whose heartbeat is younger than its lease. With
         ``revoke`` (inside a write transaction), the stale leases of the others are
         revoked, their rows locked until the transaction ends: a keeper that comes back
-        late finds its lease gone and fences its run."""
+        late finds its lease gone and fences its run. A row that another transaction holds
+        is not waited for: its lease counts as fresh (it is being renewed, or revoked by
+        another claim)."""
         if not chunks:
             return set()
         sql = self.q.live_leases_to_revoke if revoke else self.q.live_leases

@@ -58,9 +58,18 @@ FROM run r JOIN unnest(%(jobids)s::text[], %(dataids)s::text[]) AS c(jobid, data
   ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL;
 
 -- name: live_leases_to_revoke
--- The same, their rows locked until the transaction ends.
-SELECT r.runid, r.jobid, r.dataid,
-       r.seen + greatest(r.lease, %(bound)s) * interval '1 second' > now()
-FROM run r JOIN unnest(%(jobids)s::text[], %(dataids)s::text[]) AS c(jobid, dataid)
-  ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL
-ORDER BY r.runid FOR UPDATE OF r;
+-- The same, their rows locked until the transaction ends, never waited for: a lease whose
+-- row another transaction holds now (its keeper renewing it, a claim revoking it) is
+-- taken for fresh. A claim may revoke leases in several statements (its recovery's, then
+-- each batch's); were it to wait here, a keeper renewing some of them in one statement
+-- could hold one of the rows and wait for another that the claim holds: a deadlock.
+WITH leased AS (
+    SELECT r.runid, r.jobid, r.dataid
+    FROM run r JOIN unnest(%(jobids)s::text[], %(dataids)s::text[]) AS c(jobid, dataid)
+      ON r.jobid = c.jobid AND r.dataid = c.dataid WHERE r.seen IS NOT NULL),
+locked AS MATERIALIZED (
+    SELECT runid, seen + greatest(lease, %(bound)s) * interval '1 second' > now() AS fresh
+    FROM run WHERE runid IN (SELECT runid FROM leased) AND seen IS NOT NULL
+    ORDER BY runid FOR UPDATE SKIP LOCKED)
+SELECT l.runid, l.jobid, l.dataid, coalesce(k.fresh, true)
+FROM leased l LEFT JOIN locked k ON k.runid = l.runid;
