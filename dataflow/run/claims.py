@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import namedtuple
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -54,9 +54,6 @@ class ClaimResult:
         # candidates passed over, their lock held while not RUNNING nor leased (given back
         # a moment ago by another drain, whose keeper lets go of them at once; a helper's)
         self.passed: list[str] = []
-        # the runids of the claims, as the store answers them: read once the claim's
-        # transaction has ended (a shared store sends the last writes with its COMMIT)
-        self.runids: list[Sequence[int]] = []
 
 
 class _DryRun(Exception):
@@ -178,7 +175,7 @@ def claim(
                 recovered = recover(store, job.jobid)
                 result.abandoned = [d for _, d in recovered.dead]
             items, first = None, None  # the job's rows, read at every start: with its first
-            if not job.clock:  # candidates (one round trip on a shared store)
+            if not job.clock:  # candidates, unless it is capped (one round trip on a shared store)
                 items, first = store.job_and_candidates(job.jobid, count, job.inputs)
             settings = load_job(store, job.jobid, items).settings
             result.cap = settings.max_parallel
@@ -204,11 +201,6 @@ def claim(
             found.lock.close()
         raise
     discard_meanwhile(recovered)  # the drain waits for it at its end
-    if not dry_run:
-        runids = [runid for answer in result.runids for runid in answer]
-        claimed = [
-            found._replace(runid=runid) for found, runid in zip(claimed, runids, strict=True)
-        ]
     result.claim, result.more = (claimed[0], claimed[1:]) if claimed else (None, [])
     return result
 
@@ -260,7 +252,7 @@ def _claim_next(
                 if len(taken) >= want:
                     break
             if taken or not repaired:
-                return _claimed(store, job, taken, command, dry_run, result.runids)
+                return _claimed(store, job, taken, command, dry_run)
         except BaseException:
             for *_, lock in taken:
                 lock.close()
@@ -303,13 +295,9 @@ def _take(store: Store, job: Job, found: list, dry_run: bool, passed: list[str])
     return [(*f, lock) for f, lock, ok in zip(found, chunk_locks, taken, strict=True) if ok]
 
 
-def _claimed(
-    store: Store, job: Job, taken: list, command: str, dry_run: bool, runids: list
-) -> list[Claim]:
+def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -> list[Claim]:
     """Record the claims of locked chunks: candidates dropped, RUNNING rows and a history
-    row each (nothing written in a dry run: a run's number is not taken from a sequence).
-    Their runids are added to ``runids``, to be read once the transaction has ended (the
-    claims' are None till then)."""
+    row each (nothing written in a dry run: a run's number is not taken from a sequence)."""
     if dry_run:
         return [
             Claim(d, (last["attempt"] + 1) if last else 1, None, lock, None, "", ())
@@ -317,10 +305,10 @@ def _claimed(
         ]
     runs = [_run_row(store, job, dataid, rows, last, command) for _, dataid, rows, last, _ in taken]
     chunks = [(key, dataid) for key, dataid, *_ in taken]
-    runids.append(store.record_claims(job.jobid, chunks, job.outputs, job.inputs, runs))
+    runids = store.record_claims(job.jobid, chunks, job.outputs, job.inputs, runs)
     return [
-        Claim(dataid, run["attempt"], None, lock, Path(run["logpath"]), run["token"], tuple(rows))
-        for (_, dataid, rows, _, lock), run in zip(taken, runs, strict=True)
+        Claim(dataid, run["attempt"], runid, lock, Path(run["logpath"]), run["token"], tuple(rows))
+        for (_, dataid, rows, _, lock), run, runid in zip(taken, runs, runids, strict=True)
     ]
 
 

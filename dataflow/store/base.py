@@ -21,6 +21,13 @@ Row = dict[str, object]
 # named tuples, not dataclasses: see run.lifecycle.Settings
 JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
 ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
+
+
+def capped(items: Sequence[JobItem]) -> bool:
+    """Has the job a ``max_parallel`` row (set or not: see run.lifecycle.Settings)?"""
+    return any(item.itemtype == "max_parallel" for item in items)
+
+
 DATASET_COLUMNS = (
     *("datasetid", "hostname", "database", "schemaname", "tablename", "username"),
     "encryptedpass",
@@ -180,9 +187,11 @@ class Store(ABC):
         outside client wrote it; the claim checks each one and drops or repairs it."""
 
     def job_and_candidates(self, jobid: str, limit: int, inputs: Sequence[str]) -> tuple:
-        """:meth:`job_items`, the first ``limit`` :meth:`candidates` (a store may read them
-        and their :meth:`chunk_facts` with ``inputs`` in one round trip)."""
-        return self.job_items(jobid), self.candidates(jobid, limit)
+        """:meth:`job_items`, and the first ``limit`` :meth:`candidates` (None for a job
+        with a ``max_parallel`` row: its claim takes the job's turn before it asks). A store
+        may read them and their :meth:`chunk_facts` with ``inputs`` in one round trip."""
+        items = self.job_items(jobid)
+        return items, None if capped(items) else self.candidates(jobid, limit)
 
     @abstractmethod
     def drop_candidate(self, jobid: str, sortkey: str, dataid: str) -> None: ...
@@ -225,11 +234,11 @@ class Store(ABC):
         outputs: Sequence[str],
         inputs: Sequence[str],
         runs: Sequence[dict[str, object]],
-    ) -> Sequence[int]:
+    ) -> list[int]:
         """Record the claims of these (sortkey, dataid) candidates, locked: each one
         dropped, its rows RUNNING (:meth:`mark_running`), its history row (``runs``, in
-        the same order) inserted; their runids, to be read once the transaction has ended
-        (a store may write each part of all the claims in one statement, sent with its end)."""
+        the same order) inserted; their runids (a store may write each part of all the
+        claims in one statement)."""
         for key, dataid in taken:
             self.drop_candidate(jobid, key, dataid)  # the triggers know exact keys only
             self.mark_running(jobid, dataid, outputs, inputs)

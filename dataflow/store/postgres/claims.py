@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ...dataids import chunk_hash
 from ..address import liveness_timeout
-from ..base import ChunkRow, JobItem, Row
+from ..base import ChunkRow, JobItem, Row, capped
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
 from .connection import Connection, lock_timed_out, stall_ms
@@ -45,12 +45,14 @@ class ClaimQueries(ChunkQueries):
 
     def job_and_candidates(
         self, jobid: str, limit: int, inputs: Sequence[str]
-    ) -> tuple[list[JobItem], list[tuple[str, str]]]:
-        """All in one round trip: the job's rows, its first candidates, and what
-        :meth:`chunk_facts` reads of them (read by the server once they are locked and
-        their turns tried, as if asked next; kept for that call)."""
-        items = self.conn.execute(self.q.job_items, (jobid,))  # read with the candidates
-        return [JobItem(*row) for row in items], self._candidates(jobid, limit, None, inputs)
+    ) -> tuple[list[JobItem], list[tuple[str, str]] | None]:
+        """All in one round trip: the job's rows, its first candidates unless it is capped,
+        and what :meth:`chunk_facts` reads of them (read by the server once they are locked
+        and their turns tried, as if asked next; kept for that call)."""
+        asked = self.conn.execute(self.q.job_items, (jobid,))  # read with the candidates
+        found = self._candidates(jobid, limit, None, inputs)
+        items = [JobItem(*row) for row in asked]
+        return items, None if capped(items) else found
 
     def _candidates(
         self,
@@ -59,8 +61,9 @@ class ClaimQueries(ChunkQueries):
         after: tuple[str, str] | None,
         inputs: Sequence[str] | None = None,
     ) -> list[tuple[str, str]]:
+        """With ``inputs``: the first candidates unless the job is capped, and their facts."""
         if after is None:
-            rows = self.conn.execute(self.q.candidates, (jobid, limit))
+            rows = self.conn.execute(self.q.candidates, (jobid, inputs is not None, limit))
         else:
             rows = self.conn.execute(self.q.candidates_after, (jobid, *after, limit))
         facts = None if inputs is None else self._ask_chunk_facts(jobid, inputs, None)
@@ -104,17 +107,16 @@ class ClaimQueries(ChunkQueries):
         outputs: Sequence[str],
         inputs: Sequence[str],
         runs: Sequence[dict[str, object]],
-    ) -> Sequence[int]:
+    ) -> list[int]:
         """Three statements, however many claims: candidates dropped, rows marked, runs
-        inserted (sent together; in a claim's pipeline with its COMMIT, the runids read
-        once it has ended)."""
+        inserted (sent together: one round trip in a claim's pipeline)."""
         if not taken:
             return []
         dataids = [dataid for _, dataid in taken]
         keys = {"jobid": jobid, "sortkeys": [key for key, _ in taken], "dataids": dataids}
         self.conn.execute(self.q.drop_candidates, keys)
         self._mark_running(jobid, dataids, outputs, inputs)
-        return self._send_runs(runs)
+        return self.start_runs(runs)
 
     def finish(self, jobid: str, dataid: str, status: str) -> tuple[int, int]:
         """Both in one statement."""

@@ -234,11 +234,6 @@ class PostgresStore(
     def start_runs(self, runs: Sequence[dict[str, object]]) -> list[int]:
         """One statement for the runs of a claim (of one job, at distinct dataids, with
         the same columns); their runids in their order."""
-        return list(self._send_runs(runs))
-
-    def _send_runs(self, runs: Sequence[dict[str, object]]) -> Sequence[int]:
-        """:meth:`start_runs`, its answer read when first asked for (in a pipelined
-        transaction, perhaps with its COMMIT)."""
         if not runs:
             return []
         chunks = [(run["jobid"], run["dataid"]) for run in runs]
@@ -248,7 +243,8 @@ class PostgresStore(
         rows = ", ".join([f"('RUNNING', %s, now(), %s, {marks(len(columns))})"] * len(runs))
         sql = self.q.start_runs.format(columns=", ".join(columns), rows=rows)
         params = [v for run in runs for v in (zoned_now(), liveness_timeout(), *run.values())]
-        return _Runids(self.conn.execute(sql, params), chunks)
+        runids = {(jobid, dataid): runid for runid, jobid, dataid in self.conn.execute(sql, params)}
+        return [runids[chunk] for chunk in chunks]
 
     def end_run(self, runid: int, status: str, **outcome: object) -> tuple[bool, str | None]:
         """One statement: the rerun asked comes back from the UPDATE."""
@@ -304,23 +300,3 @@ class PostgresStore(
         if isinstance(meaning, StoreUnavailable):
             return meaning
         return BadSQL(" ".join(str(exc).split()))
-
-
-class _Runids(Sequence[int]):
-    """The runids that an insert of runs returns (runid, jobid, dataid), in the order of
-    ``chunks``, read from its cursor when first asked for."""
-
-    def __init__(self, cursor, chunks: list[tuple[object, object]]):
-        self._cursor, self._chunks, self._runids = cursor, chunks, None
-
-    def _read(self) -> list[int]:
-        if self._runids is None:
-            got = {(jobid, dataid): runid for runid, jobid, dataid in self._cursor}
-            self._runids = [got[chunk] for chunk in self._chunks]
-        return self._runids
-
-    def __getitem__(self, index):
-        return self._read()[index]
-
-    def __len__(self) -> int:
-        return len(self._chunks)

@@ -5,12 +5,14 @@
 
 -- name: candidates
 -- The job's next candidates (as many as the claim wants), locked for this transaction,
--- and each one's chunk offer lock tried once its row is locked, in the same round trip.
--- Their dataids are left in setting dataflow.looked (a JSON list, in this session)
--- for chunk_facts sent after it; one row of NULLs when there is none.
+-- and each one's chunk offer lock tried once its row is locked, in the same round trip;
+-- none if the second parameter is true and the job has a max_parallel row (its claim
+-- takes the job's turn first). Their dataids are left in setting dataflow.looked (a JSON
+-- list, in this session) for chunk_facts sent after it; one row of NULLs when none.
 WITH c AS MATERIALIZED (
     SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) AS turned
-    FROM (SELECT sortkey, dataid FROM candidate WHERE jobid = %s
+    FROM (SELECT sortkey, dataid FROM candidate WHERE jobid = %s AND NOT (%s AND EXISTS (
+              SELECT 1 FROM job WHERE job.jobid = candidate.jobid AND itemtype = 'max_parallel'))
           ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED) locked),
      looked AS (SELECT set_config('dataflow.looked',
                                   coalesce(json_agg(dataid ORDER BY sortkey, dataid), '[]')::text,
