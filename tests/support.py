@@ -190,6 +190,33 @@ def process_state(pid: int) -> str:
         return ""
 
 
+def on_cue(tmp_path: Path, env: dict[str, str], code: str, *args: str) -> subprocess.Popen:
+    """A Python process running ``code`` (with ``args``), once it has printed "ready";
+    :func:`cue` then lets it go on (it reads a line)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+    return proc
+
+
+def cue(proc: subprocess.Popen) -> None:
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+
+
+def waiting_for_locks(tmp_path: Path, count: int) -> None:
+    """Wait until ``count`` sessions of the test's PostgreSQL server wait for a lock."""
+    sql = "select count(*) from pg_stat_activity where wait_event_type = 'Lock'"
+    wait_for(lambda: rows(tmp_path, sql) == [(count,)], 20, f"{count} sessions waiting")
+
+
 def rows(tmp_path: Path, sql: str, *params) -> list[tuple]:
     """Rows of a query on the test's store, read by the backend's own driver."""
     address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")

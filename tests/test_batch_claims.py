@@ -14,7 +14,7 @@ from dataflow.errors import RunFenced
 from dataflow.run import claims, drainclaim, keeper, lifecycle, locks, recorder
 from dataflow.run.runner import Outcome
 from dataflow.store import open_store
-from support import rows, script, start_runjob, statuses
+from support import cue, on_cue, rows, script, start_runjob, statuses, waiting_for_locks
 
 pytestmark = pytest.mark.both_stores
 # holds the locks of job work's chunks named in argv (in the store's lock file, or the
@@ -341,23 +341,11 @@ def test_a_claim_revoking_leases_in_two_statements_never_deadlocks_with_a_renewa
         result = claims.claim(store, lifecycle.load_job(store, "work"), count=2)
         low, high = sorted([result.claim, *result.more], key=lambda c: c.runid)
         chain.ok("dml", "update run set seen = now() - interval '1 hour', lease = 1")
-        renewing = subprocess.Popen(
-            [sys.executable, "-c", RENEW_ON_CUE, str(low.runid), str(high.runid)],
-            cwd=tmp_path,
-            env=chain.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert renewing.stdout.readline() == "ready\n"
-        waiting = "select count(*) from pg_stat_activity where wait_event_type = 'Lock'"
+        renewing = on_cue(tmp_path, chain.env, RENEW_ON_CUE, str(low.runid), str(high.runid))
         with store.transaction():
             assert store.live_leases([("work", high.dataid)], revoke=True) == set()
-            renewing.stdin.write("\n")
-            renewing.stdin.flush()
-            while rows(tmp_path, waiting) != [(1,)]:  # it holds low's row, waits for high's
-                pass
+            cue(renewing)
+            waiting_for_locks(tmp_path, 1)  # it holds low's row, waits for high's
             assert store.live_leases([("work", low.dataid)], revoke=True) == {("work", low.dataid)}
         out, err = renewing.communicate(timeout=60)
         assert renewing.returncode == 0, err

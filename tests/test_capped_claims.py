@@ -5,14 +5,10 @@ whole. (PostgreSQL: claims there lock rows and take turns; SQLite's writers take
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-
 import psycopg
 import pytest
 
-from support import rows
+from support import cue, on_cue, rows, waiting_for_locks
 
 # claims job work (a dry run with "dry"), printing what it found, once it is told to
 CLAIM_ON_CUE = """
@@ -35,31 +31,8 @@ keeper.close_all()
 """
 
 
-def _claimer(chain, tmp_path, kind: str, count: int = 1, jobid: str = "work"):
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CLAIM_ON_CUE, kind, str(count), jobid],
-        cwd=tmp_path,
-        env=chain.env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout.readline() == "ready\n", proc.stderr.read()
-    return proc
-
-
-def _go(proc: subprocess.Popen) -> None:
-    proc.stdin.write("\n")
-    proc.stdin.flush()
-
-
-def _waiting(tmp_path, n: int) -> None:
-    sql = "select count(*) from pg_stat_activity where wait_event_type = 'Lock'"
-    deadline = time.monotonic() + 20
-    while rows(tmp_path, sql) != [(n,)]:
-        assert time.monotonic() < deadline, "never waited"
-        time.sleep(0.01)
+def _claimer(chain, tmp_path, kind: str, jobid: str = "work"):
+    return on_cue(tmp_path, chain.env, CLAIM_ON_CUE, kind, "1", jobid)
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
@@ -80,10 +53,10 @@ def test_a_dry_run_waiting_for_the_turn_never_hides_a_chunk_from_a_claim(chain, 
     real = _claimer(chain, tmp_path, "real")
     with psycopg.connect(address) as holder:  # another claim, in its turn
         holder.execute("select pg_advisory_xact_lock(2, hashtext('work'))")
-        _go(dry)
-        _waiting(tmp_path, 1)
-        _go(real)
-        _waiting(tmp_path, 2)
+        cue(dry)
+        waiting_for_locks(tmp_path, 1)
+        cue(real)
+        waiting_for_locks(tmp_path, 2)
         holder.rollback()
     dry_out, dry_err = dry.communicate(timeout=60)
     out, err = real.communicate(timeout=60)
@@ -143,13 +116,13 @@ def test_a_claim_waiting_for_its_turn_never_hides_a_chunk_of_another_job(chain, 
         ("other", "1"),
         ("work", "1"),
     ]
-    work = _claimer(chain, tmp_path, "real", 1, "work")
-    other = _claimer(chain, tmp_path, "real", 1, "other")
+    work = _claimer(chain, tmp_path, "real", "work")
+    other = _claimer(chain, tmp_path, "real", "other")
     with psycopg.connect(address) as holder:  # another claim of work, in its turn
         holder.execute("select pg_advisory_xact_lock(2, hashtext('work'))")
-        _go(work)
-        _waiting(tmp_path, 1)
-        _go(other)
+        cue(work)
+        waiting_for_locks(tmp_path, 1)
+        cue(other)
         out, err = other.communicate(timeout=60)
         holder.rollback()
     work_out, work_err = work.communicate(timeout=60)
