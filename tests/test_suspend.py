@@ -184,3 +184,74 @@ def test_a_stop_put_off_and_then_continued_is_void(tmp_path):
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.wait()
+
+
+# a process with the ^Z handler of a drain whose run's thread starts a child in a group of
+# its own (a validation check) just as a ^Z is being passed on; the child's pid written to
+# the file child once it is started, "went on" said once it has ended
+STARTS_WHILE_A_STOP_IS_PASSED_ON = """
+import os, signal, subprocess, threading, time
+from dataflow.run import suspend
+
+children = []
+go = threading.Event()
+
+
+def start():
+    go.wait()
+    with suspend.starting():
+        children.append(subprocess.Popen(["sleep", "60"], process_group=0))
+    with open("child.tmp", "w") as said:
+        said.write(str(children[-1].pid))
+    os.rename("child.tmp", "child")
+
+
+def pass_on(number):
+    for child in list(children):
+        os.killpg(child.pid, number)
+    if number == signal.SIGTSTP and not go.is_set():
+        go.set()  # the thread starts its child now, after the stop was passed on
+        time.sleep(0.5)
+
+
+starter = threading.Thread(target=start)
+starter.start()
+suspend.install(pass_on)
+os.kill(os.getpid(), signal.SIGTSTP)  # the ^Z
+starter.join()
+children[0].wait()
+print("went on", flush=True)
+"""
+
+
+def test_a_start_in_another_thread_while_a_stop_is_passed_on_waits_for_fg(tmp_path):
+    """The process was started between the handler's look at the starts under way and
+    the end of the stop: it was not stopped, and ran on while its parent was."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", STARTS_WHILE_A_STOP_IS_PASSED_ON],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    child = None
+    try:
+        wait_for(lambda: process_state(parent.pid) == "T", what="the parent stopped")
+        if (tmp_path / "child").exists():
+            child = int((tmp_path / "child").read_text())
+        assert child is None, f"started during the stop, {process_state(child)!r} meanwhile"
+        os.killpg(parent.pid, signal.SIGCONT)  # fg
+        wait_for((tmp_path / "child").exists, what="the child started, after fg")
+        child = int((tmp_path / "child").read_text())
+        wait_for(lambda: process_state(child) not in ("", "Z"), what="the child running")
+        assert process_state(child) != "T"
+        os.kill(child, signal.SIGTERM)
+        assert parent.stdout.readline() == "went on\n"
+        assert parent.wait(timeout=30) == 0
+    finally:
+        for pid in [child] if child else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()

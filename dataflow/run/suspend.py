@@ -8,32 +8,46 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 _counting = threading.Lock()
 _starting = 0  # processes of ours being started
 _put_off = False  # a ^Z came while one was: acted on once they are started
+_under_way = False  # a ^Z is being passed on, this process not yet continued
 
 
 @contextlib.contextmanager
 def starting() -> Iterator[None]:
     """A process of ours being started and noted where ``pass_on`` finds it: a ^Z that
     comes meanwhile would miss it (it would go on through the stop). It is put off until
-    every start under way is noted, then comes again."""
-    global _starting, _put_off
-    with _counting:
-        _starting += 1
+    every start under way is noted, then comes again. A start in another thread while a
+    ^Z is being passed on waits until this process is continued (fg, bg)."""
+    global _starting
+    while True:
+        with _counting:
+            _starting += 1
+        if not _under_way:  # (read after the count: the handler sets it before it reads)
+            break
+        _start_ended()  # a stop it put off for this start comes again now
+        while _under_way:
+            time.sleep(0.01)
     try:
         yield
     finally:
-        with _counting:
-            _starting -= 1
-            again = not _starting and _put_off
-            if again:
-                _put_off = False
+        _start_ended()
+
+
+def _start_ended() -> None:
+    global _starting, _put_off
+    with _counting:
+        _starting -= 1
+        again = not _starting and _put_off
         if again:
-            os.kill(os.getpid(), signal.SIGTSTP)
+            _put_off = False
+    if again:
+        os.kill(os.getpid(), signal.SIGTSTP)
 
 
 def install(pass_on: Callable[[int], None]) -> dict[int, Any]:
@@ -59,16 +73,17 @@ def suspended(pass_on: Callable[[int], None]) -> Callable[[int, Any], None]:
     stopping = False  # between passing the stop on and this process's own stop
 
     def handler(number: int, _frame: Any) -> None:
-        global _put_off
+        global _put_off, _under_way
         nonlocal stopping
         if stopping:  # a second ^Z before this process has stopped: the same stop
             return
-        # the flag first, then the count (no lock: the handler runs in the main thread,
+        # the flags first, then the count (no lock: the handler runs in the main thread,
         # between two of its steps). A start in another thread that ends between these
-        # two lines finds the flag and says it again: the same stop.
-        stopping = _put_off = True
+        # two lines finds the flag and says it again: the same stop; one that begins
+        # finds the stop under way and waits.
+        stopping = _put_off = _under_way = True
         if _starting:
-            stopping = False
+            stopping = _under_way = False
             return
         _put_off = False
         try:
@@ -80,6 +95,9 @@ def suspended(pass_on: Callable[[int], None]) -> Callable[[int, Any], None]:
                 signal.signal(signal.SIGTSTP, ours)
         finally:
             stopping = False  # a ^Z from now on is a new one
-            pass_on(signal.SIGCONT)
+            try:
+                pass_on(signal.SIGCONT)
+            finally:
+                _under_way = False
 
     return handler
