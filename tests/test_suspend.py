@@ -255,3 +255,49 @@ def test_a_start_in_another_thread_while_a_stop_is_passed_on_waits_for_fg(tmp_pa
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.wait()
+
+
+# a process with the ^Z handler of a drain and one child in a group of its own, paused
+# and resumed by a script (kill -TSTP, kill -CONT): the resume lands while the stop is
+# being passed on, before this process has stopped; then it says its child's state
+CONTINUED_WHILE_THE_STOP_IS_PASSED_ON = """
+import os, signal, subprocess, time
+from pathlib import Path
+from dataflow.run import suspend
+
+child = subprocess.Popen(["sleep", "60"], process_group=0)
+
+
+def pass_on(number):
+    os.killpg(child.pid, number)
+    if number == signal.SIGTSTP:
+        Path("passing").touch()
+        time.sleep(1)  # the resume lands meanwhile
+
+
+suspend.install(pass_on)
+os.kill(os.getpid(), signal.SIGTSTP)  # the pause
+print(Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0], flush=True)
+child.kill()
+"""
+
+
+def test_a_resume_that_lands_while_the_stop_is_passed_on_is_not_lost(tmp_path):
+    """The stop went on after the resume: this process and its jobs stayed stopped, with
+    nothing to continue them."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", CONTINUED_WHILE_THE_STOP_IS_PASSED_ON],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    try:
+        wait_for((tmp_path / "passing").exists, what="the stop being passed on")
+        os.kill(parent.pid, signal.SIGCONT)  # the resume
+        out, _ = parent.communicate(timeout=20)  # a stop after it would hold it here
+        assert parent.returncode == 0 and out in ("S\n", "R\n"), out  # its child goes on
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()

@@ -16,6 +16,7 @@ _counting = threading.Lock()
 _starting = 0  # processes of ours being started
 _put_off = False  # a ^Z came while one was: acted on once they are started
 _under_way = False  # a ^Z is being passed on, this process not yet continued
+_continues = 0  # SIGCONTs this process has had
 
 
 @contextlib.contextmanager
@@ -61,8 +62,9 @@ def install(pass_on: Callable[[int], None]) -> dict[int, Any]:
 def _continued(_number: int, _frame: Any) -> None:
     """This process is continued: a stop put off meanwhile is void (as the kernel drops a
     stop that is pending when a SIGCONT comes)."""
-    global _put_off
+    global _put_off, _continues
     _put_off = False
+    _continues += 1
 
 
 def suspended(pass_on: Callable[[int], None]) -> Callable[[int, Any], None]:
@@ -86,11 +88,13 @@ def suspended(pass_on: Callable[[int], None]) -> Callable[[int, Any], None]:
             stopping = _under_way = False
             return
         _put_off = False
+        continues = _continues
         try:
             pass_on(signal.SIGTSTP)
-            ours = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+            ours = signal.signal(signal.SIGTSTP, signal.SIG_DFL)  # (runs a SIGCONT's handler)
             try:
-                os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until continued
+                if _continues == continues:  # else continued already: the stop is void
+                    os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until continued
             finally:
                 signal.signal(signal.SIGTSTP, ours)
         finally:
