@@ -43,7 +43,7 @@ def run(spark, job):
 
 
 def run_batch(spark, batch):
-    print(f"job: batch {' '.join(batch.dataids)}")
+    print(f"job: batch {' '.join(batch.dataids)}", flush=True)
     time.sleep(float(os.environ.get("BATCH_SLEEP", "0")))
     if POISON in batch.dataids:
         raise ValueError(f"chunk {POISON} is poisoned")
@@ -275,8 +275,14 @@ def test_a_killed_batch_driver_leaves_its_chunks_to_recover(cli):
     env = {**cli.env, "BATCH_SLEEP": "600"}
     drain = start_runjob(cli, "--batch", "4", "./job.py", env=env)
     try:
-        running = "select count(*) from run where status = 'RUNNING'"
-        wait_for(lambda: rows(cli.cwd, running)[0][0] == 4, timeout=600, what="a batch running")
+        # its job started: RunJob has been told of the batch's chunks (it is told before
+        # the job starts, after the claim is committed: a kill in between leaves it none)
+        log = cli.cwd / "dataflow.db.d" / "logs" / "job" / "1.1.log"
+
+        def said() -> bool:
+            return log.exists() and "job: batch 1 2 3 4\n" in log.read_text()
+
+        wait_for(said, timeout=600, what="a batch running")
         ((driver,),) = rows(cli.cwd, "select distinct pid from run")
         os.kill(driver, signal.SIGKILL)
         out, err = drain.communicate(timeout=120)
