@@ -61,7 +61,8 @@ class ClaimQueries(ChunkQueries):
         after: tuple[str, str] | None,
         inputs: Sequence[str] | None = None,
     ) -> list[tuple[str, str]]:
-        """With ``inputs``: the first candidates unless the job is capped, and their facts."""
+        """With ``inputs`` (the first ones only): none if the job is capped, and their facts
+        read in the same round trip."""
         if after is None:
             rows = self.conn.execute(self.q.candidates, (jobid, inputs is not None, limit))
         else:

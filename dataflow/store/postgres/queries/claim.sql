@@ -20,16 +20,11 @@ WITH c AS MATERIALIZED (
 SELECT c.sortkey, c.dataid, c.turned FROM looked LEFT JOIN c ON true ORDER BY 1, 2;
 
 -- name: candidates_after
--- The same, past a (sortkey, dataid) pair.
+-- The next ones, past a (sortkey, dataid) pair (no setting left).
 WITH c AS MATERIALIZED (
-    SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) AS turned
-    FROM (SELECT sortkey, dataid FROM candidate
-          WHERE jobid = %s AND (sortkey, dataid) > (%s, %s)
-          ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED) locked),
-     looked AS (SELECT set_config('dataflow.looked',
-                                  coalesce(json_agg(dataid ORDER BY sortkey, dataid), '[]')::text,
-                                  false) FROM c)
-SELECT c.sortkey, c.dataid, c.turned FROM looked LEFT JOIN c ON true ORDER BY 1, 2;
+    SELECT sortkey, dataid FROM candidate WHERE jobid = %s AND (sortkey, dataid) > (%s, %s)
+    ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED)
+SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) FROM c;
 
 -- name: put_candidate
 INSERT INTO candidate(jobid, sortkey, dataid)
