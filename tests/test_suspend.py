@@ -9,10 +9,41 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 from support import process_state, wait_for
+
+
+@contextlib.contextmanager
+def _parent(tmp_path, script: str, *args: str) -> Iterator[tuple[subprocess.Popen, list[int]]]:
+    """A process running ``script`` in a process group of its own, its output read; at the
+    end it is killed if it still lives, and so is each child the test noted in the list."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    children: list[int] = []
+    try:
+        yield parent, children
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()
+
+
+def _noted(tmp_path, children: list[int]) -> int:
+    """The child's pid, from the file child, noted to be killed at the end."""
+    children.append(int((tmp_path / "child").read_text()))
+    return children[-1]
+
 
 # a process with the ^Z handler of a drain, which starts a child in a group of its own
 # (argv[1]: from the main thread, or from another one) and gets a ^Z while it does; the
@@ -57,18 +88,10 @@ print("went on", flush=True)
 def test_a_stop_that_lands_while_a_process_starts_stops_it_too_and_once(tmp_path, where):
     """Before, the ^Z was passed on at once, to the processes already noted: the one
     being started went on through the stop."""
-    parent = subprocess.Popen(
-        [sys.executable, "-c", STARTS_AS_IT_IS_STOPPED, where],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-        process_group=0,
-    )
-    child = None
-    try:
+    with _parent(tmp_path, STARTS_AS_IT_IS_STOPPED, where) as (parent, children):
         wait_for(lambda: process_state(parent.pid) == "T", what="the parent stopped")
         wait_for((tmp_path / "child").exists, what="the child started (before the stop)")
-        child = int((tmp_path / "child").read_text())
+        child = _noted(tmp_path, children)
         wait_for(lambda: process_state(child) == "T", what="the child stopped")
         os.killpg(parent.pid, signal.SIGCONT)  # fg
         wait_for(lambda: process_state(child) not in ("T", ""), what="the child to go on")
@@ -76,13 +99,6 @@ def test_a_stop_that_lands_while_a_process_starts_stops_it_too_and_once(tmp_path
         # a second stop (the ^Z passed on twice) would hold the parent here
         assert parent.stdout.readline() == "went on\n"
         assert parent.wait(timeout=30) == 0
-    finally:
-        for pid in [child] if child else []:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait()
 
 
 # a process with the ^Z handler of a drain and one child in a group of its own; a second
@@ -115,15 +131,9 @@ print("went on", flush=True)
 def test_a_second_stop_before_the_first_has_stopped_this_process_is_the_same_stop(tmp_path):
     """It was handled as a stop of its own, inside the first: at fg it passed SIGCONT on
     and this process stopped once more, its child going on alone."""
-    parent = subprocess.Popen(
-        [sys.executable, "-c", STOPPED_TWICE_AT_ONCE],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-        process_group=0,
-    )
-    child = int(parent.stdout.readline())
-    try:
+    with _parent(tmp_path, STOPPED_TWICE_AT_ONCE) as (parent, children):
+        child = int(parent.stdout.readline())
+        children.append(child)
         wait_for(lambda: process_state(parent.pid) == "T", what="the parent stopped")
         assert process_state(child) == "T"
         os.killpg(parent.pid, signal.SIGCONT)  # fg
@@ -131,12 +141,6 @@ def test_a_second_stop_before_the_first_has_stopped_this_process_is_the_same_sto
         os.kill(child, signal.SIGTERM)
         assert parent.wait(timeout=30) == 0  # not stopped again
         assert parent.stdout.read() == "went on\n"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait()
 
 
 # a process with the ^Z handler of a drain that gets a ^Z, then a SIGCONT, while it starts
@@ -162,28 +166,13 @@ print("went on", flush=True)
 def test_a_stop_put_off_and_then_continued_is_void(tmp_path):
     """The stop put off was sent again once the start was done, though the process had
     been continued meanwhile: it stopped then, with its jobs, and nothing continued it."""
-    parent = subprocess.Popen(
-        [sys.executable, "-c", STOPPED_AND_CONTINUED_WHILE_STARTING],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-        process_group=0,
-    )
-    child = None
-    try:
+    with _parent(tmp_path, STOPPED_AND_CONTINUED_WHILE_STARTING) as (parent, children):
         wait_for((tmp_path / "child").exists, what="the child started")
-        child = int((tmp_path / "child").read_text())
+        child = _noted(tmp_path, children)
         wait_for(lambda: process_state(child) not in ("", "Z"), what="the child running")
         os.kill(child, signal.SIGTERM)
         assert parent.wait(timeout=30) == 0  # never stopped
         assert parent.stdout.read() == "went on\n"
-    finally:
-        for pid in [child] if child else []:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait()
 
 
 # a process with the ^Z handler of a drain whose run's thread starts a child in a group of
@@ -227,34 +216,18 @@ print("went on", flush=True)
 def test_a_start_in_another_thread_while_a_stop_is_passed_on_waits_for_fg(tmp_path):
     """The process was started between the handler's look at the starts under way and
     the end of the stop: it was not stopped, and ran on while its parent was."""
-    parent = subprocess.Popen(
-        [sys.executable, "-c", STARTS_WHILE_A_STOP_IS_PASSED_ON],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-        process_group=0,
-    )
-    child = None
-    try:
+    with _parent(tmp_path, STARTS_WHILE_A_STOP_IS_PASSED_ON) as (parent, children):
         wait_for(lambda: process_state(parent.pid) == "T", what="the parent stopped")
-        if (tmp_path / "child").exists():
-            child = int((tmp_path / "child").read_text())
-        assert child is None, f"started during the stop, {process_state(child)!r} meanwhile"
+        early = _noted(tmp_path, children) if (tmp_path / "child").exists() else None
+        assert early is None, f"started during the stop, {process_state(early)!r} meanwhile"
         os.killpg(parent.pid, signal.SIGCONT)  # fg
         wait_for((tmp_path / "child").exists, what="the child started, after fg")
-        child = int((tmp_path / "child").read_text())
+        child = _noted(tmp_path, children)
         wait_for(lambda: process_state(child) not in ("", "Z"), what="the child running")
         assert process_state(child) != "T"
         os.kill(child, signal.SIGTERM)
         assert parent.stdout.readline() == "went on\n"
         assert parent.wait(timeout=30) == 0
-    finally:
-        for pid in [child] if child else []:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait()
 
 
 # a process with the ^Z handler of a drain and one child in a group of its own, paused
@@ -285,19 +258,8 @@ child.kill()
 def test_a_resume_that_lands_while_the_stop_is_passed_on_is_not_lost(tmp_path):
     """The stop went on after the resume: this process and its jobs stayed stopped, with
     nothing to continue them."""
-    parent = subprocess.Popen(
-        [sys.executable, "-c", CONTINUED_WHILE_THE_STOP_IS_PASSED_ON],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-        process_group=0,
-    )
-    try:
+    with _parent(tmp_path, CONTINUED_WHILE_THE_STOP_IS_PASSED_ON) as (parent, _):
         wait_for((tmp_path / "passing").exists, what="the stop being passed on")
         os.kill(parent.pid, signal.SIGCONT)  # the resume
         out, _ = parent.communicate(timeout=20)  # a stop after it would hold it here
         assert parent.returncode == 0 and out in ("S\n", "R\n"), out  # its child goes on
-    finally:
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait()
