@@ -47,7 +47,8 @@ class Server:
         self.log = work / "serve.log"
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
-                [str(BIN / "utility"), "serve", "--port", "0", "--token-file", str(token)],
+                [str(BIN / "utility"), "serve", "--port", "0", "--token-file", str(token),
+                 "--landing-root", str(work)],
                 cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT,
             )  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import secrets
 import signal
 import subprocess
@@ -28,10 +29,12 @@ def token_file(folder: Path) -> tuple[Path, str]:
 
 
 class Server:
-    """``utility serve --port P --token-file F ARGS...`` in the background."""
+    """``utility serve --port P --token-file F ARGS...`` in the background; ``files``: its
+    limit of open files (``ulimit -n``), if not this process's."""
 
-    def __init__(self, cli: Cli, token: Path, *args: str, name: str = "serve"):
-        self.cli, self.token, self.args = cli, token, args
+    def __init__(self, cli: Cli, token: Path, *args: str, name: str = "serve",
+                 files: int | None = None):  # fmt: skip
+        self.cli, self.token, self.args, self.files = cli, token, args, files
         self.out = cli.cwd / f"{name}.out"
         self.err = cli.cwd / f"{name}.err"
         self.url = ""
@@ -43,7 +46,8 @@ class Server:
         argv += ["--token-file", str(self.token), *self.args]
         with open(self.out, "ab") as out, open(self.err, "ab") as err:
             self.process = subprocess.Popen(argv, cwd=self.cli.cwd, env=self.cli.env,
-                                            stdout=out, stderr=err)  # fmt: skip
+                                            stdout=out, stderr=err,
+                                            preexec_fn=self._limit)  # fmt: skip
         deadline = time.monotonic() + timeout
         while len(found := STARTED.findall(self.output())) <= before:
             code = self.process.poll()
@@ -52,6 +56,11 @@ class Server:
             time.sleep(0.05)
         self.url = found[-1]
         return self
+
+    def _limit(self) -> None:
+        if self.files is not None:
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.files, hard))
 
     @property
     def port(self) -> int:

@@ -45,7 +45,7 @@ def site(tmp_path_factory):
     cli.ok("ready", "src", "1")
     assert cli.runjob("./work.sh").code == 0
     token_path, token = token_file(folder)
-    server = Server(cli, token_path, "--max-body", "4K").start()
+    server = Server(cli, token_path, "--max-body", "4K", "--landing-root", str(folder)).start()
     yield cli, server, token, data
     assert server.stop() == 0
     logs = server.logs()
@@ -285,7 +285,8 @@ def test_open_read_opens_the_views_only(tmp_path):
     cli.ok("register-dataset", "other", "--database", "json", "--schemaname",
            str(tmp_path / "data"), "--tablename", "other")  # fmt: skip
     # one POST every 20 s: the second one comes sooner, however slow this machine is
-    server = Server(cli, path, "--open-read", "--rate", "0.05", "--dataset", "landing").start()
+    server = Server(cli, path, "--open-read", "--rate", "0.05", "--dataset", "landing",
+                    "--landing-root", str(tmp_path)).start()  # fmt: skip
     try:
         with client(server, None) as anonymous:
             assert anonymous.get("/api/status").status_code == 200
@@ -314,7 +315,7 @@ def test_sigterm_lets_the_request_under_way_finish_then_exits_0(tmp_path):
     cli.ok("register-dataset", "landing", "--database", "json", "--schemaname",
            str(tmp_path / "data"), "--tablename", "landing")  # fmt: skip
     path, token = token_file(tmp_path)
-    server = Server(cli, path).start()
+    server = Server(cli, path, "--landing-root", str(tmp_path)).start()
     sent = threading.Event()
     answer: list = []
 
@@ -407,7 +408,7 @@ def test_a_server_on_a_postgresql_store(cli):
     cli.ok("register-dataset", "landing", "--database", "json", "--schemaname", str(folder),
            "--tablename", "landing")  # fmt: skip
     path, token = token_file(cli.cwd)
-    server = Server(cli, path).start()
+    server = Server(cli, path, "--landing-root", str(cli.cwd)).start()
     try:
         with client(server, token) as http:
             answer = post(http, "landing", [{"n": 1}, {"n": 2}], **{"Idempotency-Key": "pg-1"})

@@ -84,7 +84,7 @@ def test_2000_items_from_16_clients_through_a_kill_land_exactly_once(tmp_path):
     cli.ok("register-dataset", "landing", "--database", "json", "--schemaname",
            str(tmp_path / "data"), "--tablename", "landing")  # fmt: skip
     path, token = token_file(tmp_path)
-    server = Server(cli, path).start()
+    server = Server(cli, path, "--landing-root", str(tmp_path)).start()
     requests = requests_of(26)
     producers = [
         Producer(server, token, requests[n::CLIENTS], seed=n) for n in range(CLIENTS)

@@ -5,6 +5,7 @@ and only when the command runs."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..errors import ServeError, UsageError
 from . import say, warn
@@ -45,6 +46,23 @@ def seconds(text: str) -> float:
     return value
 
 
+def count(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of connections (1 to 1000000)")
+    return int(text)
+
+
+def roots(given: list[str]) -> tuple[Path, ...]:
+    """The ``--landing-root`` folders, resolved; each must be a folder."""
+    found = []
+    for name in given:
+        path = Path(name).resolve()
+        if not path.is_dir():
+            raise UsageError(f"--landing-root {name}: not a folder")
+        found.append(path)
+    return tuple(found)
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
@@ -69,6 +87,24 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="POSTs a second the server takes, in bursts of up to N; more get 429 (default: no limit)",
     )  # fmt: skip
     parser.add_argument(
+        "--landing-root", action="append", default=[], metavar="DIR",
+        help="items land only in landing folders inside DIR, symlinks resolved (repeatable;"
+        " none: every POST of items is refused)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-connections", type=count, default=1000, metavar="N",
+        help="connections at once; past N the oldest without a request under way is closed"
+        " (default 1000, fewer if ulimit -n leaves no room)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--header-timeout", type=seconds, default=10.0, metavar="S",
+        help="seconds a request's line and headers may take to arrive (default 10)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--body-timeout", type=seconds, default=30.0, metavar="S",
+        help="seconds a request's body may take to arrive after its headers (default 30)",
+    )  # fmt: skip
+    parser.add_argument(
         "--refresh", type=seconds, default=5.0, metavar="S",
         help="seconds between two refreshes of the live board (default 5)",
     )  # fmt: skip
@@ -82,7 +118,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 )
 def serve(options: argparse.Namespace) -> int:
     try:
-        from ..serve import access, app, server
+        from ..serve import access, app, connections, server
     except ImportError as exc:
         if (exc.name or "").split(".")[0] in EXTRA:
             raise ServeError(MISSING) from None
@@ -90,6 +126,7 @@ def serve(options: argparse.Namespace) -> int:
     if not 0 <= options.port <= 65535:
         raise UsageError(f"--port {options.port}: give 0 to 65535")
     token, warning = access.read_token(access.check_token_path(options.token_file))
+    landing_roots = roots(options.landing_root)
     with open_store(options, readonly=True):  # no store: one clear error, not 503s
         pass
     if warning:
@@ -102,17 +139,27 @@ def serve(options: argparse.Namespace) -> int:
         rate=options.rate,
         datasets=frozenset(options.dataset),
         live=options.refresh,
+        roots=landing_roots,
     )
-    application = app.create(settings, say)
+    log = access.Bearer(token).masking(say)  # whatever a client sends, never the token
+    application = app.create(settings, log)
     sock = server.listen(options.host, options.port)
     if not server.is_loopback(sock):
         warn("listening beyond this machine over plain HTTP: the token travels in clear "
              "unless a TLS proxy is in front (docs/serve.md)")  # fmt: skip
+    if not landing_roots:
+        warn("no --landing-root: every POST of items is refused (403); give --landing-root "
+             "DIR for the folders items may land under")  # fmt: skip
+    most = connections.most_open(options.max_connections)
+    if most < options.max_connections:
+        warn(f"at most {most} connections at once, not {options.max_connections}: the "
+             "open-file limit (ulimit -n) leaves no room for more")  # fmt: skip
+    limits = connections.Limits(most, options.header_timeout, options.body_timeout)
     reads = "open to anyone" if options.open_read else "need the token"
     say(
         f"serving {server.url_of(sock)}: POST /stream/<dataset>; GET / is the board (reads {reads})"
     )
     say("stop with Ctrl-C or SIGTERM: requests under way finish first")
-    server.run(application, sock)
+    server.run(application, sock, log, limits)
     say("stopped")
     return 0

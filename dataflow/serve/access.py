@@ -11,13 +11,14 @@ import hmac
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import ServeError
 
 MIN_TOKEN = 16  # characters: a short token is guessed
 SCHEME = "bearer"
+MASK = "***"  # the token, in a log line
 QUERY_NAMES = frozenset(
     {"token", "access_token", "bearer", "auth", "authorization", "api_key", "apikey", "key"}
 )
@@ -50,6 +51,7 @@ class Bearer:
 
     def __init__(self, token: bytes):
         self._token = token
+        self._shown = token.decode("latin-1")  # printable ASCII (read_token)
 
     def admits(self, authorization: str | None) -> bool:
         scheme, _, given = (authorization or "").partition(" ")
@@ -58,6 +60,14 @@ class Bearer:
         # latin-1: a header's bytes as they came; compare_digest takes the same time
         # whatever the first wrong character
         return hmac.compare_digest(given.strip().encode("latin-1", "replace"), self._token)
+
+    def hide(self, text: str) -> str:
+        """``text`` with the token masked (a path a client put it in, a log line)."""
+        return text.replace(self._shown, MASK) if self._shown in text else text
+
+    def masking(self, log: Callable[[str], None]) -> Callable[[str], None]:
+        """``log``, every line of it with the token masked."""
+        return lambda line: log(self.hide(line))
 
     def in_query(self, pairs: Iterable[tuple[str, str]]) -> bool:
         """Whether a URL's query carries a token: a parameter named like one, or the

@@ -8,7 +8,8 @@
 
 Every refusal is one line of JSON, ``{"error": "..."}``, and lands nothing. A token in a
 URL's query is refused even where none is needed. One line is logged per request (who,
-method, path, status, items, time): never a query string, a header or a body.
+method, path, status, items or why it was refused, time): never a query string, a
+header, a body, nor the token (masked wherever a client puts it, the path included).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,6 +53,7 @@ class Settings:
     rate: float = 0.0  # POSTs a second; 0: no limit
     datasets: Collection[str] = field(default_factory=frozenset)  # empty: every landing
     live: float = 5.0  # seconds between two refreshes of the board page
+    roots: tuple[Path, ...] = ()  # folders items may land under (resolved); none: no items
 
 
 def _answer(status: int, body: bytes, media: str, extra: dict | None = None) -> Response:
@@ -78,8 +81,8 @@ class Service:
 
     def __init__(self, settings: Settings, log: Log):
         self.settings = settings
-        self.log = log
         self.bearer = Bearer(settings.token)
+        self.log = self.bearer.masking(log)
         self.limit = RateLimit(settings.rate)
         self._targets: dict[str, tuple[float, intake.Target]] = {}  # read in worker threads
         self._lock = threading.Lock()
@@ -110,10 +113,19 @@ class Service:
         try:
             return await answer()
         except (DataflowError, *DRIVER_ERRORS) as exc:
-            return error(_status_of(exc), str(exc) or type(exc).__name__)
-        except Exception:  # a bug: the client learns nothing of it, the log everything
-            self.log(f"error: {request.method} {shown_path(request.url.path)}\n"
-                     f"{traceback.format_exc().rstrip()}")  # fmt: skip
+            status, message = _status_of(exc), str(exc) or type(exc).__name__
+            if status == 403:  # a rule of this server: its log says which
+                request.state.note = f"({message})"
+            return error(status, message)
+        except ClientDisconnect:  # gone, or closed by --body-timeout: no one reads this
+            return error(408, "the body did not arrive whole")
+        except Exception as exc:  # a bug: the client learns nothing of it, the log one line
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            self.log(
+                f"error: {request.method} {shown_path(self.bearer.hide(request.url.path))}: "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())} "
+                f"({Path(where.filename).name}:{where.lineno})"
+            )
             return error(500, "internal error (see the server's log)")
 
     # -- writes --------------------------------------------------------------------------
@@ -132,7 +144,7 @@ class Service:
         body = await self._body(request)
         found = items.parse(body, request.headers.get("content-type", ""))
         landed = await run_in_threadpool(self._land, request.path_params["dataset"], found, key)
-        request.state.items = f"{landed.items} item{'' if landed.items == 1 else 's'}" + (
+        request.state.note = f"{landed.items} item{'' if landed.items == 1 else 's'}" + (
             " (duplicate)" if landed.duplicate else ""
         )
         body = (json.dumps(landed.as_json()) + "\n").encode()
@@ -149,7 +161,9 @@ class Service:
             known = self._targets.get(datasetid)
         if known and known[0] > now:
             return known[1]
-        where = intake.target(self.settings.db, datasetid, self.settings.datasets)
+        where = intake.target(
+            self.settings.db, datasetid, self.settings.datasets, self.settings.roots
+        )
         with self._lock:
             self._targets[datasetid] = (now + REMEMBER, where)
         return where
@@ -195,12 +209,14 @@ def shown_path(path: str, most: int = 200) -> str:
 
 
 class AccessLog:
-    """One line per request, once it is answered: client, method, path, status, the
-    items that landed, the time taken. Never a query string, header or body."""
+    """One line per request, once it is answered: client, method, path (the token
+    masked), status, the items that landed or why it was refused, the time taken. Never
+    a query string, header or body."""
 
-    def __init__(self, app: ASGIApp, log: Log):
+    def __init__(self, app: ASGIApp, log: Log, hide: Callable[[str], str]):
         self.app = app
         self.log = log
+        self.hide = hide
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -217,13 +233,11 @@ class AccessLog:
             await self.app(scope, receive, sending)
         finally:
             client = (scope.get("client") or ("-", 0))[0]
-            landed = scope.get("state", {}).get("items")
-            what = f" {landed}" if landed else ""
+            note = scope.get("state", {}).get("note")
+            what = f" {note}" if note else ""
             took = (time.monotonic() - started) * 1000
-            self.log(
-                f"{client} {scope['method']} {shown_path(scope['path'])} {status[0]}{what}"
-                f" {took:.0f} ms"
-            )
+            path = shown_path(self.hide(scope["path"]))
+            self.log(f"{client} {scope['method']} {path} {status[0]}{what} {took:.0f} ms")
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -248,4 +262,4 @@ def create(settings: Settings, log: Log) -> ASGIApp:
         ),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
-    return AccessLog(app, log)
+    return AccessLog(app, service.log, service.bearer.hide)

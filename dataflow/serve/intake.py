@@ -11,7 +11,10 @@ once race for one name and only one file is linked. A key used again for other i
 refused. Without a key, each request lands under a new name.
 
 Only a landing dataset takes items: a local file dataset in ``json`` or ``csv`` that no
-job produces (a stream's IN dataset, not a batch job's OUT).
+job produces (a stream's IN dataset, not a batch job's OUT), whose folder, symlinks and
+``..`` resolved, is inside one of the landing roots the server was given: a row of the
+store names the folder, and a writer of the store must not choose where this host
+writes.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from ..store import locate, open_store
 from .items import FORMATS, Item, encode
 
 MAX_KEY = 255  # characters of an Idempotency-Key
+NO_ROOT = (
+    "this server takes no items: start it with --landing-root DIR (the folders items "
+    "may land under)"
+)
 
 
 @dataclass(frozen=True)
@@ -74,10 +81,15 @@ def check_name(datasetid: str, allowed: Collection[str] = ()) -> None:
         raise Refused(400, "the URL does not name a dataset: /stream/<dataset>")
 
 
-def target(db: str | None, datasetid: str, allowed: Collection[str] = ()) -> Target:
-    """The landing of ``datasetid``, checked; Refused (404, 409) if it takes no items.
-    ``allowed``: the datasets this server takes items for (empty: every landing dataset)."""
+def target(
+    db: str | None, datasetid: str, allowed: Collection[str] = (), roots: Sequence[Path] = ()
+) -> Target:
+    """The landing of ``datasetid``, checked; Refused (404, 409) if it takes no items,
+    403 if its folder is not inside one of ``roots`` (resolved folders). ``allowed``:
+    the datasets this server takes items for (empty: every landing dataset)."""
     check_name(datasetid, allowed)
+    if not roots:
+        raise Refused(403, NO_ROOT)
     try:
         dataset = registered(datasetid, db=db)
     except DatasetError:
@@ -98,7 +110,22 @@ def target(db: str | None, datasetid: str, allowed: Collection[str] = ()) -> Tar
             f"dataset '{datasetid}' is the OUT dataset of job {', '.join(producers)}: "
             "items land only in a landing dataset (a stream's IN)",
         )
-    return Target(datasetid, folder, dataset.format)
+    return Target(datasetid, confined(datasetid, folder, roots), dataset.format)
+
+
+def confined(datasetid: str, folder: Path, roots: Sequence[Path]) -> Path:
+    """``folder`` resolved (symlinks, ``..``), if it is inside one of ``roots``; else
+    Refused (403)."""
+    try:
+        inside = folder.resolve()
+    except (OSError, RuntimeError):  # a symlink loop, a name too long
+        inside = None
+    if inside is None or not any(inside.is_relative_to(root) for root in roots):
+        raise Refused(
+            403, f"dataset '{datasetid}': its landing folder is outside every --landing-root "
+            "of this server: nothing landed"
+        )  # fmt: skip
+    return inside
 
 
 def check_key(key: str | None) -> str | None:
