@@ -292,3 +292,7 @@ class StoreMoved(DataflowError):
         super().__init__(
             f"this store moved to {target} (copy-store --retire on {on}); use --db {target}"
         )
+
+
+class PolicyError(DataflowError):
+    """The host's policy file (``dataflow.policy``) cannot be read or is malformed."""

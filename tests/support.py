@@ -46,7 +46,20 @@ def base_env(tmp_path: Path, address=None) -> dict[str, str]:
     env["DATAFLOW_DB"] = str(address or tmp_path / "dataflow.db")
     env["DATAFLOW_STATE"] = str(tmp_path / "state")
     env["DATAFLOW_PYTHON"] = sys.executable
+    # the host's policy (dataflow.policy): a test writes what its host allows in this file
+    env["DATAFLOW_POLICY"] = str(host_policy(tmp_path))
     return env
+
+
+def host_policy(folder: Path, text: str | None = None) -> Path:
+    """The policy file of the test whose folder is ``folder`` (beside it, not in it): its
+    text, if given (else as it is: empty, the toolkit's defaults, when not written yet)."""
+    path = folder.with_name(f"{folder.name}.policy.toml")
+    if text is not None:
+        path.write_text(text)
+    elif not path.exists():
+        path.touch()
+    return path
 
 
 class Cli:

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from dataflow import crypto
-from support import Cli, rows
+from support import Cli, host_policy, rows
 
 pytestmark = pytest.mark.both_stores
 
@@ -63,6 +63,7 @@ def test_register_dataset_takes_the_password_from_stdin_only(store, tmp_path):
 
 
 def test_register_job_validates_everything(store, tmp_path):
+    host_policy(tmp_path, '[env]\nallow = ["region"]\n')
     for name in ("src", "mid", "out"):
         store.ok("register-dataset", name)
     assert (
@@ -110,11 +111,11 @@ def test_register_job_validates_everything(store, tmp_path):
     )
     error(
         store.utility("register-job", "x", "--in", "mid", "--out", "out", "--set", "retries=many"),
-        "job 'x' is misconfigured: setting retries must be a number >= 0, not 'many'",
+        "job 'x' is misconfigured: setting retries must be a number from 0 to 1000000, not 'many'",
     )
     error(
         store.utility("register-job", "x", "--in", "mid", "--out", "out", "--env", "bad-name=1"),
-        "'bad-name' cannot be an environment variable of the job",
+        "job 'x': 'bad-name' cannot be an environment variable (letters, digits and _)",
     )
     error(
         store.utility("register-job", "x", "--in", "mid", "--out", "out", "--env", "novalue"),

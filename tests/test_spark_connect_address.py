@@ -14,11 +14,17 @@ VALUE = st.text(st.characters(blacklist_characters=";\n\x00", codec="utf-8"), mi
 PARAMS = st.lists(st.tuples(st.sampled_from(["user_id", "use_ssl", "session_id"]), VALUE))
 
 
-def test_spark_remote_wins_over_the_setting():
+def test_spark_remote_wins_over_the_setting_which_must_name_a_server_the_host_allows(tmp_path):
     setting = {"spark_remote": "sc://stored:15002"}
-    assert sparkconnect.remote(setting, {"SPARK_REMOTE": "sc://oneoff"}) == "sc://oneoff"
-    assert sparkconnect.remote(setting, {}) == "sc://stored:15002"
-    assert sparkconnect.remote({"spark_remote": ""}, {"SPARK_REMOTE": ""}) is None
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[spark]\nremotes = ["sc://stored:15002"]\n')
+    host = {"DATAFLOW_POLICY": str(policy)}
+    assert sparkconnect.remote(setting, {**host, "SPARK_REMOTE": "sc://oneoff"}) == "sc://oneoff"
+    assert sparkconnect.remote(setting, host) == "sc://stored:15002"
+    assert sparkconnect.remote({"spark_remote": ""}, {**host, "SPARK_REMOTE": ""}) is None
+    for other in ("sc://stored:15003", "sc://elsewhere:15002", "notaurl"):
+        with pytest.raises(SparkConnectUnavailable, match="the job setting spark_remote: "):
+            sparkconnect.remote({"spark_remote": other}, host)
 
 
 @given(token=VALUE, before=PARAMS, after=PARAMS)

@@ -9,12 +9,28 @@ from pathlib import Path
 
 import pytest
 
-from support import rows, script, state
+from support import host_policy, rows, script, state
 
 pytestmark = pytest.mark.both_stores
 
-# names that change how a process, a shell, the loader, an interpreter or the JVM starts
-UNSAFE = ["BASH_ENV", "ENV", "LD_PRELOAD", "PATH", "PYTHONSTARTUP", "JAVA_TOOL_OPTIONS", "PERL5OPT"]
+# names that change how a process, a shell, the loader, an interpreter, git, a pager, a
+# TLS library or a proxy-aware client starts: none is on any host's list unless it says so
+UNSAFE = [
+    "BASH_ENV",
+    "ENV",
+    "LD_PRELOAD",
+    "PATH",
+    "PYTHONSTARTUP",
+    "JAVA_TOOL_OPTIONS",
+    "PERL5OPT",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_ASKPASS",
+    "PAGER",
+    "LESSOPEN",
+    "OPENSSL_CONF",
+    "HTTPS_PROXY",
+    "npm_config_script_shell",
+]
 
 
 def _job(cli, tmp_path):
@@ -28,20 +44,39 @@ def _job(cli, tmp_path):
 
 
 @pytest.mark.parametrize("name", UNSAFE)
-def test_a_job_row_that_would_change_how_the_job_starts_is_refused(cli, tmp_path, name):
+def test_a_job_row_whose_name_the_host_does_not_allow_is_refused_and_never_set(
+    cli, tmp_path, name
+):
     _job(cli, tmp_path)
+    before = state(tmp_path)
     refused = cli.utility("register-job", "M", "--in", "src", "--out", "dst", "--env", f"{name}=x")
     assert refused.code == 2 and refused.err.count("\n") == 1, refused
-    assert f"'{name}' changes how the job's programs start" in refused.err
-    # another client writes the row anyway: RunJob refuses the job before any claim
+    assert f"'{name}' is not an environment name this host lets a store row set" in refused.err
+    assert "[env] allow" in refused.err and str(host_policy(tmp_path)) in refused.err
+    assert state(tmp_path) == before
+    # another client writes the row anyway: RunJob says so in one line, and the job runs
+    # without it
     evil = str(tmp_path / "evil.sh")
     cli.ok("dml", f"insert into job (jobid, itemtype, itemvalue) values ('M', '{name}', '{evil}')")
-    before = state(tmp_path)
+    script(tmp_path, "M.sh", f'echo "${{{name}-unset}}" > ran')
     ran = cli.runjob("./M.sh")
-    assert ran.code == 2 and ran.err.count("\n") == 1, ran
-    assert f"its row with itemtype '{name}'" in ran.err and "delete that row" in ran.err
-    assert not (tmp_path / "pwned").exists() and not (tmp_path / "ran").exists()
-    assert state(tmp_path) == before  # nothing claimed
+    assert ran.code == 0, ran
+    warned = [line for line in ran.err.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and f"its row '{name}' is not an environment name" in warned[0]
+    assert evil not in (tmp_path / "ran").read_text()  # PATH is the host's own
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_name_the_host_allows_is_set_and_the_toolkits_own_never_are(cli, tmp_path):
+    _job(cli, tmp_path)
+    host_policy(tmp_path, '[env]\nallow = ["REGION", "ETL_*", "DATAFLOW_*", "dataid"]\n')
+    cli.ok("set", "M", "REGION=eu", "ETL_BATCH=7")
+    for own in ("DATAFLOW_STORE=/elsewhere", "dataid=99"):
+        refused = cli.utility("set", "M", own)
+        assert refused.code == 2 and "a variable of the toolkit's own" in refused.err, refused
+    script(tmp_path, "M.sh", 'echo "$REGION $ETL_BATCH $dataid" > ran')
+    assert cli.runjob("./M.sh").code == 0
+    assert (tmp_path / "ran").read_text() == "eu 7 1\n"
 
 
 def test_an_import_and_a_dataset_name_follow_the_same_rule(cli, tmp_path):
@@ -51,7 +86,7 @@ def test_an_import_and_a_dataset_name_follow_the_same_rule(cli, tmp_path):
     exported["jobs"]["M"].append({"itemtype": "LD_PRELOAD", "itemvalue": "/tmp/evil.so"})
     (tmp_path / "export.json").write_text(json.dumps(exported))
     refused = cli.utility("import", "export.json")
-    assert refused.code == 2 and "'LD_PRELOAD' changes how" in refused.err, refused
+    assert refused.code == 2 and "'LD_PRELOAD' is not an environment name" in refused.err
     refused = cli.utility("register-dataset", "LD")  # LD_hostname, LD_password...
     assert refused.code == 2 and "dataset name 'LD'" in refused.err, refused
     # written by another client: the job that uses it is refused, nothing claimed
@@ -133,6 +168,7 @@ def test_passkey_files_and_imports_are_read_with_a_bound(cli, tmp_path):
 
 def test_repeated_env_and_set_options_all_count(cli, tmp_path):
     _job(cli, tmp_path)
+    host_policy(tmp_path, '[env]\nallow = ["A", "B"]\n')
     argv = ["register-job", "M", "--in", "src", "--out", "dst", "--env", "A=1", "--env", "B=2"]
     cli.ok(*argv, "--set", "retries=3", "--set", "timeout=50")
     found = rows(tmp_path, "select itemtype, itemvalue from job where itemvalue is not null")

@@ -193,6 +193,8 @@ def run(options: argparse.Namespace) -> int:
     with open_store(locate(options.db)) as store:
         job = lifecycle.load_job(store, jobid)
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
+        for ignored in env.ignored:  # rows this host does not allow
+            warn(ignored)
         env.variables[STORE_ENV] = for_job(locate(options.db))  # the store it runs for
         plan = launch.plan(path, options.args, job, env)
         if options.dry_run:

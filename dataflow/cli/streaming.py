@@ -12,7 +12,7 @@ from ..errors import StreamError, UsageError
 from ..run import jobenv, lifecycle, runner, scripts, sparksubmit
 from ..spark import landing
 from ..store import locate
-from . import say
+from . import say, warn
 from .commands import command, open_store
 
 STORE_ENV = "DATAFLOW_DB"  # where the stream's driver finds the store
@@ -44,6 +44,8 @@ def stream(options: argparse.Namespace) -> int:
         if len(job.outputs) != 1:
             raise StreamError(jobid, f"it has {len(job.outputs)} OUT datasets; a stream has one")
         env = jobenv.build(job, store.datasets(job.inputs + job.outputs), crypto.read_passkey())
+        for ignored in env.ignored:  # rows this host does not allow
+            warn(ignored)
     settings = {"spark_args": job.settings.spark_args}
     argv = sparksubmit.job_argv(path, options.args, settings)
     # secrets travel in the environment only; spark-submit takes this process's place

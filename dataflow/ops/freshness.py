@@ -20,7 +20,8 @@ from pathlib import Path
 from ..dataids import natural_key, system_zone
 from ..errors import DataflowError
 from ..run import alerts, lifecycle
-from ..run.lifecycle import DUE, FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY
+from ..run.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, TODAY
+from ..run.settings import DUE
 from ..store import Store, shown
 from .explain import explain
 

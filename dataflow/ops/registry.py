@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from .. import crypto
 from ..dataids import CLOCKS
 from ..errors import DataflowError, RegistrationError, UnknownDataset, UnknownJob, WrongPasskey
-from ..run import lifecycle
+from ..policy import load
+from ..run import alerts, lifecycle, sparkconnect, sparksubmit
 from ..run.alerts import ALERTS, STORE_WIDE, invalid
-from ..run.envnames import unsafe, why
-from ..run.jobenv import is_variable_name
-from ..run.lifecycle import SETTINGS
+from ..run.envnames import is_variable_name, refusal, unsafe, why
+from ..run.settings import SETTINGS
 from ..store import DATASET_COLUMNS, Row, Store
 from .lineage import find_cycle, job_graph
 
@@ -102,20 +102,34 @@ def _validate_job(
         others = [j for j in store.jobs_using(dataset, "OUT") if j != jobid]
         if others:
             raise RegistrationError(f"dataset '{dataset}' is already produced by job '{others[0]}'")
+    settings = {t: v or "" for t, _, v in items if t in SETTINGS}
+    lifecycle.settings_of(jobid, settings)
     for itemtype, _, _ in items:
-        if itemtype in ("IN", "OUT"):
-            continue
-        if itemtype not in SETTINGS and (
-            not is_variable_name(itemtype) or itemtype in ("dataid", "jobid")
-        ):
-            raise RegistrationError(f"'{itemtype}' cannot be an environment variable of the job")
-        if itemtype not in SETTINGS and unsafe(itemtype):
-            raise RegistrationError(f"job '{jobid}': {why(itemtype)}")
-    lifecycle.settings_of(jobid, {t: v or "" for t, _, v in items if t in SETTINGS})
+        if itemtype not in ("IN", "OUT", *SETTINGS) and (why_not := refusal(itemtype, load())):
+            raise RegistrationError(f"job '{jobid}': {why_not}")
+    if why_not := refused_settings(settings):
+        raise RegistrationError(f"job '{jobid}': {why_not}")
     rows = [r for r in store.job_rows() if r["jobid"] != jobid]
     rows += [{"jobid": jobid, "itemtype": t, "datasetid": d} for t, d, _ in items]
     if cycle := find_cycle(job_graph(rows)):
         raise RegistrationError(f"job '{jobid}' would make a cycle: {' -> '.join(cycle)}")
+
+
+def refused_settings(settings: dict[str, str]) -> str | None:
+    """Why this host's policy does not allow settings that become a command line, an
+    address or a target on a host (checked where they are written: the host that runs
+    the job checks them again), or None."""
+    if args := settings.get("spark_args", "").strip():
+        split = sparksubmit.split_args(args, "the setting spark_args")
+        if why_not := load().spark_args_refusal(split):
+            return f"setting spark_args: {why_not}"
+    remote = settings.get("spark_remote", "").strip()
+    if remote and (why_not := sparkconnect.refusal(remote)):
+        return f"setting spark_remote: {why_not}"
+    for url in alerts.split(settings.get(ALERTS, "")):
+        if why_not := alerts.refusal(url):
+            return f"setting {ALERTS}: {why_not}"
+    return None
 
 
 def register_job(
@@ -166,8 +180,10 @@ def _change_store_wide(store: Store, assign: dict[str, str], remove: list[str]) 
     for name in [*assign, *remove]:
         if name != ALERTS:
             raise RegistrationError(f"'{name}' is not a store-wide setting (only '{ALERTS}' is)")
-    if why := invalid(assign.get(ALERTS, "")):
-        raise RegistrationError(f"setting {ALERTS} must be Apprise URLs: {why}")
+    if why_not := invalid(assign.get(ALERTS, "")):
+        raise RegistrationError(f"setting {ALERTS} must be Apprise URLs: {why_not}")
+    if why_not := refused_settings({ALERTS: assign.get(ALERTS, "")}):
+        raise RegistrationError(f"store-wide {why_not}")
     with store.transaction():
         items = store.job_items(STORE_WIDE)
         if missing := [n for n in remove if n not in {i.itemtype for i in items}]:

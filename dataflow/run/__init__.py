@@ -4,7 +4,7 @@ client's, ``sparkconnect``), drains and run logs; chunks run in threads of one S
 driver or Connect client (``inprocess``, ``driven``), or many chunks per call of the
 job's ``run_batch`` (``inbatch``: a failed batch split down to the chunks that fail alone).
 
-May import: store, errors, dataids, crypto, layout.
+May import: store, errors, dataids, crypto, layout, policy.
 
 RunJob imports only this package, the store and the CLI: keep it free of what a run
 does not need (benchmarks/findings.md measures every millisecond of start-up).

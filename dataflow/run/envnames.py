@@ -1,23 +1,31 @@
-"""Which environment variable names a row of the store may give a job.
+"""Which environment variable names a row of the store may give a job: an allowlist.
 
-The store is open to every client that can write it, and each ``job`` row's itemtype,
-and each dataset's name (``<dataset>_hostname``...), becomes a variable of the job. A name
-that changes how a process starts (its program search path, the dynamic loader), or how a
-shell, an interpreter or the JVM starts (a file it sources, options it reads, where it
-finds its modules), would let whoever writes a row run code on every host that runs the
-job. Those names never come from the store.
+The store is open to every client that can write it. A job's environment from its rows
+is made of two kinds of names only:
 
-The list starts from what ``sudo`` removes from every command's environment by default
-(its ``env_delete`` table: ``IFS``, ``CDPATH``, ``LD_*``, ``ENV``, ``BASH_ENV``, ``PS4``,
-``SHELLOPTS``, ``JAVA_TOOL_OPTIONS``, ``PERL5OPT``, ``PYTHONPATH``, ``RUBYOPT``...) and
-what glibc's dynamic loader ignores for a setuid program (its ``UNSECURE_ENVVARS``:
-``GCONV_PATH``, ``LOCPATH``, ``MALLOC_TRACE``, ``TMPDIR``...), widened to whole families
-(every ``PYTHON*``, ``PERL*``, ``RUBY*``, ``JAVA*``), and adds what starts our own jobs:
-``PATH``, Spark's launch variables (``SPARK_*``, ``PYSPARK_*``, ``HADOOP_CONF_DIR``...),
-``NODE_OPTIONS``, ``GLIBC_TUNABLES``, and the toolkit's own (``DATAFLOW_*``, ``PASSKEY*``).
+- a dataset's variables, ``<datasetid>_<field>`` with fixed fields (``hostname``,
+  ``database``, ..., each also upper-cased: :data:`.jobenv.FIELDS`), the dataset's name
+  checked: letters, digits and ``_``; and none that starts a name which changes how a
+  process, a shell, an interpreter or the JVM starts (the list below: ``LD`` would make
+  ``LD_hostname``);
+- a job row's own name (its itemtype), only if the host's policy allows it
+  (``[env] allow``, :mod:`dataflow.policy`): a name no host listed is never set, however
+  harmless it looks (``GIT_CONFIG_COUNT``, ``PAGER``, ``HTTPS_PROXY`` are not on any list
+  of "dangerous" names a toolkit could keep up to date).
+
+The list below is what ``sudo`` removes from every command's environment by default
+(its ``env_delete`` table) and glibc's unsecure variables, widened to whole families, and
+our own launch variables. It guards the dataset names only: a prefix of theirs must not
+make a variable a program reads.
 """
 
 from __future__ import annotations
+
+import re
+
+from ..policy import Policy
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 EXACT = frozenset(
     [
@@ -92,14 +100,27 @@ PREFIXES = (
 
 
 def unsafe(name: str) -> bool:
-    """May the store not give the job this variable? (Names are case-sensitive, as the
-    programs that read them are.)"""
+    """Is this a variable that changes how a program starts? (Names are case-sensitive,
+    as the programs that read them are.)"""
     return name in EXACT or name.startswith(PREFIXES)
 
 
 def why(name: str) -> str:
-    """A person's words for a refused name."""
+    """A person's words for a refused dataset name."""
     return (
         f"'{name}' changes how the job's programs start (a loader, shell, interpreter or "
         "JVM variable): it is never taken from the store (see docs/guarantees.md)"
     )
+
+
+def is_variable_name(name: str) -> bool:
+    return bool(_NAME.match(name))
+
+
+def refusal(name: str, policy: Policy) -> str | None:
+    """Why a job row named ``name`` may not give the job a variable here, or None."""
+    if not is_variable_name(name):
+        return f"'{name}' cannot be an environment variable (letters, digits and _)"
+    if not policy.env_allowed(name):
+        return policy.env_refusal(name)
+    return None

@@ -7,26 +7,25 @@ Values go straight into the child's environment (no shell ever sees them), so
 from __future__ import annotations
 
 import os
-import re
 
 from .. import crypto
 from ..errors import JobConfigError, PasskeyMissing
+from ..policy import load
 from ..store import Row
-from .envnames import unsafe, why
+from .envnames import is_variable_name, refusal, unsafe, why
 from .lifecycle import Job
 
 FIELDS = ("datasetid", "hostname", "database", "schemaname", "tablename", "username")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# variables RunJob sets itself; the environment the job inherits must not shadow them
-RESERVED = ("dataid", "jobid")
 
 
 class JobEnv:
-    """Variables for the child, and the secrets among them (to mask in logs)."""
+    """Variables for the child, the secrets among them (to mask in logs), and why rows
+    that were not taken were left out (one warning line each)."""
 
     def __init__(self, variables: dict[str, str]) -> None:
         self.variables = variables
         self.secrets: list[str] = []
+        self.ignored: list[str] = []
 
     def for_chunk(self, dataid: str) -> dict[str, str]:
         return {**self.variables, "dataid": dataid}
@@ -42,10 +41,6 @@ def inherited(job: Job) -> JobEnv:
     return env
 
 
-def is_variable_name(name: str) -> bool:
-    return bool(_NAME.match(name))
-
-
 def _set(env: dict[str, str], name: str, value: str | None) -> None:
     """Both spellings: ``bobin_hostname`` (PostgreSQL examples) and ``bobin_HOSTNAME`` (H2)."""
     prefix, _, suffix = name.rpartition("_")
@@ -59,7 +54,7 @@ def build(job: Job, datasets: dict[str, Row], passkey: str | None) -> JobEnv:
     env = result.variables
     for itemtype, names in (("IN", job.inputs), ("OUT", job.outputs)):
         for datasetid in names:
-            if not _NAME.match(datasetid):
+            if not is_variable_name(datasetid):
                 raise JobConfigError(
                     job.jobid,
                     f"dataset name '{datasetid}' cannot be an environment variable "
@@ -79,14 +74,13 @@ def build(job: Job, datasets: dict[str, Row], passkey: str | None) -> JobEnv:
                 _set(env, f"{datasetid}_password", password)
                 if password:
                     result.secrets.append(password)
-    for name, value in job.extras:
-        if not _NAME.match(name) or name in RESERVED:
-            raise JobConfigError(
-                job.jobid, f"item '{name}' cannot be an environment variable of the job"
-            )
-        if unsafe(name):  # a row another client wrote: refused before anything is claimed
-            raise JobConfigError(job.jobid, f"its row with itemtype {why(name)}; delete that row")
-        env[name] = value
+    if job.extras:
+        policy = load()
+        for name, value in job.extras:
+            if why_not := refusal(name, policy):  # a row another client wrote
+                result.ignored.append(f"job '{job.jobid}': its row {why_not}; not set")
+            else:
+                env[name] = value
     return result
 
 

@@ -65,7 +65,7 @@ def plan(path: str, args: Sequence[str], job: Job, env: JobEnv) -> Plan:
     spark_args = {"spark_args": job.settings.spark_args}
     remote = None
     if sparksubmit.is_spark_job(path):
-        remote = sparkconnect.remote({"spark_remote": job.settings.spark_remote}, os.environ)
+        remote = sparkconnect.remote({"spark_remote": job.settings.spark_remote}, os.environ, path)
     if remote:  # this Python runs the client, the server does the work
         env.variables[sparkconnect.REMOTE_ENV] = remote
         env.secrets += sparkconnect.secrets(remote)

@@ -7,86 +7,30 @@ transaction is held while a job runs.
 
 from __future__ import annotations
 
-import re
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from ..dataids import CLOCKS
-from ..errors import BadStatus, ChunkLive, JobConfigError, RunFenced, UnknownChunk, UnknownJob
+from ..errors import (
+    BadStatus,
+    ChunkLive,
+    JobConfigError,
+    RunFenced,
+    UnknownChunk,
+    UnknownJob,
+)
 from ..store import ChunkRow, JobItem, Row, Store
 from . import liveness
+from .settings import LONGEST_DELAY, SETTINGS, Settings, settings_of
+
+__all__ = ["SETTINGS", "Settings", "settings_of"]  # a job's settings: .settings
 
 TODAY = "today"
 READY, FAILED, RESUBMIT, RUNNING, HOLD = "READY", "FAILED", "RESUBMIT", "RUNNING", "HOLD"
 END_STATUSES = (READY, FAILED, RESUBMIT, HOLD)
 RERUNNABLE = (RESUBMIT, FAILED)
-# job rows whose itemtype is one of these are settings, not environment items
-SETTINGS = (
-    "retries",
-    "max_parallel",
-    "timeout",
-    "spark_args",
-    "spark_remote",
-    "alerts",
-    "ready_by",
-    "retry_delay",
-    "batch",
-)
 ABANDONED = "abandoned"  # the reason recorded for a run that died without ending
-
-
-# Value types of the run path are named tuples and plain classes, not dataclasses:
-# ``dataclasses`` imports ``inspect`` and builds each class with exec, about 20 ms
-# of every RunJob's start-up (benchmarks/findings.md).
-
-
-class Settings(
-    namedtuple(
-        "Settings",
-        "retries max_parallel timeout spark_args spark_remote alerts ready_by retry_delay batch",
-    )
-):
-    """Job settings: ``job`` rows with a reserved itemtype, the value in itemvalue.
-
-    retries: automatic reruns of a FAILED chunk; max_parallel: live runs of the job
-    at once, across processes (None: no cap); timeout: seconds before the job is
-    killed (None: never); spark_args: extra spark-submit arguments; spark_remote: the
-    Spark Connect server (``sc://host:15002``) a ``.py`` job is a client of ("": none);
-    alerts: Apprise URLs its alerts go to ("": the store-wide default, see :mod:`.alerts`);
-    ready_by: when each day's chunk is due READY, ``HH:MM[+N]`` ("": no promise; see
-    ``dataflow.ops.freshness``); retry_delay: (seconds, factor), the wait before the
-    first automatic retry and what each later one multiplies it by ((0, 1): none);
-    batch: chunks a Spark driver runs as one call of the job's ``run_batch`` (None: the
-    driver's default, see ``dataflow.driver.sparkdrain``).
-    """
-
-    __slots__ = ()
-
-    def __new__(
-        cls,
-        retries=0,
-        max_parallel=None,
-        timeout=None,
-        spark_args="",
-        spark_remote="",
-        alerts="",
-        ready_by="",
-        retry_delay=(0.0, 1.0),
-        batch=None,
-    ):
-        return super().__new__(
-            cls,
-            retries,
-            max_parallel,
-            timeout,
-            spark_args,
-            spark_remote,
-            alerts,
-            ready_by,
-            retry_delay,
-            batch,
-        )
 
 
 class Job(namedtuple("Job", "jobid inputs outputs clock settings extras")):
@@ -102,71 +46,6 @@ class Job(namedtuple("Job", "jobid inputs outputs clock settings extras")):
 
     def __new__(cls, jobid, inputs, outputs, clock="", settings=None, extras=()):
         return super().__new__(cls, jobid, inputs, outputs, clock, settings or Settings(), extras)
-
-
-def _number(jobid: str, name: str, value: str, kind: type, least: float) -> float:
-    try:
-        number = kind(value)
-    except ValueError:
-        number = None
-    # "nan" and "inf" parse as floats; neither is a number of seconds or of runs
-    if number is None or not number < float("inf") or number < least:
-        raise JobConfigError(jobid, f"setting {name} must be a number >= {least}, not '{value}'")
-    return number
-
-
-def settings_of(jobid: str, values: dict[str, str]) -> Settings:
-    """Parse and check a job's settings."""
-    timeout = values.get("timeout")
-    cap = values.get("max_parallel")
-    batch = values.get("batch")
-    return Settings(
-        retries=int(_number(jobid, "retries", values.get("retries", "0"), int, 0)),
-        max_parallel=int(_number(jobid, "max_parallel", cap, int, 1)) if cap else None,
-        timeout=_number(jobid, "timeout", timeout, float, 0.001) if timeout else None,
-        spark_args=values.get("spark_args", ""),
-        spark_remote=values.get("spark_remote", ""),
-        alerts=_alerts(jobid, values.get("alerts", "")),
-        ready_by=_due(jobid, values.get("ready_by", "")),
-        retry_delay=_retry_delay(jobid, values.get("retry_delay", "")),
-        batch=int(_number(jobid, "batch", batch, int, 1)) if batch else None,
-    )
-
-
-DUE = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])(?:\+([0-9]{1,2}))?")
-
-
-def _due(jobid: str, value: str) -> str:
-    if value and not DUE.fullmatch(value):
-        raise JobConfigError(
-            jobid, f"setting ready_by must be HH:MM, or HH:MM+N (N days later), not '{value}'"
-        )
-    return value
-
-
-LONGEST_DELAY = 1e9  # seconds (about 32 years): a growing delay stops growing there
-RETRY_DELAY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(?:x([0-9]+(?:\.[0-9]+)?))?")
-
-
-def _retry_delay(jobid: str, value: str) -> tuple[float, float]:
-    """``SECONDS`` or ``SECONDS`` ``x`` ``FACTOR``: ``60`` waits 60 s before every retry,
-    ``60x2`` waits 60 s, then 120 s, 240 s..."""
-    found = RETRY_DELAY.fullmatch(value.replace(" ", "")) if value else None
-    if value and (found is None or float(found[2] or 1) < 1):
-        raise JobConfigError(
-            jobid,
-            "setting retry_delay must be SECONDS, or SECONDS x FACTOR (FACTOR >= 1, e.g. "
-            f"60x2: 60 s, 120 s, 240 s...), not '{value}'",
-        )
-    return (float(found[1]), float(found[2] or 1)) if found else (0.0, 1.0)
-
-
-def _alerts(jobid: str, value: str) -> str:
-    from .alerts import invalid
-
-    if why := invalid(value):
-        raise JobConfigError(jobid, f"setting alerts must be Apprise URLs: {why}")
-    return value
 
 
 def known(store: Store, jobid: str) -> None:
@@ -338,6 +217,9 @@ def end_chunk(
     store: Store, jobid: str, dataid: str, status: str, force: bool = False
 ) -> tuple[int, int]:
     """``utility endjob``: set a chunk's end status by hand (a live run's only with ``force``)."""
+    from ..dataids import check_name
+
+    check_name("dataid", dataid)
     status = status.upper()
     if status not in END_STATUSES:
         raise BadStatus(status, END_STATUSES)
@@ -357,6 +239,9 @@ def end_chunk(
 
 def force(store: Store, job: Job, dataid: str) -> None:
     """``utility forcejob``: mark a chunk RUNNING without checking its inputs."""
+    from ..dataids import check_name  # (a claim's own chunks were named by someone else)
+
+    check_name("dataid", dataid)
     with store.transaction():
         if any(row.status == RUNNING for row in store.chunk_rows(job.jobid, dataid)):
             raise JobConfigError(job.jobid, f"chunk '{dataid}' is already RUNNING")

@@ -26,10 +26,30 @@ _MASKED_PARAM = r"(;token=)[^;]*"
 # ``re`` is imported by the functions that use it: RunJob's start-up does not pay for it
 
 
-def remote(settings: Mapping[str, str], environ: Mapping[str, str]) -> str | None:
+def remote(
+    settings: Mapping[str, str], environ: Mapping[str, str], script: str = "the job"
+) -> str | None:
     """The Spark Connect server the job is a client of: ``$SPARK_REMOTE``, else the
-    ``spark_remote`` setting; None when neither is set (the job runs through spark-submit)."""
-    return (environ.get(REMOTE_ENV) or settings.get(REMOTE_SETTING) or "").strip() or None
+    ``spark_remote`` setting; None when neither is set (the job runs through spark-submit).
+    The setting is a row of the store: only a server the host's policy names."""
+    own = (environ.get(REMOTE_ENV) or "").strip()
+    if own:
+        return own
+    stored = (settings.get(REMOTE_SETTING) or "").strip()
+    if stored and (why := refusal(stored, environ)):
+        raise SparkConnectUnavailable(script, f"the job setting {REMOTE_SETTING}: {why}")
+    return stored or None
+
+
+def refusal(url: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why a store row may not name ``url`` as a job's server here, or None."""
+    from ..policy import load
+
+    try:
+        host, port = address("", url)
+    except SparkConnectUnavailable:
+        return f"'{masked(url)}' is not a Spark Connect address (sc://host:{DEFAULT_PORT})"
+    return load(environ).remote_refusal(host, port)
 
 
 def masked(url: str) -> str:

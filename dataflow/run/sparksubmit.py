@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BadSparkArgs, SparkUnavailable
+from ..policy import load
 
 if TYPE_CHECKING:
     from .sparkcluster import Submission
@@ -98,6 +99,9 @@ def spark_argv(
 ) -> tuple[list[str], Submission]:
     """``spark-submit`` with the job's ``spark_args`` setting, then ``$DATAFLOW_SPARK_ARGS``.
 
+    The setting is a row of the store: only options and confs the host's policy allows
+    (:mod:`dataflow.policy`); the environment variable is the host's own.
+
     The environment variable comes last so that an operator's one-off
     ``DATAFLOW_SPARK_ARGS='--driver-memory 8g' RunJob ./job.py`` wins over the stored
     setting (for spark-submit, the last ``--conf`` or ``--master`` given wins).
@@ -107,6 +111,8 @@ def spark_argv(
     find_java(script, environ)
     submit = find_spark_submit(script, environ)
     extra = split_args(settings.get(SPARK_ARGS_SETTING, ""), "the job setting spark_args")
+    if why := load(environ).spark_args_refusal(extra):  # a row: only what the host allows
+        raise SparkUnavailable(script, f"the job setting spark_args: {why}")
     extra += split_args(environ.get(SPARK_ARGS_ENV, ""), f"${SPARK_ARGS_ENV}")
     where = describe(extra, submit)
     if where.cluster and where.manager == STANDALONE:

@@ -9,5 +9,5 @@ token, the rate limit), ``views`` (the read-only answers), ``app`` (the routes),
 ``server`` (the socket, uvicorn, SIGTERM). Only ``utility serve`` imports this package,
 inside its function: no other command pays for, or needs, Starlette.
 
-May import: ops, run, spark, store, errors, dataids, crypto.
+May import: ops, run, spark, store, errors, dataids, crypto, policy.
 """

@@ -18,13 +18,13 @@ from pathlib import Path
 from .address import Address, busy_timeout, is_url, liveness_timeout, locate, same_store, shown  # noqa: F401 (the interface's names)
 
 Row = dict[str, object]
-# named tuples, not dataclasses: see run.lifecycle.Settings
+# named tuples, not dataclasses: see run.settings.Settings
 JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
 ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
 
 
 def capped(items: Sequence[JobItem]) -> bool:
-    """Has the job a ``max_parallel`` row (set or not: see run.lifecycle.Settings)?"""
+    """Has the job a ``max_parallel`` row (set or not: see run.settings.Settings)?"""
     return any(item.itemtype == "max_parallel" for item in items)
 
 

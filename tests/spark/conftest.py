@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from dataflow.spark.datasets import Dataset
+from support import host_policy
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -60,13 +61,30 @@ def quick_jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     archive = folder / "spark.jsa"
     (folder / "warm_up.py").write_text(WARM_UP)
     dump = f"--driver-java-options '{options} -XX:ArchiveClassesAtExit={archive}'"
-    settings = {"spark_args": f"--master local[1] --conf spark.ui.enabled=false {dump}"}
-    argv = sparksubmit.job_argv(str(folder / "warm_up.py"), [str(folder)], settings, {})
+    settings = {"spark_args": "--master local[1] --conf spark.ui.enabled=false"}
+    environ = {"DATAFLOW_SPARK_ARGS": dump}  # the host's own arguments: never filtered
+    argv = sparksubmit.job_argv(str(folder / "warm_up.py"), [str(folder)], settings, environ)
     done = subprocess.run(argv, capture_output=True, timeout=600, check=False)
     if done.returncode == 0 and archive.is_file():
         options += f" -XX:SharedArchiveFile={archive}"
     yield f"--driver-java-options '{options}'"
     archive.unlink(missing_ok=True)  # some 180 MB
+
+
+# What the tests' host lets a job's settings use: the tests set masters, JVM options, jars,
+# any Spark conf, and servers on this machine (tests/test_host_policy.py checks the rule)
+LAB_POLICY = """
+[spark]
+options = { "--master" = "*", "--driver-java-options" = "*", "--jars" = "*" }
+confs = ["spark.*"]
+remotes = ["sc://127.0.0.1", "sc://localhost"]
+"""
+
+
+@pytest.fixture(autouse=True)
+def lab_policy(tmp_path: Path) -> Path:
+    """The Spark lab's policy for this test's host (and for argv built with ``homes``)."""
+    return host_policy(tmp_path, LAB_POLICY)
 
 
 @pytest.fixture

@@ -34,10 +34,14 @@ def executable(path, body="#!/bin/sh\nexit 0\n"):
 
 
 @pytest.fixture
-def homes(tmp_path):
+def homes(tmp_path, lab_policy):
     executable(tmp_path / "java" / "bin" / "java")
     executable(tmp_path / "spark" / "bin" / "spark-submit")
-    return {"JAVA_HOME": str(tmp_path / "java"), "SPARK_HOME": str(tmp_path / "spark")}
+    return {
+        "JAVA_HOME": str(tmp_path / "java"),
+        "SPARK_HOME": str(tmp_path / "spark"),
+        "DATAFLOW_POLICY": str(lab_policy),
+    }
 
 
 def chunk_env() -> dict[str, str]:

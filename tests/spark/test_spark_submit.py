@@ -21,11 +21,15 @@ def executable(path: Path, body: str = "#!/bin/sh\nexit 0\n") -> Path:
 
 
 @pytest.fixture
-def homes(tmp_path: Path) -> dict[str, str]:
+def homes(tmp_path: Path, lab_policy: Path) -> dict[str, str]:
     """A fake JAVA_HOME and SPARK_HOME: argv building only checks that the files exist."""
     executable(tmp_path / "java" / "bin" / "java")
     executable(tmp_path / "spark" / "bin" / "spark-submit")
-    return {"JAVA_HOME": str(tmp_path / "java"), "SPARK_HOME": str(tmp_path / "spark")}
+    return {
+        "JAVA_HOME": str(tmp_path / "java"),
+        "SPARK_HOME": str(tmp_path / "spark"),
+        "DATAFLOW_POLICY": str(lab_policy),
+    }
 
 
 def test_a_shell_job_runs_as_itself():
