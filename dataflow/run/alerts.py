@@ -18,8 +18,10 @@ import re
 import subprocess
 import sys
 from collections import namedtuple
+from urllib.parse import unquote
 
 from ..dataids import natural_key
+from ..policy import load
 from ..store import Store, shown
 from . import liveness
 from .runner import child_environment
@@ -44,9 +46,25 @@ def split(value: str | None) -> list[str]:
 def invalid(value: str) -> str | None:
     """Why a value cannot be an ``alerts`` setting (shown masked), or None."""
     for url in split(value):
-        if not re.match(r"[A-Za-z][\w+.-]*://", url):
-            return f"'{masked(url)}' is not a URL (scheme://...)"
+        if not re.match(r"[A-Za-z][\w+.-]*://[^/?#\s]", url):
+            return f"'{masked(url)}' is not a URL (scheme://host-or-token...)"
     return None
+
+
+def refusal(url: str, policy=None) -> str | None:
+    """Why this host will not send an alert to ``url`` (a row of the store names it), or
+    None: its scheme and host must be among the host policy's targets, each of its query
+    parameters among the parameters it allows (:mod:`dataflow.policy`)."""
+    if why := invalid(url):
+        return why
+    scheme, _, rest = url.partition("://")
+    before, _, query = rest.partition("?")
+    authority = re.split(r"[/#]", before, maxsplit=1)[0]
+    host = authority.rsplit("@", 1)[-1]
+    found = re.fullmatch(r"(\[[^\]]*\]|[^:]*)(?::(\d*))?", host)
+    host, port = (found[1].strip("[]"), found[2]) if found else (host, None)
+    params = [unquote(part.partition("=")[0]) for part in query.split("#")[0].split("&") if part]
+    return (policy or load()).alert_refusal(scheme, host, port, params)
 
 
 def masked(url: str) -> str:
@@ -86,6 +104,14 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
     """Send one message to each URL, within :func:`timeout` seconds in all; never raises."""
     import importlib.util  # only when there is something to send
 
+    refused = {i: why for i, url in enumerate(urls) if (why := refusal(url))}
+    if refused:  # sent to the others only
+        allowed = [url for i, url in enumerate(urls) if i not in refused]
+        sent = iter(deliver(allowed, title, body) if allowed else [])
+        return [
+            Delivery(masked(url), "refused", refused[i]) if i in refused else next(sent)
+            for i, url in enumerate(urls)
+        ]
     if importlib.util.find_spec("apprise") is None:
         return [Delivery(masked(url), "missing", MISSING) for url in urls]
     bound = timeout()
