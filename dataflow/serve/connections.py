@@ -64,13 +64,14 @@ class Guard:
 
     def admit(self, connection: Connection) -> bool:
         """Whether ``connection`` may stay: room is made by closing another if needed."""
-        if len(self._open) >= self.limits.most:
+        while len(self._open) >= self.limits.most:
             victim = self._victim()
             if victim is None:
                 self.closed(f"over --max-connections {self.limits.most}, every one busy")
                 return False
+            if not victim.transport.is_closing():  # else it was going anyway
+                self.closed(f"over --max-connections {self.limits.most}")
             victim.close(None)
-            self.closed(f"over --max-connections {self.limits.most}")
         self._open[connection] = None
         return True
 

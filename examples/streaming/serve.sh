@@ -46,10 +46,10 @@ show utility.sh register-job clean_stream --in landing --out clean --set "spark_
 show utility.sh register-job store_totals --in clean --out totals --set "spark_args=$spark_args"
 for job in clean_stream store_totals; do ln -s "$here/$job.py" .; done
 
-say "Start the server: a token in a file, 127.0.0.1 unless --host says otherwise"
+say "Start the server: a token in a file, items only under --landing-root, 127.0.0.1 unless --host says otherwise"
 "$python" -c 'import secrets; print(secrets.token_urlsafe(32))' >token && chmod 600 token
-printf '$ utility.sh serve --port 0 --token-file token > serve.log &\n'
-setsid utility.sh serve --port 0 --token-file token >serve.log 2>&1 &
+printf '$ utility.sh serve --port 0 --token-file token --landing-root data > serve.log &\n'
+setsid utility.sh serve --port 0 --token-file token --landing-root "$data" >serve.log 2>&1 &
 server=$!
 for _ in $(seq 200); do
   grep -q "^serving http" serve.log && break
