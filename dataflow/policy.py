@@ -11,13 +11,17 @@ code, no path and no address) or by the host's policy file:
 
 A TOML file; every list adds to the defaults::
 
-    [env]        # names a job row may give its job (NAME, or a family NAME*)
+    [env]        # names a job row may give its job (NAME, or a family NAME*) beside
+                 # the toolkit's own items (dataid_column, <dataset>_dataid_column)
     allow = ["REGION", "ETL_*"]
 
-    [spark]      # spark_args: options and the values each may take ("*": any value)
-    options = { "--master" = ["yarn"], "--jars" = ["/opt/etl/jars/*.jar"] }
-    confs = ["spark.sql.catalog.lake.*"]  # --conf NAME=... names (NAME, or NAME*)
-    remotes = ["sc://connect.etl.example.com:15002"]  # spark_remote servers
+    [spark]      # --conf NAME=... names (NAME, or NAME*); spark_remote servers
+    confs = ["spark.sql.catalog.lake.*"]
+    remotes = ["sc://connect.etl.example.com:15002"]
+
+    [spark.options]  # spark_args: options and the values each may take ("*": any value)
+    "--master" = ["yarn"]
+    "--jars" = ["/opt/etl/jars/*.jar"]
 
     [alerts]     # alert targets: scheme:// (any target of it) or scheme://host[:port]
     targets = ["slack://", "json://hooks.etl.example.com"]
@@ -41,6 +45,9 @@ PLACES = ("~/.config/opendataflow/policy.toml", "/etc/opendataflow/policy.toml")
 # names of the toolkit's own: no policy lets a row give them
 RESERVED_NAMES = ("dataid", "jobid")
 RESERVED_PREFIXES = ("DATAFLOW_", "PASSKEY")
+# job items the toolkit's job side reads (dataflow.spark: which column holds a chunk's
+# dataid), alone or after a dataset's name: a column's name, no program reads them
+JOB_ITEMS = ("dataid_column",)
 
 ANY = ("*",)
 # spark-submit options that carry no code, no file and no address; "" for a flag
@@ -123,6 +130,8 @@ class Policy(
         """May a job row give its job the variable ``name``?"""
         if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
             return False
+        if name in JOB_ITEMS or name.endswith(tuple("_" + item for item in JOB_ITEMS)):
+            return True
         return any(_names_match(pattern, name) for pattern in self.env)
 
     def env_refusal(self, name: str) -> str:

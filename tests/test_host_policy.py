@@ -240,3 +240,16 @@ def test_an_alert_url_is_parsed_as_apprise_reads_it(tmp_path):
     assert "parameter '-x'" in refusal("json://h/a?-x=1#frag", policy)
     assert "is not a URL" in refusal("json://", policy)
     assert json.dumps(refusal("JSON://H", policy)) == "null"  # schemes and hosts: any case
+
+
+def test_the_documented_policy_file_is_one_this_toolkit_reads(tmp_path):
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "policy.md").read_text()
+    example = page.split("```toml\n", 1)[1].split("```", 1)[0]
+    policy = load({"DATAFLOW_POLICY": str(host_policy(tmp_path, example))})
+    assert policy.env_allowed("ETL_BATCH") and policy.env_allowed("orders_dataid_column")
+    assert not policy.env_allowed("ETL") and not policy.env_allowed("dataid")
+    assert policy.spark_args_refusal(["--jars", "/opt/etl/jars/pg.jar", "--supervise"]) is None
+    assert policy.remote_refusal("connect.etl.example.com", 15002) is None
+    assert policy.alert_refusal("mailto", "smtp.example.com", None, ["mode", "to"]) is None
