@@ -4,9 +4,10 @@ landing folder as ``utility drop`` lands a file, and read-only views of the stor
 live status board, status, runs, history, logs) answer in the CLI's own JSON.
 
 ``items`` (a request body as items, and items as a file of the landing's format),
-``intake`` (where and under which name a request's items land), ``access`` (the bearer
-token, the rate limit), ``views`` (the read-only answers), ``app`` (the routes),
-``server`` (the socket, uvicorn, SIGTERM). Only ``utility serve`` imports this package,
+``intake`` (where and under which name a request's items land, only under a landing
+root), ``access`` (the bearer token, the rate limit), ``views`` (the read-only
+answers), ``app`` (the routes), ``connections`` (how many at once, how long a request
+may take to arrive), ``server`` (the socket, uvicorn, SIGTERM). Only ``utility serve`` imports this package,
 inside its function: no other command pays for, or needs, Starlette.
 
 May import: ops, run, spark, store, errors, dataids, crypto, policy.
