@@ -7,6 +7,23 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 
 _RUNS = re.compile(r"([0-9]+)")  # ASCII digits only: int() would take any script's digits
 
+# The longest dataid, dataset name or job name our commands write (docs/stores.md). A file
+# dataset's chunk is a folder named after its dataid (file systems allow 255 bytes), and
+# PostgreSQL's indexes hold a key of a few kilobytes. A longer one written by SQL is run
+# and shown as any other.
+MAX_NAME = 200  # characters
+
+
+def check_name(what: str, name: str) -> None:
+    """Refuse a name longer than :data:`MAX_NAME` (``what``: "dataid", "dataset name"...),
+    in one line that shows its start, not all of it."""
+    if len(name) > MAX_NAME:
+        from .errors import UsageError
+
+        raise UsageError(
+            f"a {what} is at most {MAX_NAME} characters, not {len(name)} ('{name[:20]}...')"
+        )
+
 
 def natural_key(dataid: str) -> str:
     """A text key whose plain (byte-wise) order is the natural order of dataids.

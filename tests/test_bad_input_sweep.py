@@ -9,11 +9,14 @@ tests/test_trust_low.py and tests/test_bad_input.py."""
 from __future__ import annotations
 
 import itertools
+import json
+import os
 
 import pytest
 
-from dataflow.cli import runjob, utility
-from support import state
+from dataflow.cli import utility
+from dataflow.dataids import MAX_NAME
+from support import history, script, start_runjob, state, wait_for
 
 pytestmark = pytest.mark.both_stores
 
@@ -96,7 +99,28 @@ SPECIFIC = [
     ("runs", "--nosuch"),
     ("purge", "--days-old", "abc"),
     ("endjob", "A", "1", "RUNNING"),
+    ("check", "--at", ""),
+    ("resubmit", "A", "--match", "["),
+    ("resubmit", "A", "--match", "2025-[0-9"),
+    # on SQLite 1/0 is NULL: a gating row is never nulled (PostgreSQL refuses 1/0)
+    ("dml", "update datastatus set status = 1/0"),
+    ("dml", "update job set datasetid = 1/0"),
+    ("dml", "insert into datastatus values ('src', 'x', '9', 1/0, 'READY', now())"),
+    # names over dataids.MAX_NAME, wherever our commands write one
+    ("register-dataset", "{long_name}"),
+    ("register-job", "{long_name}", "--in", "src", "--out", "dst2"),
+    ("register-job", "B", "--in", "{long_name}", "--out", "dst2"),
+    ("ready", "src", "{long_id}"),
+    ("ready", "src", "1", "{long_id}"),
+    ("endjob", "A", "{long_id}", "READY"),
+    ("forcejob", "A", "{long_id}"),
+    ("hold", "A", "{long_id}"),
+    ("resubmit", "A", "{long_id}"),
+    ("import", "long.json"),
 ]
+
+LONG_ID = "d" * 10240  # a 10 KB dataid
+LONG_NAME = "n" * 10_000  # a dataset's or a job's name
 
 
 def _cases() -> list[tuple[str, ...]]:
@@ -117,6 +141,10 @@ RUNJOB = [  # RunJob's own mistakes, refused before any claim
     ("./garbage.sh",),  # neither a program nor a script
     ("./B.sh",),  # no such job
     ("./missing-interp.sh",),
+    ("./crlf/A.sh",),
+    ("./envmissing/A.sh",),
+    ("--all", "./crlf/A.sh"),
+    ("--parallel", "2", "./envmissing/A.sh"),
     ("--parallel", "0", "./A.sh"),
     ("--parallel", "abc", "./A.sh"),
     ("--db", "mysql://h/db", "./A.sh"),
@@ -124,6 +152,51 @@ RUNJOB = [  # RunJob's own mistakes, refused before any claim
     ("--validate", "./nosuch-check", "./A.sh"),
     ("--nosuch", "./A.sh"),
     (),
+]
+
+
+SETTINGS = [  # job settings, each refused where it is written (utility set)
+    ("set", "A", "retries=99999999999999999999"),
+    ("set", "A", "alerts=json://"),
+    ("set", "A", "alerts=notaurl"),
+    ("set", "A", "spark_remote=notaurl"),
+    ("set", "A", "spark_args='unbalanced"),
+    ("set", "A", "ready_by=25:00"),
+    ("set", "A", "retry_delay=abc"),
+    ("set", "A", "retry_delay=5x-1"),
+    ("set", "A", "batch=0"),
+    ("set", "A", "batch=99999999999999999999"),
+    ("set", "A", "max_parallel=0"),
+    ("set", "A", "timeout=nan"),
+]
+
+ENVIRONMENT = [  # DATAFLOW_* of the host, each refused wherever it is read
+    ("DATAFLOW_LOG_MAX_MB", "abc"),
+    ("DATAFLOW_LOG_MAX_MB", "-1"),
+    ("DATAFLOW_LOG_MAX_MB", "inf"),
+    ("DATAFLOW_ALERT_TIMEOUT", "abc"),
+    ("DATAFLOW_ALERT_TIMEOUT", "0"),
+    ("DATAFLOW_STATE", ""),
+    ("DATAFLOW_STATE", "relative/state"),
+    ("DATAFLOW_LIVENESS_TIMEOUT", "abc"),
+    ("DATAFLOW_BUSY_TIMEOUT", "-1"),
+    ("DATAFLOW_HOST", "two\nlines"),
+]
+
+SERVE = [  # utility serve's options (a valid token file given)
+    ("--port", "-1"),
+    ("--port", "70000"),
+    ("--max-body", "abc"),
+    ("--rate", "-1"),
+    ("--refresh", "0"),
+    ("--max-connections", "0"),
+    ("--max-connections", "abc"),
+    ("--header-timeout", "0"),
+    ("--header-timeout", "abc"),
+    ("--body-timeout", "-1"),
+    ("--body-timeout", "nan"),
+    ("--landing-root", "relative/root"),
+    ("--landing-root", "/nosuch/root"),
 ]
 
 
@@ -135,7 +208,10 @@ def _jobs(folder) -> None:
         ("B.sh", b"#!/bin/sh\n"),
         ("A.sh", b"#!/bin/sh\ntouch ran\n"),
         ("missing-interp.sh", b"#!/nosuch/interp\n"),
+        ("crlf/A.sh", b"#!/bin/sh\r\ntouch ran\r\n"),  # Windows line ends
+        ("envmissing/A.sh", b"#!/usr/bin/env nosuch-interp-42\ntouch ran\n"),
     ):
+        (folder / name).parent.mkdir(exist_ok=True)
         (folder / name).write_bytes(body)
         (folder / name).chmod(0o755)
 
@@ -152,41 +228,165 @@ def _run(capsys, argv: tuple[str, ...], main=utility.main) -> tuple[int, str, st
     return code, captured.out, captured.err
 
 
-def test_hundreds_of_bad_inputs_are_each_one_line_and_change_nothing(
-    cli, tmp_path, address, capsys, monkeypatch
-):
-    assert len(CASES) >= 300
+def _one_line(code: int, out: str, err: str) -> bool:
+    """A refusal: non-zero, nothing on stdout, one ``error: ...`` line, no traceback."""
+    return code != 0 and not out and err.startswith("error: ") and err.count("\n") == 1
+
+
+def _setup(cli, tmp_path) -> None:
     cli.ok("createtables")
     cli.ok("register-dataset", "src")
     cli.ok("register-dataset", "dst")
+    cli.ok("register-dataset", "dst2")
     cli.ok("register-job", "A", "--in", "src", "--out", "dst")
     cli.ok("ready", "src", "1", "2")
-    for name in [n for n in list(__import__("os").environ) if n.startswith("DATAFLOW_")]:
+    dataset = {"datasetid": LONG_NAME}
+    (tmp_path / "long.json").write_text(
+        json.dumps({"opendataflow": 1, "datasets": [dataset], "jobs": {}})
+    )
+    _jobs(tmp_path)
+
+
+def _in_process(tmp_path, address, monkeypatch) -> None:
+    """This process's environment as a shell's of the test's host."""
+    for name in [n for n in os.environ if n.startswith("DATAFLOW_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("DATAFLOW_DB", str(address))
     monkeypatch.setenv("DATAFLOW_STATE", str(tmp_path / "state"))
     monkeypatch.setenv("PASSKEY", "k")
     monkeypatch.chdir(tmp_path)
+
+
+def _which_changed(tmp_path, capsys, before, cases) -> list:
+    changed = []
+    for argv in cases:
+        _run(capsys, argv)
+        if state(tmp_path) != before:
+            changed.append(argv)
+            before = state(tmp_path)
+    return changed
+
+
+def test_hundreds_of_bad_inputs_are_each_one_line_and_change_nothing(
+    cli, tmp_path, address, capsys, monkeypatch
+):
+    assert len(CASES) >= 300
+    _setup(cli, tmp_path)
+    _in_process(tmp_path, address, monkeypatch)
     before = state(tmp_path)
-    cases = [tuple(w.replace("{store}", str(address)) for w in argv) for argv in CASES]
+    cases = [
+        tuple(
+            w.replace("{store}", str(address))
+            .replace("{long_id}", LONG_ID)
+            .replace("{long_name}", LONG_NAME)
+            for w in argv
+        )
+        for argv in CASES
+    ]
     wrong = []
     for argv in cases:
         code, out, err = _run(capsys, argv)
-        one_line = err.startswith("error: ") and err.count("\n") == 1
-        if code == 0 or not one_line or "Traceback" in err or out:
-            wrong.append((argv, code, out[:200], err[:300]))
-    _jobs(tmp_path)
-    for argv in RUNJOB:
-        code, out, err = _run(capsys, argv, runjob.main)
-        if code == 0 or err.count("\n") != 1 or not err.startswith("error: ") or out:
-            wrong.append((("RunJob", *argv), code, out[:200], err[:300]))
-    assert not (tmp_path / "ran").exists()
-    assert wrong == [], f"{len(wrong)} of {len(cases) + len(RUNJOB)}: {wrong[:20]}"
+        if not _one_line(code, out, err) or "Traceback" in err:
+            wrong.append((tuple(w[:40] for w in argv), code, out[:200], err[:300]))
+    assert wrong == [], f"{len(wrong)} of {len(cases)}: {wrong[:20]}"
     if state(tmp_path) != before:  # which one? (the store is compared once, for speed)
-        changed = []
-        for argv in cases:
-            _run(capsys, argv)
-            if state(tmp_path) != before:
-                changed.append(argv)
-                before = state(tmp_path)
-        pytest.fail(f"the store was changed by {changed}")
+        pytest.fail(f"the store was changed by {_which_changed(tmp_path, capsys, before, cases)}")
+
+
+def test_runjob_refuses_its_own_mistakes_before_any_claim(cli, tmp_path):
+    """Real RunJob processes: a script that cannot run (Windows line ends, an interpreter
+    that env would not find...) is refused in one line before anything is claimed."""
+    _setup(cli, tmp_path)
+    before = state(tmp_path)
+    wrong = []
+    for argv in RUNJOB:
+        done = cli.runjob(*argv, timeout=60)
+        if not _one_line(done.code, done.out, done.err) or state(tmp_path) != before:
+            wrong.append((argv, done.code, done.out[:200], done.err[:300]))
+    assert not (tmp_path / "ran").exists()
+    assert wrong == []
+
+
+def test_bad_job_settings_are_refused_where_they_are_written(
+    cli, tmp_path, address, capsys, monkeypatch
+):
+    _setup(cli, tmp_path)
+    _in_process(tmp_path, address, monkeypatch)
+    before = state(tmp_path)
+    wrong = [(argv, *_run(capsys, argv)) for argv in SETTINGS]
+    wrong = [
+        (argv, code, out, err) for argv, code, out, err in wrong if not _one_line(code, out, err)
+    ]
+    assert wrong == []
+    assert state(tmp_path) == before, _which_changed(tmp_path, capsys, before, SETTINGS)
+
+
+def test_bad_host_variables_are_refused_by_utility_and_runjob(
+    cli, tmp_path, address, capsys, monkeypatch
+):
+    """Each DATAFLOW_* the toolkit reads, set to what it cannot take: one line naming it,
+    from utility (in this process) and from RunJob (a real process), nothing claimed."""
+    _setup(cli, tmp_path)
+    before = state(tmp_path)
+    wrong = []
+    for name, value in ENVIRONMENT:
+        done = cli.runjob("./A.sh", env={name: value}, timeout=60)
+        if not _one_line(done.code, done.out, done.err) or name not in done.err:
+            wrong.append(("RunJob", name, value, done.code, done.out[:200], done.err[:300]))
+        with monkeypatch.context() as patch:
+            _in_process(tmp_path, address, patch)
+            patch.setenv(name, value)
+            for argv in (("runs",), ("check",), ("recover",)):
+                code, out, err = _run(capsys, argv)
+                if not _one_line(code, out, err) or name not in err:
+                    wrong.append((argv, name, value, code, out[:200], err[:300]))
+    assert not (tmp_path / "ran").exists()
+    assert wrong == []
+    assert state(tmp_path) == before
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # the store is not asked
+def test_bad_serve_options_are_one_line_before_anything_listens(cli, tmp_path):
+    _setup(cli, tmp_path)
+    (tmp_path / "token").write_text("t0ken-of-at-least-16-characters\n")
+    wrong = []
+    for option in SERVE:
+        done = cli.utility("serve", "--token-file", "token", *option, timeout=30)
+        if not _one_line(done.code, done.out, done.err):
+            wrong.append((option, done.code, done.out[:200], done.err[:300]))
+    assert wrong == []
+
+
+def test_names_over_the_maximum_written_by_sql_are_run_and_shown(cli, tmp_path):
+    """Our commands refuse a dataid over MAX_NAME characters; one that a writer put in by
+    SQL is run and shown as any other, without a traceback."""
+    _setup(cli, tmp_path)
+    long_id = "9" * 100 + "x" * (MAX_NAME * 10)  # PostgreSQL's index takes it compressed
+    cli.ok("dml", f"insert into datastatus values ('src', 'external', '{long_id}', 'OUT', "
+           "'READY', now())")  # fmt: skip
+    script(tmp_path, "A.sh", 'printf %s "$dataid" > "ran.$DATAFLOW_RUN"')
+    done = cli.runjob("--all", "./A.sh", timeout=120)
+    assert done.code == 0 and done.err == "", done
+    assert sorted(p.read_text() for p in tmp_path.glob("ran.*")) == sorted(["1", "2", long_id])
+    for argv in (("explain", "A", long_id), ("history", "A"), ("runs",), ("status",)):
+        shown = cli.utility(*argv)
+        assert shown.code == 0 and "Traceback" not in shown.err, (argv, shown.err[:300])
+
+
+@pytest.mark.parametrize("drain", [(), ("--all",)])
+def test_a_writer_deleting_a_live_chunks_rows_is_told_its_result_is_not_recorded(
+    cli, tmp_path, drain
+):
+    _setup(cli, tmp_path)
+    script(tmp_path, "A.sh", "touch started; while [ ! -e go ]; do sleep 0.05; done")
+    runjob = start_runjob(cli, *drain, "./A.sh")
+    try:
+        wait_for(lambda: (tmp_path / "started").exists(), 60, "the job's start")
+        cli.ok("dml", "delete from datastatus where jobid = 'A'")
+    finally:
+        (tmp_path / "go").touch()
+        out, err = runjob.communicate(timeout=120)
+    told = [line for line in err.splitlines() if "not recorded" in line]
+    assert len(told) == 1 and told[0].startswith("warning: A 1: its rows were deleted"), err
+    assert "Traceback" not in err and runjob.returncode == 1, (out, err)
+    assert "not recorded" in history(tmp_path, "A")[0][5]

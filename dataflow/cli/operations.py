@@ -243,7 +243,7 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def check(options: argparse.Namespace) -> int:
     at = None
-    if options.at:
+    if options.at is not None:  # given, even empty: a time is needed
         try:
             at = datetime.fromisoformat(options.at)
         except ValueError:

@@ -45,6 +45,7 @@ def dataid_range(first: str, last: str) -> list[str]:
 def _check(dataid: str) -> str:
     if not dataid or "\0" in dataid or "\n" in dataid:
         raise UsageError(f"dataid {dataid!r} cannot name a chunk (empty, NUL or newline)")
+    dataids.check_name("dataid", dataid)
     return dataid
 
 

@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..dataids import CLOCKS, clock_of, natural_key
+from ..dataids import CLOCKS, check_name, clock_of, natural_key
 from ..errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
 from ..run import lifecycle, liveness
 from ..run.lifecycle import ABANDONED, FAILED, HOLD, RESUBMIT, RUNNING
@@ -41,6 +41,7 @@ def select_dataids(
 ) -> list[str]:
     """The job's chunks an operator named: one dataid, or by status, pattern and range."""
     if dataid is not None:
+        check_name("dataid", dataid)
         return [dataid]
     if not (failed or match or first or last):
         raise UsageError("name a DATAID, or select chunks with --failed, --match or --from/--to")
@@ -48,12 +49,31 @@ def select_dataids(
         raise UsageError(f"--from {first} comes after --to {last}")  # as ready's range
     chosen = store.dataids_of_job(jobid, (FAILED,) if failed else ())
     if match:
+        _check_pattern(match)
         chosen = [d for d in chosen if fnmatch.fnmatchcase(d, match)]
     if first is not None:
         chosen = [d for d in chosen if natural_key(d) >= natural_key(first)]
     if last is not None:
         chosen = [d for d in chosen if natural_key(d) <= natural_key(last)]
     return sorted(chosen, key=natural_key)
+
+
+def _check_pattern(match: str) -> None:
+    """Refuse a ``--match`` pattern whose ``[`` is not closed: fnmatch would take it for a
+    literal ``[`` and match nothing, and the operator would read "0 chunks changed"."""
+    i = 0
+    while i < len(match):
+        if match[i] == "[":
+            j = i + 1 + (match[i + 1 : i + 2] in ("!", "^"))
+            j += match[j : j + 1] == "]"  # a "]" first in a set is one of its characters
+            end = match.find("]", j)
+            if end < 0:
+                raise UsageError(
+                    f"--match '{match}': a '[' is not closed by ']' (a literal '[' is '[[]')"
+                )
+            i = end + 1
+        else:
+            i += 1
 
 
 def _joined(outs: list[tuple[str, str]]) -> str:

@@ -84,12 +84,12 @@ def masked(url: str) -> str:
 
 
 def timeout() -> float:
-    """Seconds an alert may take before it is given up (``DATAFLOW_ALERT_TIMEOUT``, 10)."""
-    try:
-        value = float(os.environ.get(TIMEOUT_ENV, TIMEOUT_S))
-    except ValueError:
-        return TIMEOUT_S
-    return value if 0.5 <= value <= 600 else TIMEOUT_S
+    """Seconds an alert may take before it is given up (``DATAFLOW_ALERT_TIMEOUT``, 10):
+    a value that is not a number from 0.5 to 600 is refused, in one line, before the
+    store is opened (:func:`dataflow.store.address.check_environment`)."""
+    from ..store import address
+
+    return address.alert_timeout()
 
 
 def urls_for(store: Store, setting: str) -> list[str]:

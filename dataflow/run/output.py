@@ -13,6 +13,7 @@ import _thread
 import os
 from collections.abc import Callable, Iterable
 
+from ..store import address
 from .logs import Redactor
 
 
@@ -48,8 +49,7 @@ class Sink:
             self.lost = f"{self.name}: {exc.strerror or exc}"
 
 
-LOG_MAX_ENV = "DATAFLOW_LOG_MAX_MB"
-LOG_MAX_MB = 1024.0  # a run's log stops growing here (the console still gets everything)
+LOG_MAX_ENV = address.LOG_MAX_ENV  # a run's log stops growing there (the console gets all)
 FREE_FLOOR = 64 << 20  # bytes the log leaves free on its disk: room for the store's finish
 
 
@@ -91,11 +91,8 @@ class LogSink(Sink):
 
 
 def log_max_mb() -> float:
-    try:
-        value = float(os.environ.get(LOG_MAX_ENV, LOG_MAX_MB))
-    except ValueError:
-        return LOG_MAX_MB
-    return value if 0 < value < float("inf") else LOG_MAX_MB
+    """``DATAFLOW_LOG_MAX_MB``: checked before the store was opened (a bad one refused)."""
+    return address.log_max_mb()
 
 
 class Tail(Sink):

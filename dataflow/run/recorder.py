@@ -71,7 +71,22 @@ def record(
         return Ended(claim, outcome, "fenced", str(refused), ())
     except (StoreUnavailable, *DRIVER_ERRORS) as exc:
         return Ended(claim, outcome, "lost", exc, ())
+    if not counts[0]:
+        return _unrecorded(store, job, claim, outcome, status)
     return Ended(claim, outcome, "ended", status, tuple(counts))
+
+
+def _unrecorded(store: Store, job: Job, claim: Claim, outcome: Outcome, status: str) -> Ended:
+    """A run whose chunk's OUT rows a writer deleted while it ran (``utility dml "delete
+    from datastatus ..."``): its end has no row to go in (nothing was published), which
+    RunJob says in one line, as of a run fenced off; its history row notes it."""
+    why = f"its rows were deleted while it ran: its result {status} is not recorded"
+    try:
+        with store.transaction():
+            store.note_runs([claim.runid], why)
+    except (DataflowError, *DRIVER_ERRORS):  # only a note: the warning says it anyway
+        pass
+    return Ended(claim, outcome, "fenced", f"{job.jobid} {claim.dataid}: {why}", ())
 
 
 def _finish(
@@ -89,6 +104,8 @@ def _finish(
     reached: list[int] = []  # the tries that published: their run still owned the chunk
 
     def publish() -> None:
+        if not store.out_status(job.jobid, claim.dataid):  # deleted while it ran (SQL)
+            return  # not published: nothing records it
         reached.append(len(tries))
         published = layout.publish(tables, claim.dataid, claim.token)
         done.aside.extend(published.aside)
@@ -121,7 +138,7 @@ def _finish(
     try:
         # a finish is worth more waiting than a claim: the run's work is done
         counts = patiently(store, finish, FINISH_PATIENCE, failed)
-        published = status == READY
+        published = status == READY and bool(counts[0])  # type: ignore[index]
         return counts  # type: ignore[return-value]
     finally:
         if published:  # what the chunk held before, and older attempts' folders
@@ -171,6 +188,8 @@ def record_together(
     assert isinstance(done, list)
     return [
         Ended(c, o, "ended", final, (updated, released))
+        if updated
+        else _unrecorded(store, job, c, o, final)
         for (c, o), (updated, released, final) in zip(ends, done, strict=True)
     ]
 

@@ -77,10 +77,38 @@ def _check_interpreter(script: str, path: str) -> None:
                 "it is neither a program (ELF), a script with a '#!' line nor a text shell script",
             )
         return
+    if first.endswith(b"\r"):  # the kernel would look for "/bin/sh\r"
+        raise ScriptError(
+            script, "its lines end in CR LF (Windows line ends): convert it (dos2unix)"
+        )
     words = first[2:].split()
     interpreter = os.fsdecode(words[0]) if words else ""
     if interpreter.startswith("/") and not os.access(interpreter, os.X_OK):
         raise ScriptError(script, f"its interpreter {interpreter} (first line) is not there")
+    if os.path.basename(interpreter) == "env":
+        program = _env_program([os.fsdecode(word) for word in words[1:]])
+        if program and not _on_path(program):
+            raise ScriptError(
+                script, f"its interpreter {program} (first line, through env) is not on PATH"
+            )
+
+
+def _env_program(words: list[str]) -> str | None:
+    """The program a ``#!/usr/bin/env [-S] [NAME=VALUE...] PROGRAM`` line runs; None when
+    its options are others (they may take values: not guessed at)."""
+    for word in words:
+        if word in ("-S", "-i", "-", "--") or ("=" in word and not word.startswith("-")):
+            continue
+        return None if word.startswith("-") else word
+    return None
+
+
+def _on_path(program: str) -> bool:
+    """Can ``program`` be executed, as env would find it (a path, or a name on $PATH)?"""
+    if "/" in program:
+        return os.access(program, os.X_OK)
+    folders = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return any(os.access(os.path.join(folder or ".", program), os.X_OK) for folder in folders)
 
 
 def _is_text(head: bytes) -> bool:

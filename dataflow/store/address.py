@@ -86,9 +86,10 @@ BUSY_S = 60.0  # how long a write waits for another writer (SQLite)
 HOST_ENV = "DATAFLOW_HOST"
 
 
-def _seconds(name: str, default: float, low: float, high: float) -> float:
-    """A number of seconds from the environment; a value that is not one is refused (a
-    silent default would hide the mistake until a host is taken for dead)."""
+def _number(name: str, default: float, low: float, high: float, unit: str) -> float:
+    """A number from the environment; a value that is not one is refused (a silent
+    default would hide the mistake until a host is taken for dead, a log fills a disk or
+    an alert is given up)."""
     text = os.environ.get(name)
     if text is None or text.strip() == "":
         return default
@@ -99,11 +100,15 @@ def _seconds(name: str, default: float, low: float, high: float) -> float:
     if not low <= value <= high:  # nan, inf and out of range alike
         from ..errors import UsageError
 
-        shown_value = text.encode("unicode_escape").decode("ascii")
+        shown_value = text[:60].encode("unicode_escape").decode("ascii")
         raise UsageError(
-            f"{name} must be a number of seconds from {low:g} to {high:g}, not '{shown_value}'"
+            f"{name} must be a number of {unit} from {low:.15g} to {high:.15g}, not '{shown_value}'"
         )
     return value
+
+
+def _seconds(name: str, default: float, low: float, high: float) -> float:
+    return _number(name, default, low, high, "seconds")
 
 
 def liveness_timeout() -> float:
@@ -142,9 +147,45 @@ def host_name() -> str:
     return name
 
 
+LOG_MAX_ENV = "DATAFLOW_LOG_MAX_MB"
+LOG_MAX_MB = 1024.0  # a run's log stops growing here (the console still gets everything)
+ALERT_TIMEOUT_ENV = "DATAFLOW_ALERT_TIMEOUT"
+ALERT_TIMEOUT_S = 10.0
+STATE_ENV = "DATAFLOW_STATE"  # this host's folder of a shared store's logs and lock file
+
+
+def log_max_mb() -> float:
+    """Megabytes a run's log may grow to (``DATAFLOW_LOG_MAX_MB``, default 1024)."""
+    return _number(LOG_MAX_ENV, LOG_MAX_MB, 0.001, 1 << 20, "megabytes")
+
+
+def alert_timeout() -> float:
+    """Seconds an alert may take before it is given up (``DATAFLOW_ALERT_TIMEOUT``, 10)."""
+    return _seconds(ALERT_TIMEOUT_ENV, ALERT_TIMEOUT_S, 0.5, 600)
+
+
+def state_folder() -> Path | None:
+    """This host's folder of a shared store's logs and lock file (``$DATAFLOW_STATE``),
+    or None when it is not set. A value set empty or relative is refused: the folder
+    would depend on where a command was started."""
+    found = os.environ.get(STATE_ENV)
+    if found is None:
+        return None
+    path = Path(found).expanduser()
+    if not found.strip() or not path.is_absolute():
+        from ..errors import UsageError
+
+        shown_value = found[:60].encode("unicode_escape").decode("ascii")
+        raise UsageError(f"{STATE_ENV} must be an absolute folder path, not '{shown_value}'")
+    return path
+
+
 def check_environment() -> None:
     """Refuse a DATAFLOW_* setting of the environment that is not usable, before a store
     is opened: one line naming the variable and what it accepts."""
     liveness_timeout()
     busy_timeout()
     host_name()
+    log_max_mb()
+    alert_timeout()
+    state_folder()

@@ -15,7 +15,6 @@ on its history row, both held by a keeper process on the run's host
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -25,7 +24,7 @@ from pathlib import Path
 import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
-from ..address import liveness_timeout
+from ..address import liveness_timeout, state_folder
 from ..base import TABLES, Row, zoned_now
 from ..leases import LeaseStore
 from ..queries import NamedQueries
@@ -48,7 +47,6 @@ from .connection import (
     stall_ms,
 )
 
-STATE_ENV = "DATAFLOW_STATE"  # this host's folder for a shared store's logs and lock file
 QUERIES = NamedQueries(__package__)
 
 
@@ -105,9 +103,9 @@ class PostgresStore(
 
     @classmethod
     def _state(cls) -> Path:
-        found = os.environ.get(STATE_ENV)
-        if found:
-            return Path(found).expanduser().absolute()
+        found = state_folder()  # $DATAFLOW_STATE: absolute (an empty one is refused)
+        if found is not None:
+            return found
         return Path.home() / ".local" / "state" / "dataflow"
 
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ...dataids import check_name
 from ..base import ChunkRow
 from . import NamedQueries
 
@@ -57,6 +58,7 @@ class ChunkQueries:
     def put_out_status(
         self, jobid: str, dataid: str, datasetids: Sequence[str], status: str
     ) -> int:
+        check_name("dataid", dataid)
         changed = 0
         for datasetid in datasetids:
             params = (datasetid, jobid, dataid, status)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...dataids import check_name
 from ..base import Row
 from . import NamedQueries
 
@@ -21,6 +22,7 @@ class HoldQueries:
         self, jobid: str, dataid: str, previous: Sequence[tuple[str, str | None]]
     ) -> None:
         """Freeze a chunk: remember each output's previous status, set it to HOLD."""
+        check_name("dataid", dataid)
         for datasetid, status in previous:
             self.conn.execute(self.q.hold, (jobid, dataid, datasetid, status))
             self.conn.execute(self.q.hold_output, (datasetid, jobid, dataid))

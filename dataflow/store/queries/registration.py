@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ...dataids import check_name
 from ..base import DATASET_COLUMNS, JobItem, Row
 from . import NamedQueries
 
@@ -32,6 +33,7 @@ class RegistrationQueries:
 
     def put_dataset(self, row: Row) -> None:
         """Insert or replace a dataset row."""
+        check_name("dataset name", str(row.get("datasetid") or ""))
         values = tuple(row.get(column) for column in DATASET_COLUMNS)
         self.conn.execute(self.q.put_dataset, values)
 
@@ -40,6 +42,10 @@ class RegistrationQueries:
 
     def put_job(self, jobid: str, items: Iterable[tuple[str, str | None, str | None]]) -> None:
         """Replace a job's rows with (itemtype, datasetid, itemvalue) items."""
+        items = list(items)
+        check_name("job name", jobid)
+        for _, datasetid, _ in items:
+            check_name("dataset name", datasetid or "")
         self.delete_job(jobid)
         self.conn.executemany(self.q.put_job_item, [(jobid, *item) for item in items])
 
