@@ -56,7 +56,10 @@ def roots(given: list[str]) -> tuple[Path, ...]:
     """The ``--landing-root`` folders, resolved; each must be a folder."""
     found = []
     for name in given:
-        path = Path(name).resolve()
+        try:
+            path = Path(name).resolve()
+        except (OSError, RuntimeError):  # a symlink loop, a name too long
+            path = Path(name)
         if not path.is_dir():
             raise UsageError(f"--landing-root {name}: not a folder")
         found.append(path)
