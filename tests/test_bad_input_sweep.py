@@ -390,3 +390,22 @@ def test_a_writer_deleting_a_live_chunks_rows_is_told_its_result_is_not_recorded
     assert len(told) == 1 and told[0].startswith("warning: A 1: its rows were deleted"), err
     assert "Traceback" not in err and runjob.returncode == 1, (out, err)
     assert "not recorded" in history(tmp_path, "A")[0][5]
+
+
+def test_an_expression_never_nulls_a_gating_row(cli, tmp_path):
+    """SQLite makes 1/0 NULL where PostgreSQL refuses it: on both stores the update is one
+    line, every row as it was, and the job's next chunk still runs."""
+    _setup(cli, tmp_path)
+    before = state(tmp_path)
+    for sql in (
+        "update datastatus set status = 1/0",
+        "update datastatus set locktype = 1/0 where locktype = 'OUT'",
+        "update job set datasetid = 1/0",
+        "insert into datastatus values ('src', 'x', '3', 'OUT', 1/0, now())",
+    ):
+        refused = cli.utility("dml", sql)
+        assert _one_line(refused.code, refused.out, refused.err), (sql, refused)
+    assert state(tmp_path) == before
+    script(tmp_path, "A.sh", "true")
+    assert cli.runjob("./A.sh").code == 0
+    assert history(tmp_path, "A")[0][:3] == ("1", 1, "READY")
