@@ -361,14 +361,16 @@ def test_names_over_the_maximum_written_by_sql_are_run_and_shown(cli, tmp_path):
     """Our commands refuse a dataid over MAX_NAME characters; one that a writer put in by
     SQL is run and shown as any other, without a traceback."""
     _setup(cli, tmp_path)
-    long_id = "9" * 100 + "x" * (MAX_NAME * 10)  # PostgreSQL's index takes it compressed
+    long_id = "9" * 100 + "x" * (10240 - 100)  # 10 KB: PostgreSQL's index takes it compressed
     cli.ok("dml", f"insert into datastatus values ('src', 'external', '{long_id}', 'OUT', "
            "'READY', now())")  # fmt: skip
     script(tmp_path, "A.sh", 'printf %s "$dataid" > "ran.$DATAFLOW_RUN"')
     done = cli.runjob("--all", "./A.sh", timeout=120)
     assert done.code == 0 and done.err == "", done
     assert sorted(p.read_text() for p in tmp_path.glob("ran.*")) == sorted(["1", "2", long_id])
-    for argv in (("explain", "A", long_id), ("history", "A"), ("runs",), ("status",)):
+    assert len(long_id) > MAX_NAME
+    shown = [("explain", "A", long_id), ("history", "A"), ("runs",), ("status",)]
+    for argv in [*shown, ("board", "--json"), ("lineage", "dst", long_id)]:
         shown = cli.utility(*argv)
         assert shown.code == 0 and "Traceback" not in shown.err, (argv, shown.err[:300])
 
