@@ -181,6 +181,13 @@ ENVIRONMENT = [  # DATAFLOW_* of the host, each refused wherever it is read
     ("DATAFLOW_LIVENESS_TIMEOUT", "abc"),
     ("DATAFLOW_BUSY_TIMEOUT", "-1"),
     ("DATAFLOW_HOST", "two\nlines"),
+    ("DATAFLOW_POLICY", ""),
+    ("DATAFLOW_POLICY", "relative/policy.toml"),
+]
+
+READ_BY_RUNJOB = [  # variables read only where a job needs them: (name, value, script)
+    ("DATAFLOW_SPARK_ARGS", "'unbalanced", "./spark/A.py"),
+    ("PASSKEY_FILE", "/nosuch/passkey", "./A.sh"),
 ]
 
 SERVE = [  # utility serve's options (a valid token file given)
@@ -210,6 +217,7 @@ def _jobs(folder) -> None:
         ("missing-interp.sh", b"#!/nosuch/interp\n"),
         ("crlf/A.sh", b"#!/bin/sh\r\ntouch ran\r\n"),  # Windows line ends
         ("envmissing/A.sh", b"#!/usr/bin/env nosuch-interp-42\ntouch ran\n"),
+        ("spark/A.py", b"def run(spark, job):\n    open('ran', 'w')\n"),
     ):
         (folder / name).parent.mkdir(exist_ok=True)
         (folder / name).write_bytes(body)
@@ -340,6 +348,10 @@ def test_bad_host_variables_are_refused_by_utility_and_runjob(
                 code, out, err = _run(capsys, argv)
                 if not _one_line(code, out, err) or name not in err:
                     wrong.append((argv, name, value, code, out[:200], err[:300]))
+    for name, value, job in READ_BY_RUNJOB:
+        done = cli.runjob(job, env={name: value}, timeout=60)
+        if not _one_line(done.code, done.out, done.err) or name not in done.err:
+            wrong.append(("RunJob", job, name, value, done.code, done.out[:200], done.err[:300]))
     assert not (tmp_path / "ran").exists()
     assert wrong == []
     assert state(tmp_path) == before

@@ -180,6 +180,23 @@ def state_folder() -> Path | None:
     return path
 
 
+POLICY_ENV = "DATAFLOW_POLICY"  # the host's policy file (dataflow.policy reads it)
+
+
+def check_policy_path() -> None:
+    """Refuse a ``$DATAFLOW_POLICY`` set empty or relative, as :mod:`dataflow.policy` does
+    when it reads it, but for every command: one that does not read the policy (a job
+    without a setting that needs it) would otherwise take the mistake silently."""
+    found = os.environ.get(POLICY_ENV)
+    if found is not None and (not found.strip() or not os.path.isabs(found)):
+        from ..errors import UsageError
+
+        shown_value = found[:60].encode("unicode_escape").decode("ascii")
+        raise UsageError(
+            f"{POLICY_ENV} must be an absolute path to a policy file, not '{shown_value}'"
+        )
+
+
 def check_environment() -> None:
     """Refuse a DATAFLOW_* setting of the environment that is not usable, before a store
     is opened: one line naming the variable and what it accepts."""
@@ -189,3 +206,4 @@ def check_environment() -> None:
     log_max_mb()
     alert_timeout()
     state_folder()
+    check_policy_path()
