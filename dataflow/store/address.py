@@ -1,5 +1,7 @@
-"""A store's address (a file path, or a server's URL), as given and as shown, and how long
-a host of a shared store may stop answering before it counts as dead."""
+"""A store's address (a file path, or a server's URL), as given and as shown, how long
+a host of a shared store may stop answering before it counts as dead, and the rest of the
+host's ``DATAFLOW_*`` settings: each checked before a store is opened, a bad one refused
+in one line (:func:`check_environment`)."""
 
 from __future__ import annotations
 
@@ -164,11 +166,10 @@ def alert_timeout() -> float:
     return _seconds(ALERT_TIMEOUT_ENV, ALERT_TIMEOUT_S, 0.5, 600)
 
 
-def state_folder() -> Path | None:
-    """This host's folder of a shared store's logs and lock file (``$DATAFLOW_STATE``),
-    or None when it is not set. A value set empty or relative is refused: the folder
-    would depend on where a command was started."""
-    found = os.environ.get(STATE_ENV)
+def _absolute_path(name: str, what: str) -> Path | None:
+    """A path from the environment (``~`` expanded), None when it is not set; one set
+    empty or relative is refused: what it names would depend on where a command started."""
+    found = os.environ.get(name)
     if found is None:
         return None
     path = Path(found).expanduser()
@@ -176,8 +177,14 @@ def state_folder() -> Path | None:
         from ..errors import UsageError
 
         shown_value = found[:60].encode("unicode_escape").decode("ascii")
-        raise UsageError(f"{STATE_ENV} must be an absolute folder path, not '{shown_value}'")
+        raise UsageError(f"{name} must be an absolute path to {what}, not '{shown_value}'")
     return path
+
+
+def state_folder() -> Path | None:
+    """This host's folder of a shared store's logs and lock file (``$DATAFLOW_STATE``),
+    or None when it is not set."""
+    return _absolute_path(STATE_ENV, "a folder")
 
 
 POLICY_ENV = "DATAFLOW_POLICY"  # the host's policy file (dataflow.policy reads it)
@@ -187,14 +194,7 @@ def check_policy_path() -> None:
     """Refuse a ``$DATAFLOW_POLICY`` set empty or relative, as :mod:`dataflow.policy` does
     when it reads it, but for every command: one that does not read the policy (a job
     without a setting that needs it) would otherwise take the mistake silently."""
-    found = os.environ.get(POLICY_ENV)
-    if found is not None and (not found.strip() or not os.path.isabs(found)):
-        from ..errors import UsageError
-
-        shown_value = found[:60].encode("unicode_escape").decode("ascii")
-        raise UsageError(
-            f"{POLICY_ENV} must be an absolute path to a policy file, not '{shown_value}'"
-        )
+    _absolute_path(POLICY_ENV, "a policy file")
 
 
 def check_environment() -> None:
