@@ -1,10 +1,12 @@
-"""A sweep of bad input through ``utility`` on both stores: every kind is one
-``error: ...`` line on stderr, a non-zero exit, no traceback, and the store as it was.
+"""A sweep of bad input through ``utility`` and ``RunJob`` on both stores: every kind is
+one ``error: ...`` line on stderr, a non-zero exit, no traceback, and the store as it was.
 
-Signals and crashes are not the point here, so the commands run in this process
-(``dataflow.cli.utility.main``), as a shell would call them, hundreds in seconds; a
-traceback escapes ``main`` and fails the test. The subprocess paths are covered by
-tests/test_trust_low.py and tests/test_bad_input.py."""
+Signals and crashes are not the point here, so ``utility`` runs in this process
+(``dataflow.cli.utility.main``), as a shell would call it, hundreds in seconds; a
+traceback escapes ``main`` and fails the test. RunJob, whose checks before a claim are
+the point, and ``utility serve``, which would listen, run as real processes. Also: what
+a writer of the store does by SQL (an expression that comes out NULL, a name longer than
+our commands write, a live run's rows deleted) is refused, handled or told."""
 
 from __future__ import annotations
 
