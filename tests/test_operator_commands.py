@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from support import host_policy
+
 pytestmark = pytest.mark.both_stores
 
 
@@ -15,6 +17,7 @@ def items(cli):
 
 
 def test_set_and_unset_change_only_the_named_settings(cli):
+    host_policy(cli.cwd, '[env]\nallow = ["region"]\n')
     cli.ok("createtables")
     for name in ("src", "mid"):
         cli.ok("register-dataset", name)

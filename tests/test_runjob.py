@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from dataflow.dataids import today
-from support import BIN, STAMP, open_files, script
+from support import BIN, STAMP, host_policy, open_files, script
 
 pytestmark = pytest.mark.both_stores
 DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'
@@ -44,6 +44,7 @@ def ready(cli, dataset, *dataids):
 
 @pytest.fixture
 def env_job(cli, tmp_path):
+    host_policy(tmp_path, '[env]\nallow = ["mode", "region"]\n')  # names its rows give
     cli.ok("createtables")
     script(tmp_path, "dump.sh", DUMP_ENV)
     return cli

@@ -88,6 +88,7 @@ from test_workers import chunks, workers_of
 from support import (
     BIN,
     BOUND,
+    host_policy,
     rows,
     script,
     setting,
@@ -1021,6 +1022,7 @@ def test_alerts_of_a_spread_drain_outlive_runjobs_idle_session(cli, tmp_path, ad
     import psycopg
 
     cli.env["DATAFLOW_ALERT_TIMEOUT"] = "60"
+    host_policy(tmp_path, '[alerts]\ntargets = ["json://127.0.0.1"]\n')
     chunks(cli, 6)
     script(tmp_path, "work.sh", JUDGE + "until [ -e go ]; do sleep 0.1; done; [ $dataid != 3 ]")
     receiver = _hook_server()

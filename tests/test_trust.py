@@ -44,9 +44,7 @@ def _job(cli, tmp_path):
 
 
 @pytest.mark.parametrize("name", UNSAFE)
-def test_a_job_row_whose_name_the_host_does_not_allow_is_refused_and_never_set(
-    cli, tmp_path, name
-):
+def test_a_job_row_whose_name_the_host_does_not_allow_is_refused_and_never_set(cli, tmp_path, name):
     _job(cli, tmp_path)
     before = state(tmp_path)
     refused = cli.utility("register-job", "M", "--in", "src", "--out", "dst", "--env", f"{name}=x")
