@@ -12,8 +12,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dataflow.errors import PolicyError
-from dataflow.policy import load
 from support import host_policy, script, state, statuses
 
 pytestmark = pytest.mark.both_stores
@@ -217,6 +215,9 @@ def test_a_policy_file_that_is_not_right_is_one_line(cli, tmp_path):
 def test_the_defaults_carry_no_code_no_path_and_no_address(tmp_path):
     """What a host without a policy file allows: nothing to set in the environment, no
     Spark Connect server, no alert target; spark_args that size a job."""
+    from dataflow.errors import PolicyError
+    from dataflow.policy import load
+
     policy = load({"DATAFLOW_POLICY": str(host_policy(tmp_path))})
     assert not policy.env and not policy.remotes and not policy.targets
     assert policy.spark_args_refusal(["--master", "local[4]", "--executor-memory", "2g"]) is None
@@ -229,6 +230,7 @@ def test_the_defaults_carry_no_code_no_path_and_no_address(tmp_path):
 
 
 def test_an_alert_url_is_parsed_as_apprise_reads_it(tmp_path):
+    from dataflow.policy import load
     from dataflow.run.alerts import refusal
 
     policy = load(
@@ -244,6 +246,8 @@ def test_an_alert_url_is_parsed_as_apprise_reads_it(tmp_path):
 
 def test_the_documented_policy_file_is_one_this_toolkit_reads(tmp_path):
     from pathlib import Path
+
+    from dataflow.policy import load
 
     page = (Path(__file__).parent.parent / "docs" / "policy.md").read_text()
     example = page.split("```toml\n", 1)[1].split("```", 1)[0]
