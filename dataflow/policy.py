@@ -229,6 +229,7 @@ def path_of(environ: Mapping[str, str]) -> str | None:
     exists; None when there is none."""
     named = environ.get(POLICY_ENV)
     if named is not None:
+        named = os.path.expanduser(named)
         if not named.strip() or not os.path.isabs(named):
             raise PolicyError(
                 f"${POLICY_ENV} must be an absolute path to a policy file, not '{named}'"

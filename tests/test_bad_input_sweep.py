@@ -185,10 +185,12 @@ ENVIRONMENT = [  # DATAFLOW_* of the host, each refused wherever it is read
     ("DATAFLOW_HOST", "two\nlines"),
     ("DATAFLOW_POLICY", ""),
     ("DATAFLOW_POLICY", "relative/policy.toml"),
+    ("DATAFLOW_POLICY", "/nosuch/policy.toml"),
 ]
 
 READ_BY_RUNJOB = [  # variables read only where a job needs them: (name, value, script)
     ("DATAFLOW_SPARK_ARGS", "'unbalanced", "./spark/A.py"),
+    ("DATAFLOW_SPARK_ARGS", "--driver-memory 1g --conf", "./spark/A.py"),
     ("PASSKEY_FILE", "/nosuch/passkey", "./A.sh"),
 ]
 
@@ -409,11 +411,14 @@ def test_a_writer_deleting_a_live_chunks_rows_is_told_its_result_is_not_recorded
 
 
 def test_an_expression_never_nulls_a_gating_row(cli, tmp_path):
-    """SQLite makes 1/0 NULL where PostgreSQL refuses it: on both stores the update is one
-    line, every row as it was, and the job's next chunk still runs."""
+    """SQLite makes 1/0 NULL where PostgreSQL refuses it, and neither takes a NULL status:
+    on both stores the update is one line, every row as it was, and the job's next chunk
+    still runs."""
     _setup(cli, tmp_path)
     before = state(tmp_path)
     for sql in (
+        "update datastatus set status = NULL",
+        "update job set datasetid = NULL where itemtype = 'IN'",
         "update datastatus set status = 1/0",
         "update datastatus set locktype = 1/0 where locktype = 'OUT'",
         "update job set datasetid = 1/0",

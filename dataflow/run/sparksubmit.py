@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BadSparkArgs, SparkUnavailable
-from ..policy import load
+from ..policy import FLAGS, load
 
 if TYPE_CHECKING:
     from .sparkcluster import Submission
@@ -133,11 +133,17 @@ LOG_LEVEL = ("--conf", "spark.log.level=WARN")
 
 
 def split_args(text: str, source: str) -> list[str]:
-    """Split like a shell would (quotes respected), but without running one."""
+    """Split like a shell would (quotes respected), but without running one; an option
+    left without its value at the end (``--conf``) is refused: spark-submit would fail
+    only once the chunk is claimed."""
     try:
-        return shlex.split(text)
+        words = shlex.split(text)
     except ValueError as exc:
         raise BadSparkArgs(source, str(exc)) from None
+    last = words[-1] if words else ""
+    if last.startswith("-") and "=" not in last and last not in FLAGS:
+        raise BadSparkArgs(source, f"option {last} has no value")
+    return words
 
 
 def _from_home(

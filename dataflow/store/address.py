@@ -191,10 +191,15 @@ POLICY_ENV = "DATAFLOW_POLICY"  # the host's policy file (dataflow.policy reads 
 
 
 def check_policy_path() -> None:
-    """Refuse a ``$DATAFLOW_POLICY`` set empty or relative, as :mod:`dataflow.policy` does
-    when it reads it, but for every command: one that does not read the policy (a job
-    without a setting that needs it) would otherwise take the mistake silently."""
-    _absolute_path(POLICY_ENV, "a policy file")
+    """Refuse a ``$DATAFLOW_POLICY`` set empty or relative, or naming no file, as
+    :mod:`dataflow.policy` does when it reads it, but for every command: one that does
+    not read the policy (a job without a setting that needs it) would otherwise take the
+    mistake silently."""
+    path = _absolute_path(POLICY_ENV, "a policy file")
+    if path is not None and not path.is_file():
+        from ..errors import UsageError
+
+        raise UsageError(f"{POLICY_ENV} names no file: {path} (docs/policy.md)")
 
 
 def check_environment() -> None:
