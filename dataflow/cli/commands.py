@@ -39,6 +39,17 @@ def command(name: str, summary: str, arguments: Arguments | None = None):
     return register
 
 
+def count(text: str) -> int:
+    """A whole number from 1 to a million (a --limit)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 1000000, not '{text}'")
+    return number
+
+
 def positional(*names: str, optional: tuple[str, ...] = ()) -> Arguments:
     """Arguments for commands that take only plain words (``JOBID DATAID``)."""
 

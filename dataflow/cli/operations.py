@@ -1,5 +1,5 @@
 """``utility`` commands for operations and forensics: explain, status, lineage, resubmit,
-hold, release, purge, check (freshness)."""
+hold, release, purge, check (freshness), deploys."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ..ops import drops, freshness, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
 from . import brief, output, say, say_lines, warn
-from .commands import command, open_store, positional, show
+from .commands import command, count, open_store, positional, show
 
 
 @command(
@@ -259,3 +259,15 @@ def check(options: argparse.Namespace) -> int:
     else:
         say("nothing is late")
     return 1 if late else 0
+
+
+@command(
+    "deploys",
+    "list the deploys of a project recorded in the store (utility apply), newest first",
+    lambda p: p.add_argument("--limit", type=count, default=20, help="how many (default 20)"),
+)
+def deploys(options: argparse.Namespace) -> int:
+    with open_store(options, readonly=True, retired_ok=True) as store:
+        rows = store.deploys(options.limit)
+    say(output.records(rows, options.json) if rows or options.json else "no deploys recorded")
+    return 0

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .address import Address, busy_timeout, is_url, liveness_timeout, locate, same_store, shown  # noqa: F401 (the interface's names)
+from .columns import DATASET_COLUMNS, TABLES  # noqa: F401 (the interface's names)
 
 Row = dict[str, object]
 # named tuples, not dataclasses: see run.settings.Settings
@@ -28,23 +29,6 @@ def capped(items: Sequence[JobItem]) -> bool:
     return any(item.itemtype == "max_parallel" for item in items)
 
 
-DATASET_COLUMNS = (
-    *("datasetid", "hostname", "database", "schemaname", "tablename", "username"),
-    "encryptedpass",
-)
-# The tables a store is made of, with their columns, as ``utility copy-store`` copies
-# them (``candidate`` is not copied: the target's triggers rebuild it from these).
-TABLES = {
-    "dataset": DATASET_COLUMNS,
-    "job": ("jobid", "itemtype", "datasetid", "itemvalue", "modified"),
-    "datastatus": ("datasetid", "jobid", "dataid", "locktype", "status", "modified"),
-    "run": (
-        *("runid", "jobid", "dataid", "attempt", "retry", "status", "started", "ended"),
-        *("duration", "exitcode", "signal", "pid", "host", "command", "logpath", "reason"),
-        *("validation", "rerun", "token"),
-    ),
-    "hold": ("jobid", "dataid", "datasetid", "previous", "since"),
-}
 # Exception classes of loaded backends' drivers: the CLI reports them as store errors.
 DRIVER_ERRORS: list[type[Exception]] = []
 
@@ -375,6 +359,20 @@ class Store(ABC):
     @abstractmethod
     def waiting_upstream(self, datasetid: str) -> list[Row]:
         """Rows of a dataset that are not READY: chunks a consumer is waiting for."""
+
+    # -- deploys of a project (utility apply, utility deploys) ----------------------------
+
+    @abstractmethod
+    def add_deploy(
+        self, host: str, project: str, digest: str, revision: str | None, changes: str
+    ) -> int:
+        """Record a deploy at the store's clock (inside the caller's transaction): the host
+        that applied, the project folder, its project file's sha256, the git commit (None:
+        not a checkout), a one-line summary of the changes. Returns its deployid."""
+
+    @abstractmethod
+    def deploys(self, limit: int) -> list[Row]:
+        """The newest ``limit`` deploys, newest first, each with every column of ``deploy``."""
 
     # -- whole tables (utility copy-store) -------------------------------------------------
 

@@ -28,6 +28,7 @@ from ..address import liveness_timeout, state_folder
 from ..base import TABLES, Row, zoned_now
 from ..leases import LeaseStore
 from ..queries import NamedQueries
+from ..queries.deploys import DeployQueries
 from ..queries.history import HistoryQueries
 from ..queries.holds import HoldQueries
 from ..queries.registration import RegistrationQueries
@@ -57,6 +58,7 @@ class PostgresStore(
     HoldQueries,
     TableQueries,
     HistoryQueries,
+    DeployQueries,
     LeaseStore,
 ):
     """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""
@@ -224,6 +226,15 @@ class PostgresStore(
         self.conn.copy(copying, rows)
         if table == "run":
             self.conn.execute(self.q.renumber_runs)
+        elif table == "deploy":
+            self.conn.execute(self.q.renumber_deploys)
+
+    def add_deploy(
+        self, host: str, project: str, digest: str, revision: str | None, changes: str
+    ) -> int:
+        """Record a deploy at the server's clock; its deployid (RETURNING)."""
+        params = (host, project, digest, revision, changes)
+        return self.conn.execute(self.q.add_deploy, params).fetchone()[0]
 
     def start_run(self, **run: object) -> int:
         """Insert a RUNNING history row whose lease starts now; returns its runid."""

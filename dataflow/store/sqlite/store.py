@@ -20,6 +20,7 @@ from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing,
 from ..base import Row, Store, zoned_now
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
+from ..queries.deploys import DeployQueries
 from ..queries.history import HistoryQueries
 from ..queries.holds import HoldQueries
 from ..queries.registration import RegistrationQueries
@@ -43,7 +44,14 @@ QUERIES = NamedQueries(__package__)
 
 
 class SqliteStore(
-    ChunkQueries, ViewQueries, RegistrationQueries, HoldQueries, TableQueries, HistoryQueries, Store
+    ChunkQueries,
+    ViewQueries,
+    RegistrationQueries,
+    HoldQueries,
+    TableQueries,
+    HistoryQueries,
+    DeployQueries,
+    Store,
 ):
     """An open SQLite store. Use :meth:`open` or :meth:`create`."""
 
@@ -211,6 +219,14 @@ class SqliteStore(
         """Insert a RUNNING history row; returns its runid."""
         sql = self.q.start_run.format(columns=", ".join(run), marks=marks(len(run)))
         return self.conn.execute(sql, (zoned_now(), *run.values())).lastrowid
+
+    def add_deploy(
+        self, host: str, project: str, digest: str, revision: str | None, changes: str
+    ) -> int:
+        """Record a deploy at this host's clock (the store's: a file's), with its UTC
+        offset as the run history's times; its deployid."""
+        params = (zoned_now(), host, project, digest, revision, changes)
+        return self.conn.execute(self.q.add_deploy, params).lastrowid
 
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
         """Run history, newest first, optionally for one job or one chunk (a query each:

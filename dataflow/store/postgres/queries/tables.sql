@@ -15,6 +15,9 @@ SELECT {columns} FROM run ORDER BY runid;
 -- name: rows_of_hold
 SELECT {columns} FROM hold ORDER BY 1, 2, 3;
 
+-- name: rows_of_deploy
+SELECT {columns} FROM deploy ORDER BY deployid;
+
 -- name: delete_rows
 DELETE FROM {table};
 
@@ -25,3 +28,8 @@ COPY {table} ({columns}) FROM STDIN;
 -- name: renumber_runs
 -- New runs number on from the copied ones.
 SELECT setval(pg_get_serial_sequence('run', 'runid'), GREATEST((SELECT MAX(runid) FROM run), 1));
+
+-- name: renumber_deploys
+-- New deploys number on from the copied ones.
+SELECT setval(pg_get_serial_sequence('deploy', 'deployid'),
+              COALESCE((SELECT MAX(deployid) FROM deploy), 0) + 1, false);

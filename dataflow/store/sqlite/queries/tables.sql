@@ -15,6 +15,9 @@ SELECT {columns} FROM run ORDER BY runid;
 -- name: rows_of_hold
 SELECT {columns} FROM hold ORDER BY 1, 2, 3;
 
+-- name: rows_of_deploy
+SELECT {columns} FROM deploy ORDER BY deployid;
+
 -- name: delete_rows
 DELETE FROM {table};
 
