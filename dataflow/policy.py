@@ -144,28 +144,22 @@ class Policy(
 
     def spark_args_refusal(self, args: list[str]) -> str | None:
         """Why ``spark_args`` (split as a shell would) is not allowed here, or None."""
-        at = 0
-        while at < len(args):
-            word = args[at]
-            option, eq, value = word.partition("=")
-            if not option.startswith("-"):
-                return f"'{word}' is not a spark-submit option"
-            if option in FLAGS and not eq:
-                if "" not in self.options.get(option, ()):
-                    return self._spark(f"option {option}", "[spark] options")
-                at += 1
-                continue
-            if not eq:
-                if at + 1 >= len(args):
-                    return f"option {option} has no value"
-                at += 1
-                value = args[at]
-            at += 1
+        try:
+            given = spark_options(args)
+        except ValueError as exc:
+            return str(exc)
+        for option, value in given:
             if option in CONF_OPTIONS:
                 name = value.partition("=")[0]
                 if not any(_names_match(pattern, name) for pattern in self.confs):
                     return self._spark(f"Spark conf {name}", "[spark] confs")
-            elif not any(_value_match(p, value) for p in self.options.get(option, ())):
+            elif value is None:
+                if "" not in self.options.get(option, ()):
+                    return self._spark(f"option {option}", "[spark] options")
+            elif not all(
+                any(_value_match(p, part) for p in self.options.get(option, ()))
+                for part in _parts(option, value)
+            ):
                 what = f"option {option} {value}" if option in self.options else f"option {option}"
                 return self._spark(what, "[spark] options")
         return None
@@ -198,6 +192,37 @@ class Policy(
                     f"[alerts] params in {self.where}"
                 )
         return None
+
+
+LISTS = ("--jars", "--files", "--py-files", "--archives", "--packages", "--repositories")
+
+
+def spark_options(args: list[str]) -> list[tuple[str, str | None]]:
+    """spark-submit's arguments as (option, value) pairs, as spark-submit reads them:
+    ``--name=value`` or ``--name value``, a flag with no value (None); ValueError for a
+    word that is not an option, or an option left without its value."""
+    pairs: list[tuple[str, str | None]] = []
+    at = 0
+    while at < len(args):
+        option, eq, value = args[at].partition("=")
+        if not option.startswith("-"):
+            raise ValueError(f"'{args[at]}' is not a spark-submit option")
+        at += 1
+        if option in FLAGS and not eq:
+            pairs.append((option, None))
+            continue
+        if not eq:
+            if at >= len(args):
+                raise ValueError(f"option {option} has no value")
+            value, at = args[at], at + 1
+        pairs.append((option, value))
+    return pairs
+
+
+def _parts(option: str, value: str) -> list[str]:
+    """The entries of a value spark-submit reads as a comma-separated list (each is
+    matched on its own: an allowed jar never brings another with it)."""
+    return value.split(",") if option in LISTS else [value]
 
 
 def _placement() -> str:

@@ -106,6 +106,14 @@ def test_spark_args_the_host_allows_are_taken(cli, tmp_path):
     cli.ok("set", "S", f"spark_args={jars}")
     sideways = "--jars /opt/etl/jars/../../../tmp/evil.jar"  # * never matches a /
     assert "option --jars" in _one_line(cli.utility("set", "S", f"spark_args={sideways}"))
+    for listed in (
+        "/opt/etl/jars/pg.jar,evil.jar",
+        "/opt/etl/jars/pg.jar,",
+        "/opt/etl/jars/a,b.jar",
+    ):
+        said = _one_line(cli.utility("set", "S", f"spark_args=--jars {listed}"))
+        assert "option --jars" in said, listed  # each entry of a list is matched alone
+    cli.ok("set", "S", "spark_args=--jars /opt/etl/jars/a.jar,/opt/etl/jars/b.jar")
 
 
 def test_a_spark_connect_server_a_row_names_is_reached_only_if_the_host_allows_it(cli, tmp_path):
@@ -207,7 +215,7 @@ def test_a_policy_file_that_is_not_right_is_one_line(cli, tmp_path):
         host_policy(tmp_path, text)
         assert said in _one_line(cli.utility("set", "G", "X=1")), text
     missing = {"DATAFLOW_POLICY": str(tmp_path / "nowhere.toml")}
-    assert "cannot read the host's policy" in _one_line(cli.utility("set", "G", "X=1", env=missing))
+    assert "names no file" in _one_line(cli.utility("set", "G", "X=1", env=missing))
     relative = {"DATAFLOW_POLICY": "policy.toml"}
     assert "must be an absolute path" in _one_line(cli.utility("set", "G", "X=1", env=relative))
 
@@ -239,7 +247,8 @@ def test_an_alert_url_is_parsed_as_apprise_reads_it(tmp_path):
     assert refusal("json://u:p@h:80/a/b?format=text", policy) is None
     assert refusal("json://h.evil/a", policy) is not None
     assert "parameter 'verify'" in refusal("json://h/?format=text&verify=no", policy)
-    assert "parameter '-x'" in refusal("json://h/a?-x=1#frag", policy)
+    assert "parameter '-x'" in refusal("json://h/a?-x=1", policy)
+    assert "is ambiguous" in refusal("json://h/a?format=text#frag", policy)
     assert "is not a URL" in refusal("json://", policy)
     assert json.dumps(refusal("JSON://H", policy)) == "null"  # schemes and hosts: any case
 
@@ -257,3 +266,55 @@ def test_the_documented_policy_file_is_one_this_toolkit_reads(tmp_path):
     assert policy.spark_args_refusal(["--jars", "/opt/etl/jars/pg.jar", "--supervise"]) is None
     assert policy.remote_refusal("connect.etl.example.com", 15002) is None
     assert policy.alert_refusal("mailto", "smtp.example.com", None, ["mode", "to"]) is None
+
+
+AMBIGUOUS = [  # read one way by a naive parser, another by Apprise (sweep of this change)
+    "{url}@hooks.allowed.invalid/second-at",  # Apprise: the host after the first @
+    "{url}/semi?format=text;+X-Evil=1",  # Apprise: ; separates parameters
+    "{url}/hash?format=text#&+X-Evil=1",  # Apprise: a # in the query is kept
+    "json://hooks.allowed.invalid/a;{url}/other",  # Apprise: ; before a scheme, two URLs
+]
+
+
+@pytest.mark.parametrize("shape", AMBIGUOUS)
+def test_an_alert_url_apprise_would_read_otherwise_is_refused_and_never_sent(
+    cli, tmp_path, receiver, shape
+):
+    cli.env["DATAFLOW_ALERT_TIMEOUT"] = "60"
+    _job(cli, tmp_path, "F", "exit 3")
+    sneaky = shape.format(url=receiver.url.replace("json://", "json://x@"))
+    if "second-at" not in shape:
+        sneaky = shape.format(url=receiver.url)
+    allowed = ["json://hooks.allowed.invalid"] + ([receiver.url] if "Evil" in shape else [])
+    host_policy(tmp_path, f"[alerts]\ntargets = {json.dumps(allowed)}\n")
+    assert _one_line(cli.utility("set", "F", f"alerts={sneaky}")).startswith("error: job 'F'")
+    _insert(cli, "F", "alerts", sneaky)
+    assert cli.runjob("./F.sh").code == 3
+    assert receiver.got == []
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # no store is read
+def test_the_sender_checks_the_url_as_apprise_reads_it(cli, tmp_path, receiver):
+    """What reaches the sending process is checked again there, with Apprise's parser."""
+    import sys
+
+    from dataflow.run.alerts import SENDER
+
+    host_policy(tmp_path, '[alerts]\ntargets = ["json://hooks.allowed.invalid"]\n')
+    sneaky = receiver.url.replace("json://", "json://x@") + "@hooks.allowed.invalid/"
+    request = {"urls": [sneaky], "title": "t", "body": "b", "wait": 5, "bound": 20}
+    sent = subprocess.run(
+        [sys.executable, SENDER],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=cli.env,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(sent.stdout) == [
+        0,
+        "refused",
+        f"alert target json://127.0.0.1 is not allowed by this host: add it to [alerts] targets in the host's policy {host_policy(tmp_path)}",
+    ]
+    assert receiver.got == []

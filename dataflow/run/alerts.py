@@ -21,6 +21,7 @@ from collections import namedtuple
 from urllib.parse import unquote
 
 from ..dataids import natural_key
+from ..errors import PolicyError
 from ..policy import load
 from ..store import Store, shown
 from . import liveness
@@ -39,8 +40,9 @@ Delivery = namedtuple("Delivery", "url result why")  # url masked; result: sent/
 
 
 def split(value: str | None) -> list[str]:
-    """The URLs of a setting: separated by spaces, or by commas before a ``scheme://``."""
-    return [url for url in re.split(r"\s+|,\s*(?=[\w+.-]+://)", value or "") if url]
+    """The URLs of a setting: separated by spaces, or by commas or semicolons before a
+    ``scheme://`` (where Apprise splits them too)."""
+    return [url for url in re.split(r"\s+|[,;]\s*(?=[\w+.-]+://)", value or "") if url]
 
 
 def invalid(value: str) -> str | None:
@@ -54,16 +56,20 @@ def invalid(value: str) -> str | None:
 def refusal(url: str, policy=None) -> str | None:
     """Why this host will not send an alert to ``url`` (a row of the store names it), or
     None: its scheme and host must be among the host policy's targets, each of its query
-    parameters among the parameters it allows (:mod:`dataflow.policy`)."""
+    parameters among the parameters it allows (:mod:`dataflow.policy`). What Apprise
+    could read otherwise than this does (a second ``@``, a ``;``, a ``#`` in the query)
+    is refused; the sender checks again with Apprise's own parser (:mod:`.alertsend`)."""
     if why := invalid(url):
         return why
     scheme, _, rest = url.partition("://")
     before, _, query = rest.partition("?")
     authority = re.split(r"[/#]", before, maxsplit=1)[0]
+    if authority.count("@") > 1 or ";" in rest or "#" in query:
+        return f"'{masked(url)}' is ambiguous (a second @, a ; or a # in its query): encode it"
     host = authority.rsplit("@", 1)[-1]
     found = re.fullmatch(r"(\[[^\]]*\]|[^:]*)(?::(\d*))?", host)
     host, port = (found[1].strip("[]"), found[2]) if found else (host, None)
-    params = [unquote(part.partition("=")[0]) for part in query.split("#")[0].split("&") if part]
+    params = [unquote(part.partition("=")[0]) for part in query.split("&") if part]
     return (policy or load()).alert_refusal(scheme, host, port, params)
 
 
@@ -104,7 +110,10 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
     """Send one message to each URL, within :func:`timeout` seconds in all; never raises."""
     import importlib.util  # only when there is something to send
 
-    refused = {i: why for i, url in enumerate(urls) if (why := refusal(url))}
+    try:
+        refused = {i: why for i, url in enumerate(urls) if (why := refusal(url))}
+    except PolicyError as exc:  # the host's policy cannot be read: nothing is sent
+        return [Delivery(masked(url), "refused", str(exc)) for url in urls]
     if refused:  # sent to the others only
         allowed = [url for i, url in enumerate(urls) if i not in refused]
         sent = iter(deliver(allowed, title, body) if allowed else [])

@@ -44,6 +44,24 @@ class _Heard(logging.Handler):
             self.messages.append(record.getMessage())
 
 
+def _refused(url: str) -> str | None:
+    """The host's policy checked again on the URL as Apprise itself reads it (its
+    scheme, host, port and every query parameter, headers and payload ones included):
+    where the two readings differ, the one that sends decides."""
+    from apprise.utils.parse import parse_url, parse_urls
+
+    from dataflow.policy import load
+
+    if parse_urls(url) != [url]:
+        return "Apprise reads it as several URLs"
+    parsed = parse_url(url, verify_host=False)
+    if not parsed:
+        return "not a URL Apprise reads"
+    port = str(parsed["port"]) if parsed.get("port") else None
+    params = list(parsed.get("qsd") or {})
+    return load().alert_refusal(parsed["schema"], parsed.get("host") or "", port, params)
+
+
 def _say(index: int, result: str, why: str = "") -> None:
     print(json.dumps([index, result, why]), flush=True)
 
@@ -67,6 +85,9 @@ def main() -> int:
         # no plugin folders, nothing kept on disk: the URL (allowed by the host's policy,
         # dataflow.policy, before it reaches this process) is all Apprise is given
         sender = apprise.Apprise(asset=apprise.AppriseAsset(plugin_paths=[], storage_mode="memory"))
+        if why := _refused(url):
+            _say(index, "refused", why)
+            continue
         if not sender.add(url):
             _say(index, "unknown", "not a URL Apprise knows")
             continue

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BadSparkArgs, SparkUnavailable
-from ..policy import FLAGS, load
+from ..policy import load, spark_options
 
 if TYPE_CHECKING:
     from .sparkcluster import Submission
@@ -140,9 +140,11 @@ def split_args(text: str, source: str) -> list[str]:
         words = shlex.split(text)
     except ValueError as exc:
         raise BadSparkArgs(source, str(exc)) from None
-    last = words[-1] if words else ""
-    if last.startswith("-") and "=" not in last and last not in FLAGS:
-        raise BadSparkArgs(source, f"option {last} has no value")
+    try:
+        spark_options(words)
+    except ValueError as exc:
+        if "has no value" in str(exc):
+            raise BadSparkArgs(source, str(exc)) from None
     return words
 
 
