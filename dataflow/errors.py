@@ -296,3 +296,10 @@ class StoreMoved(DataflowError):
 
 class PolicyError(DataflowError):
     """The host's policy file (``dataflow.policy``) cannot be read or is malformed."""
+
+
+class ProjectError(DataflowError):
+    """A project's file (``dataflow.toml``) that cannot be applied: named by file and line."""
+
+    def __init__(self, path: str, line: int | None, reason: str):
+        super().__init__(f"{path}{f':{line}' if line else ''}: {reason}")

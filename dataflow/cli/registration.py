@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import crypto
 from ..errors import UsageError
-from ..ops import registry
+from ..ops import project, registry
 from ..run import alerts, lifecycle
 from ..store import DATASET_COLUMNS, shown
 from . import say, say_lines
@@ -176,10 +176,22 @@ def unregister_job(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("export", "write every dataset and job to one JSON file", positional("file"))
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the file to write ('-': standard output)")
+    parser.add_argument(
+        "--project",
+        action="store_true",
+        help="a project file (dataflow.toml: utility plan/apply) instead of JSON",
+    )
+
+
+@command("export", "write every dataset and job to one JSON file", _export_arguments)
 def export(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True) as store:
-        text = registry.export(store)
+        if options.project:
+            text = project.dump(store.datasets(), store.job_rows()).rstrip("\n")
+        else:
+            text = registry.export(store)
     if options.file == "-":
         say_lines(text)
     else:

@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (they register commands)
     operations,
     output,
     passwords,
+    projects,
     registration,
     retirement,
     say,

@@ -1,0 +1,210 @@
+"""``utility plan`` and ``utility apply``: the store made to match a project.
+
+A plan lists what applying would change, dataset by dataset and job by job, setting by
+setting; it is checked exactly as an apply is (the same writes, in a transaction that is
+then undone), so a plan that passes is an apply that passes. An apply writes only what
+changed, in one transaction, and records the deploy.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from ..errors import DataflowError, ProjectError, RegistrationError
+from ..run import liveness
+from ..run.alerts import STORE_WIDE
+from ..run.settings import SETTINGS
+from ..store import DATASET_COLUMNS, Row, Store
+from . import registry
+from .project import Project, Secret, password_of
+
+Change = namedtuple("Change", "sign kind name detail")  # sign: + added, ~ changed, - removed
+KEPT = "="  # in the store, not in the project: kept (--prune removes it)
+
+
+def plan(store: Store, project: Project, passkey: str | None, prune: bool = False) -> list[Change]:
+    """What applying ``project`` would change; nothing is changed."""
+
+    class _Undo(Exception):
+        pass
+
+    found: list[Change] = []
+    try:
+        with store.transaction():
+            found = _write(store, project, passkey, prune)
+            raise _Undo
+    except _Undo:
+        pass
+    return found
+
+
+def apply(store: Store, project: Project, passkey: str | None, prune: bool = False) -> list[Change]:
+    """Make the store match ``project`` in one transaction; the changes made."""
+    with store.transaction():
+        changes = _write(store, project, passkey, prune)
+        store.add_deploy(
+            liveness.host_name(),
+            str(project.folder.resolve()),
+            project.digest,
+            project.revision,
+            summary(changes),
+        )
+    return changes
+
+
+def summary(changes: list[Change]) -> str:
+    """``2 added, 1 changed, 0 removed`` (objects, not settings)."""
+    counts = {sign: len({(c.kind, c.name) for c in changes if c.sign == sign}) for sign in "+~-"}
+    return f"{counts['+']} added, {counts['~']} changed, {counts['-']} removed"
+
+
+def is_change(change: Change) -> bool:
+    return change.sign != KEPT
+
+
+def _write(store: Store, project: Project, passkey: str | None, prune: bool) -> list[Change]:
+    old_datasets = store.datasets()
+    old_jobs: dict[str, list[tuple]] = {}
+    for row in store.job_rows():
+        if row["jobid"] != STORE_WIDE:
+            old_jobs.setdefault(row["jobid"], []).append(
+                (row["itemtype"], row["datasetid"], row["itemvalue"])
+            )
+    changes: list[Change] = []
+    for name, row in project.datasets.items():
+        row = _with_password(name, row, old_datasets.get(name), passkey)
+        found = _dataset_changes(name, row, old_datasets.get(name))
+        if found:
+            _checked(project, ("datasets", name), lambda r=row: _put_dataset(store, r))
+            changes += found
+    for name, items in project.jobs.items():
+        for kind, datasetid, _ in items:
+            if kind in ("IN", "OUT") and _foreign(project, datasetid):
+                raise ProjectError(
+                    project.file,
+                    _line(project, "jobs", name, kind.lower()),
+                    f"job '{name}' uses dataset '{datasetid}', which the project does not declare",
+                )
+    changed = {n: i for n, i in project.jobs.items() if _job_changes(n, i, old_jobs.get(n))}
+    for name in changed:
+        store.delete_job(name)  # one producer per dataset is checked against the new set
+    for name, items in changed.items():
+        _checked(project, ("jobs", name), lambda n=name, i=items: _put_job(store, n, i))
+        changes += _job_changes(name, items, old_jobs.get(name))
+    for name in sorted(set(old_jobs) - set(project.jobs)):
+        if prune:
+            _refuse_live(store, name)
+            store.delete_job(name)
+        changes.append(Change("-" if prune else KEPT, "job", name, ""))
+    for name in sorted(set(old_datasets) - set(project.datasets)):
+        if prune and not (store.jobs_using(name, "IN") + store.jobs_using(name, "OUT")):
+            store.delete_dataset(name)
+            changes.append(Change("-", "dataset", name, ""))
+        else:
+            changes.append(Change(KEPT, "dataset", name, ""))
+    return changes
+
+
+def _foreign(project: Project, datasetid: str) -> bool:
+    from ..dataids import CLOCKS
+
+    return datasetid not in project.datasets and datasetid not in CLOCKS
+
+
+def _checked(project: Project, keys: tuple[str, ...], write) -> None:
+    """A write of the project's; its refusal named at the line of its table."""
+    try:
+        write()
+    except ProjectError:
+        raise
+    except DataflowError as exc:
+        raise ProjectError(project.file, _line(project, *keys), str(exc)) from None
+
+
+def _line(project: Project, *keys: str) -> int | None:
+    from .project import _Where
+
+    with open(project.file, encoding="utf-8", errors="replace") as file:
+        return _Where(project.file, file.read()).line(*keys)
+
+
+def _put_dataset(store: Store, row: Row) -> None:
+    registry._check_dataset_name(str(row["datasetid"]))
+    store.put_dataset(row)
+
+
+def _put_job(store: Store, jobid: str, items: list[tuple]) -> None:
+    registry._validate_job(store, jobid, items)
+    store.put_job(jobid, items)
+
+
+def _with_password(name: str, row: Row, old: Row | None, passkey: str | None) -> Row:
+    """The row with its password encrypted: one in a file of the host is encrypted anew
+    only when it differs from what the store holds (the same text encrypts differently)."""
+    secret = row["encryptedpass"]
+    if not isinstance(secret, Secret):
+        return row
+    new = password_of(name, secret, passkey)
+    if old and old.get("encryptedpass"):
+        from .. import crypto
+
+        try:
+            same = crypto.decrypt(str(old["encryptedpass"]), passkey or "", name) == crypto.decrypt(
+                new, passkey or "", name
+            )
+        except DataflowError:
+            same = False
+        if same:
+            new = old["encryptedpass"]
+    return {**row, "encryptedpass": new}
+
+
+def _dataset_changes(name: str, row: Row, old: Row | None) -> list[Change]:
+    if old is None:
+        return [Change("+", "dataset", name, "")]
+    return [
+        Change(
+            "~",
+            "dataset",
+            name,
+            _differs(column, old.get(column), row.get(column), column == "encryptedpass"),
+        )
+        for column in DATASET_COLUMNS[1:]
+        if (old.get(column) or None) != (row.get(column) or None)
+    ]
+
+
+def _job_changes(name: str, items: list[tuple], old: list[tuple] | None) -> list[Change]:
+    if old is None:
+        return [Change("+", "job", name, "")]
+    found = []
+    for direction in ("IN", "OUT"):
+        before = {d for t, d, _ in old if t == direction}
+        after = {d for t, d, _ in items if t == direction}
+        found += [Change("~", "job", name, f"{direction} + {d}") for d in sorted(after - before)]
+        found += [Change("~", "job", name, f"{direction} - {d}") for d in sorted(before - after)]
+    before = {t: v for t, _, v in old if t not in ("IN", "OUT")}
+    after = {t: v for t, _, v in items if t not in ("IN", "OUT")}
+    for key in sorted(set(before) | set(after), key=lambda k: (k not in SETTINGS, k)):
+        if (before.get(key) or "") != (after.get(key) or "") or (key in before) != (key in after):
+            secret = key == "alerts"  # an Apprise URL may hold a token
+            found.append(
+                Change("~", "job", name, _differs(key, before.get(key), after.get(key), secret))
+            )
+    return found
+
+
+def _differs(what: str, old: object, new: object, secret: bool = False) -> str:
+    if secret:
+        return f"{what} changed"
+    shown = ("(none)" if value is None else repr(str(value)) for value in (old, new))
+    return f"{what}: {' -> '.join(shown)}"
+
+
+def _refuse_live(store: Store, jobid: str) -> None:
+    live = [d for j, d in store.running(jobid) if liveness.is_live(store, j, d)]
+    if live:
+        raise RegistrationError(
+            f"job '{jobid}' is not in the project, but a run of it lives (dataid "
+            f"{', '.join(live[:5])}): --prune removes it once its runs have ended"
+        )
