@@ -126,7 +126,11 @@ class NetworkFilesystem(DataflowError):
 class ChunkBusy(DataflowError):
     def __init__(self, jobid: str, dataid: str, status: str):
         if "HOLD" in status:
-            what = f"on hold: release it first (utility release {jobid} {dataid})"
+            import shlex
+
+            what = (
+                f"on hold: release it first ({shlex.join(['utility', 'release', jobid, dataid])})"
+            )
         else:
             what = f"{status}: wait for it to end before changing it"
         super().__init__(f"{jobid} {dataid} is {what}")

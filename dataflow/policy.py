@@ -301,6 +301,10 @@ def _read(path: str) -> Policy:
         raise PolicyError(f"cannot read the host's policy {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"the host's policy {path} is not TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise PolicyError(f"the host's policy {path} is not UTF-8 text") from None
+    except RecursionError:
+        raise PolicyError(f"the host's policy {path} is nested too deeply") from None
     base = _defaults(path)
     known = {
         "env": ("allow",),

@@ -214,6 +214,9 @@ def test_a_policy_file_that_is_not_right_is_one_line(cli, tmp_path):
     ):
         host_policy(tmp_path, text)
         assert said in _one_line(cli.utility("set", "G", "X=1")), text
+    for raw, said in ((b'[env]\nallow = ["\xff"]\n', "not UTF-8"), (b"a = " + b"[" * 5000, "")):
+        host_policy(tmp_path).write_bytes(raw)
+        assert said in _one_line(cli.utility("set", "G", "X=1")), raw[:20]
     missing = {"DATAFLOW_POLICY": str(tmp_path / "nowhere.toml")}
     assert "names no file" in _one_line(cli.utility("set", "G", "X=1", env=missing))
     relative = {"DATAFLOW_POLICY": "policy.toml"}
@@ -318,3 +321,34 @@ def test_the_sender_checks_the_url_as_apprise_reads_it(cli, tmp_path, receiver):
         f"alert target json://127.0.0.1 is not allowed by this host: add it to [alerts] targets in the host's policy {host_policy(tmp_path)}",
     ]
     assert receiver.got == []
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # PostgreSQL's text holds no NUL
+def test_a_nul_in_a_datasets_metadata_is_one_line_before_any_claim(cli, tmp_path):
+    _job(cli, tmp_path)
+    cli.ok("dml", "update dataset set hostname = 'a' || char(0) || 'b' where datasetid = 'src'")
+    before = state(tmp_path)
+    said = _one_line(cli.runjob("./G.sh"))
+    assert "the value of src_hostname holds a NUL character" in said
+    assert state(tmp_path) == before
+
+
+def test_a_family_the_host_allows_never_brings_a_name_that_starts_programs(cli, tmp_path):
+    _job(cli, tmp_path)
+    host_policy(tmp_path, '[env]\nallow = ["SPARK_*", "*"]\n')
+    cli.ok("set", "G", "ETL_BATCH=7", "region=eu")
+    for name in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "LD_PRELOAD", "PATH"):
+        said = _one_line(cli.utility("set", "G", f"{name}=x"))
+        assert "a host allows it only by its exact name" in said, name
+    host_policy(tmp_path, '[env]\nallow = ["SPARK_SUBMIT_OPTS", "ETL_*", "region"]\n')
+    cli.ok("set", "G", "SPARK_SUBMIT_OPTS=-Xmx1g")  # the host named it: its choice
+
+
+def test_a_spark_connect_address_carries_only_pysparks_own_parameters(cli, tmp_path):
+    _job(cli, tmp_path, "S")
+    host_policy(tmp_path, '[spark]\nremotes = ["sc://127.0.0.1"]\n')
+    cli.ok("set", "S", "spark_remote=sc://127.0.0.1:15002/;use_ssl=true;token=abc")
+    said = _one_line(
+        cli.utility("set", "S", "spark_remote=sc://127.0.0.1:15002/;x-forwarded-for=1")
+    )
+    assert "the Spark Connect parameter 'x-forwarded-for' is not one of" in said

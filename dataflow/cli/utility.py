@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 
 from .. import __version__, crypto
@@ -251,9 +252,9 @@ def forcejob(options: argparse.Namespace) -> int:
         job = lifecycle.load_job(store, options.jobid)
         lifecycle.force(store, job, dataid)
     say(f"{options.jobid} forced to RUNNING at dataid {dataid}")
+    end = shlex.join(["utility", "endjob", options.jobid, dataid])
     warn(
-        f"this skips every check; end it with 'utility endjob {options.jobid} "
-        f"{dataid} READY|FAILED' or remove it with 'utility deleterun'"
+        f"this skips every check; end it with '{end} READY|FAILED' or remove it with 'utility deleterun'"
     )
     return 0
 

@@ -52,10 +52,19 @@ def advice(store: Store, cell: dict) -> str:
     elif retry < retries:
         todo = f"automatic retry {retry + 1} of {retries} at the next RunJob"
     else:
-        todo = f"no retry left: fix the cause, then 'utility resubmit {jobid} {dataid}'"
+        todo = f"no retry left: fix the cause, then '{_command('resubmit', jobid, dataid)}'"
     try:
         where = f"log {logs.find(store, jobid, dataid)}"
     except DataflowError:
         where = "no log here"
     host = f" on {run['host']}" if run and run.get("host") else ""
-    return f"{todo}; {where}{host} ('utility log {jobid} {dataid}', 'utility explain {jobid} {dataid}')"
+    log, explain = _command("log", jobid, dataid), _command("explain", jobid, dataid)
+    return f"{todo}; {where}{host} ('{log}', '{explain}')"
+
+
+def _command(verb: str, *words: str) -> str:
+    """A command line to paste: a job name or dataid written by any store writer is
+    quoted for the shell (``'; touch x'`` stays a word)."""
+    import shlex
+
+    return shlex.join(["utility", verb, *words])

@@ -123,4 +123,9 @@ def refusal(name: str, policy: Policy) -> str | None:
         return f"'{name}' cannot be an environment variable (letters, digits and _)"
     if not policy.env_allowed(name):
         return policy.env_refusal(name)
+    if unsafe(name) and name not in policy.env:  # allowed by a family (SPARK_*, *)
+        return (
+            f"'{name}' changes how the job's programs start: a host allows it only by its "
+            f"exact name in [env] allow ({policy.where})"
+        )
     return None

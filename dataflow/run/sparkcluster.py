@@ -24,6 +24,8 @@ import re
 from collections import namedtuple
 from collections.abc import Mapping, Sequence
 
+from ..policy import spark_options
+
 STANDALONE, YARN, KUBERNETES, LOCAL = "standalone", "yarn", "kubernetes", "local"
 # spark-submit in cluster mode waits for the driver's end unless these are false (both
 # default to true; standalone's spark.standalone.submit.waitAppCompletion defaults to
@@ -70,25 +72,24 @@ def manager_of(master: str | None) -> str:
     return master  # a plug-in cluster manager: run as is, not followed
 
 
+def _pairs(args: Sequence[str]) -> list[tuple[str, str | None]]:
+    """``args`` as spark-submit reads them, (option, value) pairs: the reading the host's
+    policy checks (``--name --deploy-mode=cluster`` is a name, not a deploy mode)."""
+    try:
+        return spark_options(list(args))
+    except ValueError:  # not spark-submit's arguments: spark-submit will say so
+        return []
+
+
 def option(args: Sequence[str], name: str) -> str | None:
     """The last value given to ``name`` (``--master yarn`` or ``--master=yarn``)."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(name + "="):
-            value = arg[len(name) + 1 :]
-    return value
+    values = [value for option, value in _pairs(args) if option == name]
+    return values[-1] if values else None
 
 
 def conf_args(args: Sequence[str]) -> list[str]:
     """The ``--conf key=value`` pairs of ``args``, as ``["--conf", "key=value", ...]``."""
-    found = []
-    for i, arg in enumerate(args):
-        if arg in ("--conf", "-c") and i + 1 < len(args):
-            found.append(args[i + 1])
-        elif arg.startswith("--conf="):
-            found.append(arg[len("--conf=") :])
+    found = [value for option, value in _pairs(args) if option in ("--conf", "-c") and value]
     return [word for pair in found for word in ("--conf", pair)]
 
 
@@ -97,7 +98,7 @@ def conf(args: Sequence[str], key: str) -> str | None:
     value = None
     for pair in conf_args(args)[1::2]:
         name, equals, text = pair.partition("=")
-        if equals and name.strip() == key:
+        if equals and name == key:
             value = text.strip()
     return value
 

@@ -21,6 +21,9 @@ from ..errors import SparkConnectUnavailable
 REMOTE_ENV = "SPARK_REMOTE"
 REMOTE_SETTING = "spark_remote"
 DEFAULT_PORT = 15002
+# the parameters of an sc:// address a store row may give (pyspark's own; any other one
+# becomes a header of every request to the server)
+REMOTE_PARAMS = ("token", "use_ssl", "user_id", "user_agent", "session_id")
 PROBE_TIMEOUT_S = 5.0
 _MASKED_PARAM = r"(;token=)[^;]*"
 # ``re`` is imported by the functions that use it: RunJob's start-up does not pay for it
@@ -49,6 +52,10 @@ def refusal(url: str, environ: Mapping[str, str] | None = None) -> str | None:
         host, port = address("", url)
     except SparkConnectUnavailable:
         return f"'{masked(url)}' is not a Spark Connect address (sc://host:{DEFAULT_PORT})"
+    params = url.split("/;", 1)[1] if "/;" in url else ""
+    for param in (part.partition("=")[0] for part in params.split(";") if part):
+        if param not in REMOTE_PARAMS:  # pyspark sends others to the server as headers
+            return f"the Spark Connect parameter '{param}' is not one of {', '.join(REMOTE_PARAMS)}"
     return load(environ).remote_refusal(host, port)
 
 

@@ -136,6 +136,8 @@ def split_args(text: str, source: str) -> list[str]:
     """Split like a shell would (quotes respected), but without running one; an option
     left without its value at the end (``--conf``) is refused: spark-submit would fail
     only once the chunk is claimed."""
+    if "\0" in text:
+        raise BadSparkArgs(source, "a NUL character")
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -209,7 +211,9 @@ def python_confs(
     the driver runs on the cluster (``cluster``: this Python's path means nothing there)."""
     if cluster or environ.get("PYSPARK_PYTHON") or environ.get("PYSPARK_DRIVER_PYTHON"):
         return []
-    if any("spark.pyspark." in arg for arg in extra):
+    from .sparkcluster import conf_args  # only for a .py job
+
+    if any(pair.startswith("spark.pyspark.") for pair in conf_args(extra)[1::2]):
         return []
     confs = ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
     if local:
