@@ -40,6 +40,8 @@ REFUSED = {
     "drop": ["src", "export.json"],
     "createtables": [],
     "copy-store": ["--to", "again.db"],
+    "plan": ["proj"],
+    "apply": ["proj"],
     "dml": ["delete from job"],
     "ddl": ["create table t(x int)"],
     "runs": [],
@@ -53,7 +55,7 @@ REFUSED = {
 }
 # what a retired store still does: read its history (for audit), take the mark back; and
 # the commands that never open a store
-ALLOWED = {"history", "log", "sql", "unretire", "where", "crypt", "validate"}
+ALLOWED = {"history", "log", "sql", "unretire", "where", "crypt", "validate", "deploys"}
 
 
 def _laptop(cli: Cli) -> None:
@@ -65,6 +67,8 @@ def _laptop(cli: Cli) -> None:
     script(cli.cwd, "work.sh", "true")
     (cli.cwd / "work.py").write_text("from dataflow import spark\n")
     (cli.cwd / "export.json").write_text("{}")
+    (cli.cwd / "proj").mkdir()
+    (cli.cwd / "proj" / "dataflow.toml").write_text("[project]\nname = 'empty'\n")
     (cli.cwd / "token").write_text("a-token-long-enough-for-serve-0123456789\n")
     (cli.cwd / "token").chmod(0o600)
     for name in ("old.key", "new.key"):

@@ -133,3 +133,24 @@ def test_stream_refuses_what_cannot_be_a_stream_before_starting_spark(cli):
     }
     for script, expected in cases.items():
         assert expected in one_error(cli.utility("stream", script)), script
+
+
+def test_drop_lands_only_under_its_landing_roots(cli, tmp_path):
+    """The dataset's row names the folder: a row that names one outside the folder drop
+    runs in (or its --landing-root), through .. or a symlink too, gets nothing there."""
+    landing_store(cli)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    (tmp_path / "link").symlink_to(outside, target_is_directory=True)
+    item = files(cli, a_csv="x\n")
+    for schemaname, tablename in (
+        (str(outside), "t"),
+        (str(tmp_path), "../x/t"),
+        (str(tmp_path), "link/t"),
+    ):
+        cli.ok("dml", f"update dataset set schemaname = '{schemaname}', tablename = '{tablename}'")
+        said = one_error(cli.utility("drop", "landing", *item))
+        assert "is outside the landing roots" in said, (schemaname, tablename)
+    assert not outside.exists() and not (tmp_path.parent / "x").exists()
+    outside.mkdir()
+    done = cli.ok("drop", "landing", *item, "--landing-root", str(outside))
+    assert (outside / "t" / "a.csv").read_text() == "x\n", done

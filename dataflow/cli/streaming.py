@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from .. import crypto
 from ..errors import StreamError, UsageError
@@ -61,6 +62,11 @@ def stream(options: argparse.Namespace) -> int:
 def _drop_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("datasetid", help="a file dataset: its folder is a stream's landing")
     parser.add_argument("files", nargs="+", metavar="FILE", help="the items, one file each")
+    parser.add_argument(
+        "--landing-root", action="append", default=[], metavar="DIR",
+        help="a folder the dataset's landing folder must be inside (repeatable; default: "
+        "the folder drop runs in)",
+    )  # fmt: skip
 
 
 @command(
@@ -69,7 +75,9 @@ def _drop_arguments(parser: argparse.ArgumentParser) -> None:
     _drop_arguments,
 )
 def drop(options: argparse.Namespace) -> int:
-    folder, items = landing.drop(options.datasetid, options.files, options.db)
+    # the dataset's row names its folder: items land only under a root of this host's
+    roots = [Path(root).absolute() for root in options.landing_root] or [Path.cwd()]
+    folder, items = landing.drop(options.datasetid, options.files, options.db, roots)
     noun = "item" if len(items) == 1 else "items"
     say(f"{len(items)} {noun} dropped into {options.datasetid} ({folder})")
     return 0

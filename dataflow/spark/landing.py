@@ -40,12 +40,22 @@ def folder_of(dataset: Dataset) -> Path:
     return Path(where.removeprefix("file://").removeprefix("file:"))
 
 
-def drop(datasetid: str, files: list[str], db: str | None = None) -> tuple[Path, list[Path]]:
+def drop(
+    datasetid: str, files: list[str], db: str | None = None, roots: list[Path] | None = None
+) -> tuple[Path, list[Path]]:
     """Copy ``files`` into the landing folder of ``datasetid`` under their own names;
-    returns the folder and the items as they landed."""
+    returns the folder and the items as they landed. ``roots``: folders the landing
+    folder must be inside (symlinks and ``..`` resolved): a row of the store names it."""
     if not files:
         raise DropError(datasetid, "name one or more files")
     folder = landing_folder(datasetid, db)
+    if roots is not None:
+        folder = folder.resolve()
+        if not any(folder.is_relative_to(root.resolve()) for root in roots):
+            shown = ", ".join(str(root) for root in roots)
+            raise DropError(
+                datasetid, f"its landing folder {folder} is outside the landing roots ({shown})"
+            )
     sources = [Path(name) for name in files]
     seen: set[str] = set()
     for source in sources:
