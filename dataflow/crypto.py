@@ -7,6 +7,11 @@ Two formats decrypt:
 * ours, ``df1$`` + base64(16-byte salt ‖ 12-byte nonce ‖ AES-256-GCM
   ciphertext+tag), key = scrypt(passkey, salt). ``$`` is not a base64 character,
   so the two never look alike.
+* a dataset's password **sealed to its address**: ``df2$`` and the same layout, the
+  dataset's name, host, database, schema, table and user as GCM's associated data
+  (:func:`seal_of`). It opens only for that address: a writer of the store who points
+  the dataset elsewhere gets no password sent there (``utility register-dataset`` and
+  ``rekey`` write this format).
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ import os
 from collections.abc import Mapping
 from functools import lru_cache
 
-from .errors import UsageError, WrongPasskey
+from .errors import SealBroken, UsageError, WrongPasskey
 
 PREFIX = "df1$"
+SEALED = "df2$"
+ADDRESS = ("datasetid", "hostname", "database", "schemaname", "tablename", "username")
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "maxmem": 64 * 1024 * 1024, "dklen": 32}
 
 
@@ -72,8 +79,20 @@ def _derived_key(passkey: str, salt: bytes) -> bytes:
     return hashlib.scrypt(passkey.encode("utf-8"), salt=salt, **_SCRYPT)
 
 
-def encrypt(text: str, passkey: str, seed_format: bool = False) -> str:
-    """Encrypt ``text``; the versioned scrypt format unless ``seed_format``."""
+def seal_of(row: Mapping[str, object]) -> bytes:
+    """What a dataset's password is sealed to: its address, the row but its password."""
+    import json
+
+    return json.dumps([None if row.get(c) is None else str(row[c]) for c in ADDRESS]).encode()
+
+
+def is_sealed(token: str | None) -> bool:
+    return bool(token) and str(token).startswith(SEALED)
+
+
+def encrypt(text: str, passkey: str, seed_format: bool = False, seal: bytes | None = None) -> str:
+    """Encrypt ``text``; the versioned scrypt format unless ``seed_format``; sealed to
+    ``seal`` (:func:`seal_of` a dataset's row) when given."""
     import base64  # here and in decrypt: RunJob imports this module, most runs need neither
 
     nonce = os.urandom(12)
@@ -81,17 +100,24 @@ def encrypt(text: str, passkey: str, seed_format: bool = False) -> str:
         sealed = _aesgcm(_seed_key(passkey)).encrypt(nonce, text.encode("utf-8"), None)
         return base64.b64encode(nonce + sealed).decode("ascii")
     salt = os.urandom(16)
-    sealed = _aesgcm(_derived_key(passkey, salt)).encrypt(nonce, text.encode("utf-8"), None)
-    return PREFIX + base64.b64encode(salt + nonce + sealed).decode("ascii")
+    sealed = _aesgcm(_derived_key(passkey, salt)).encrypt(nonce, text.encode("utf-8"), seal)
+    return (SEALED if seal is not None else PREFIX) + base64.b64encode(
+        salt + nonce + sealed
+    ).decode("ascii")
 
 
-def decrypt(token: str, passkey: str, what: str = "the text") -> str:
-    """Decrypt either format; :class:`WrongPasskey` if the passkey does not fit."""
+def decrypt(token: str, passkey: str, what: str = "the text", seal: bytes | None = None) -> str:
+    """Decrypt any format (a sealed one with the ``seal`` it was sealed to);
+    :class:`WrongPasskey` if the passkey does not fit, :class:`SealBroken` if a sealed
+    token's passkey or address does not."""
     import base64
 
     from cryptography.exceptions import InvalidTag
 
-    versioned = token.startswith(PREFIX)
+    versioned = token.startswith((PREFIX, SEALED))
+    sealed_to = seal if token.startswith(SEALED) else None
+    if token.startswith(SEALED) and seal is None:
+        raise SealBroken(what, "it is sealed to a dataset's address: read it through the dataset")
     try:
         raw = base64.b64decode(token[len(PREFIX) :] if versioned else token, validate=True)
     except (binascii.Error, ValueError):
@@ -105,6 +131,13 @@ def decrypt(token: str, passkey: str, what: str = "the text") -> str:
     if len(nonce) != 12 or len(sealed) < 16:
         raise WrongPasskey(what)
     try:
-        return _aesgcm(key).decrypt(nonce, sealed, None).decode("utf-8")
+        return _aesgcm(key).decrypt(nonce, sealed, sealed_to).decode("utf-8")
     except (InvalidTag, UnicodeDecodeError):
+        if sealed_to is not None:
+            raise SealBroken(
+                what,
+                "the passkey is wrong, or the dataset's address (host, database, schema, "
+                "table, user) changed since its password was set: set the password again "
+                "(utility register-dataset NAME --password)",
+            ) from None
         raise WrongPasskey(what) from None

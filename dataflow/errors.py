@@ -307,3 +307,10 @@ class ProjectError(DataflowError):
 
     def __init__(self, path: str, line: int | None, reason: str):
         super().__init__(f"{path}{f':{line}' if line else ''}: {reason}")
+
+
+class SealBroken(DataflowError):
+    """A password sealed to a dataset's address that does not open for it."""
+
+    def __init__(self, what: str, reason: str):
+        super().__init__(f"{what} does not open: {reason}")

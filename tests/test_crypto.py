@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataflow import crypto
-from dataflow.errors import WrongPasskey
+from dataflow.errors import SealBroken, WrongPasskey
 
 SEED_VECTOR = "dKpgTdzYpGVezNffmg912Wjk223NjTmoEr2L6WRxptXH"
 
@@ -30,6 +30,27 @@ def test_wrong_passkey_is_a_clean_error(text, seed_format):
     token = crypto.encrypt(text, "right", seed_format=seed_format)
     with pytest.raises(WrongPasskey):
         crypto.decrypt(token, "wrong")
+
+
+_ROW = st.fixed_dictionaries(
+    {c: st.none() | st.text(max_size=8) for c in crypto.ADDRESS if c != "datasetid"},
+    optional={},
+).map(lambda row: {"datasetid": "d", **row})
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=st.text(), passkey=st.text(min_size=1), row=_ROW, other=_ROW)
+def test_a_sealed_password_opens_only_for_its_address(text, passkey, row, other):
+    token = crypto.encrypt(text, passkey, seal=crypto.seal_of(row))
+    assert token.startswith(crypto.SEALED) and crypto.is_sealed(token)
+    assert crypto.decrypt(token, passkey, seal=crypto.seal_of(row)) == text
+    if crypto.seal_of(other) != crypto.seal_of(row):
+        with pytest.raises(SealBroken, match=r"address .* changed"):
+            crypto.decrypt(token, passkey, seal=crypto.seal_of(other))
+    with pytest.raises(SealBroken):  # no address given: it cannot open
+        crypto.decrypt(token, passkey)
+    with pytest.raises(SealBroken):  # nor with another passkey
+        crypto.decrypt(token, passkey + "x", seal=crypto.seal_of(row))
 
 
 def test_each_encryption_is_fresh():

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from support import host_policy, script, state, statuses
+from support import host_policy, rows, script, state, statuses
 
 pytestmark = pytest.mark.both_stores
 
@@ -352,3 +352,42 @@ def test_a_spark_connect_address_carries_only_pysparks_own_parameters(cli, tmp_p
         cli.utility("set", "S", "spark_remote=sc://127.0.0.1:15002/;x-forwarded-for=1")
     )
     assert "the Spark Connect parameter 'x-forwarded-for' is not one of" in said
+
+
+def test_a_password_goes_only_to_the_address_it_was_set_for(cli, tmp_path):
+    """A writer who points a dataset elsewhere (or at a query) gets no password sent
+    there: the job is refused before any claim, in one line, and nothing claimed."""
+    passkey = {"PASSKEY": "plugh"}
+    _job(cli, tmp_path, body='echo "$src_hostname $src_password" > seen')
+    cli.ok("register-dataset", "src", "--hostname", "db.internal:5432", "--password-stdin",
+           input="s3cret\n", env=passkey)  # fmt: skip
+    assert cli.runjob("./G.sh", env=passkey).code == 0
+    assert (tmp_path / "seen").read_text() == "db.internal:5432 s3cret\n"
+    cli.ok("endjob", "G", "1", "RESUBMIT")
+    for column, value in (("hostname", "attacker.example:5432"), ("tablename", "(select 1) q")):
+        cli.ok("dml", f"update dataset set {column} = '{value}' where datasetid = 'src'")
+        before = state(tmp_path)
+        ran = cli.runjob("./G.sh", env=passkey)
+        said = _one_line(ran)
+        assert "the password of dataset 'src' does not open" in said and "s3cret" not in said
+        assert state(tmp_path) == before
+        cli.ok("dml", "update dataset set hostname = 'db.internal:5432', tablename = null")
+    # the owner moves it, with the passkey: the password follows; without, refused
+    refused = cli.utility("register-dataset", "src", "--hostname", "db2.internal:5432")
+    assert "changing the address needs the passkey" in _one_line(refused)
+    cli.ok("register-dataset", "src", "--hostname", "db2.internal:5432", env=passkey)
+    assert cli.runjob("./G.sh", env=passkey).code == 0
+    assert (tmp_path / "seen").read_text() == "db2.internal:5432 s3cret\n"
+
+
+def test_rekey_seals_a_password_written_by_sql(cli, tmp_path):
+    passkey = {"PASSKEY": "plugh"}
+    _job(cli, tmp_path, body='echo "$src_password" > seen')
+    token = cli.ok("crypt", "-e", "s3cret", env=passkey).out.strip()
+    cli.ok("dml", f"update dataset set encryptedpass = '{token}' where datasetid = 'src'")
+    (tmp_path / "k").write_text("plugh\n")
+    cli.ok("rekey", "--old-file", "k", "--new-file", "k")
+    (sealed,) = rows(tmp_path, "select encryptedpass from dataset where datasetid = 'src'")[0]
+    assert sealed.startswith("df2$")
+    cli.ok("dml", "update dataset set hostname = 'attacker.example' where datasetid = 'src'")
+    assert "does not open" in _one_line(cli.runjob("./G.sh", env=passkey))

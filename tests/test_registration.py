@@ -40,13 +40,21 @@ def test_register_dataset_takes_the_password_from_stdin_only(store, tmp_path):
     )
     assert added.out == "dataset orders registered\n"
     ((token, host),) = rows(tmp_path, "select encryptedpass, hostname from dataset")
-    assert host == "db1" and token.startswith("df1$") and crypto.decrypt(token, "k") == "s3cret"
-    assert (
-        store.ok("register-dataset", "orders", "--tablename", "t").out == "dataset orders updated\n"
+    row = {"datasetid": "orders", "hostname": "db1", "username": "etl"}  # sealed to its address
+    assert host == "db1" and token.startswith("df2$")
+    assert crypto.decrypt(token, "k", seal=crypto.seal_of(row)) == "s3cret"
+    error(  # its password is sealed to its address: moving it needs the passkey
+        store.utility("register-dataset", "orders", "--tablename", "t"),
+        "dataset 'orders': its password is sealed to its address; changing the address needs "
+        "the passkey (PASSKEY or PASSKEY_FILE)",
     )
-    assert rows(tmp_path, "select hostname, tablename, encryptedpass from dataset") == [
-        ("db1", "t", token)
-    ]
+    moved = store.ok("register-dataset", "orders", "--tablename", "t", env=env)
+    assert moved.out == "dataset orders updated\n"
+    ((resealed, host, table),) = rows(
+        tmp_path, "select encryptedpass, hostname, tablename from dataset"
+    )
+    assert (host, table) == ("db1", "t") and resealed != token
+    assert crypto.decrypt(resealed, "k", seal=crypto.seal_of({**row, "tablename": "t"})) == "s3cret"
     error(
         store.utility("register-dataset", "bad-name"),
         "dataset name 'bad-name' must be usable in environment variable names (letters, digits and _, not starting with a digit) and not a clock "
@@ -191,4 +199,6 @@ def test_rekey_is_all_or_nothing(store, tmp_path):
         == "2 passwords re-encrypted\n"
     )
     tokens = dict(rows(tmp_path, "select datasetid, encryptedpass from dataset"))
-    assert {k: crypto.decrypt(v, "new") for k, v in tokens.items()} == {"a": "alpha", "b": "beta"}
+    seals = {k: crypto.seal_of({"datasetid": k}) for k in tokens}
+    opened = {k: crypto.decrypt(v, "new", seal=seals[k]) for k, v in tokens.items()}
+    assert opened == {"a": "alpha", "b": "beta"}

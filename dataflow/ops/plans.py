@@ -139,18 +139,21 @@ def _put_job(store: Store, jobid: str, items: list[tuple]) -> None:
 
 
 def _with_password(name: str, row: Row, old: Row | None, passkey: str | None) -> Row:
-    """The row with its password encrypted: one in a file of the host is encrypted anew
-    only when it differs from what the store holds (the same text encrypts differently)."""
+    """The row with its password encrypted, sealed to its address: one in a file of the
+    host is encrypted anew only when it or the address differs from what the store holds
+    (the same text encrypts differently every time)."""
+    from .. import crypto
+
     secret = row["encryptedpass"]
     if not isinstance(secret, Secret):
         return row
-    new = password_of(name, secret, passkey)
-    if old and old.get("encryptedpass"):
-        from .. import crypto
-
+    seal = crypto.seal_of(row)
+    new = password_of(name, secret, passkey, seal)
+    if old and crypto.is_sealed(old.get("encryptedpass")) and crypto.seal_of(old) == seal:
+        what = f"the password of dataset '{name}'"
         try:
-            same = crypto.decrypt(str(old["encryptedpass"]), passkey or "", name) == crypto.decrypt(
-                new, passkey or "", name
+            same = crypto.decrypt(str(old["encryptedpass"]), passkey or "", what, seal) == (
+                crypto.decrypt(new, passkey or "", what, seal)
             )
         except DataflowError:
             same = False

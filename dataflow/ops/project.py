@@ -262,8 +262,9 @@ def _revision(root: Path) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def password_of(datasetid: str, secret: Secret, passkey: str | None) -> str:
-    """A password kept in a file of the host, encrypted with the passkey."""
+def password_of(datasetid: str, secret: Secret, passkey: str | None, seal: bytes) -> str:
+    """A password kept in a file of the host, encrypted with the passkey and sealed to
+    the dataset's address (``seal``)."""
     if passkey is None:
         raise DataflowError(
             f"dataset '{datasetid}': a password file needs the passkey (PASSKEY or PASSKEY_FILE)"
@@ -275,7 +276,7 @@ def password_of(datasetid: str, secret: Secret, passkey: str | None) -> str:
         raise DataflowError(
             f"dataset '{datasetid}': cannot read {secret.path}: {exc.strerror}"
         ) from None
-    return crypto.encrypt(password, passkey)
+    return crypto.encrypt(password, passkey, seal=seal)
 
 
 def dump(datasets: dict[str, Row], job_rows: list[Row], name: str = "exported") -> str:

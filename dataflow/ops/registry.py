@@ -10,7 +10,14 @@ from collections.abc import Iterable
 
 from .. import crypto
 from ..dataids import CLOCKS
-from ..errors import DataflowError, RegistrationError, UnknownDataset, UnknownJob, WrongPasskey
+from ..errors import (
+    DataflowError,
+    RegistrationError,
+    SealBroken,
+    UnknownDataset,
+    UnknownJob,
+    WrongPasskey,
+)
 from ..policy import load
 from ..run import alerts, lifecycle, sparkconnect, sparksubmit
 from ..run.alerts import ALERTS, STORE_WIDE, invalid
@@ -37,17 +44,26 @@ def _check_dataset_name(datasetid: str) -> None:
 def register_dataset(store: Store, row: Row, password: str | None, passkey: str | None) -> bool:
     """Add or update a dataset; the password (never from argv) is stored encrypted.
     Returns True when the dataset is new."""
-    _check_dataset_name(str(row["datasetid"]))
-    if password is not None:
-        if passkey is None:
-            raise RegistrationError("a password needs the passkey: set PASSKEY or PASSKEY_FILE")
-        row = {**row, "encryptedpass": crypto.encrypt(password, passkey)}
+    datasetid = str(row["datasetid"])
+    _check_dataset_name(datasetid)
+    if password is not None and passkey is None:
+        raise RegistrationError("a password needs the passkey: set PASSKEY or PASSKEY_FILE")
     with store.transaction():
-        old = store.datasets([str(row["datasetid"])])
-        merged = {
-            **old.get(str(row["datasetid"]), {}),
-            **{k: v for k, v in row.items() if v is not None},
-        }
+        old = store.datasets([datasetid])
+        before = old.get(datasetid, {})
+        merged = {**before, **{k: v for k, v in row.items() if v is not None}}
+        token = before.get("encryptedpass")
+        moved = crypto.is_sealed(token) and crypto.seal_of(before) != crypto.seal_of(merged)
+        if password is None and moved:  # its sealed password follows it to its new address
+            if passkey is None:
+                raise RegistrationError(
+                    f"dataset '{datasetid}': its password is sealed to its address; changing "
+                    "the address needs the passkey (PASSKEY or PASSKEY_FILE)"
+                )
+            what = f"the password of dataset '{datasetid}'"
+            password = crypto.decrypt(str(token), passkey, what, crypto.seal_of(before))
+        if password is not None and passkey is not None:
+            merged["encryptedpass"] = crypto.encrypt(password, passkey, seal=crypto.seal_of(merged))
         store.put_dataset(merged)
         return not old
 
@@ -307,14 +323,15 @@ def rekey(store: Store, old: str, new: str) -> int:
         raise DataflowError("the new passkey is empty")
     with store.transaction():
         tokens = store.passwords()
+        rows = store.datasets([datasetid for datasetid, _ in tokens])
         for datasetid, token in tokens:
+            seal = crypto.seal_of(rows[datasetid])
+            what = f"the password of dataset '{datasetid}'"
             try:
-                password = crypto.decrypt(token, old, f"the password of dataset '{datasetid}'")
-            except WrongPasskey:
-                raise WrongPasskey(
-                    f"the password of dataset '{datasetid}' with the old passkey; nothing changed"
-                ) from None
-            store.set_password(datasetid, crypto.encrypt(password, new))
+                password = crypto.decrypt(token, old, what, seal)
+            except (WrongPasskey, SealBroken):  # a sealed one: or its address moved
+                raise WrongPasskey(f"{what} with the old passkey; nothing changed") from None
+            store.set_password(datasetid, crypto.encrypt(password, new, seal=seal))  # sealed
         return len(tokens)
 
 

@@ -70,7 +70,7 @@ def build(job: Job, datasets: dict[str, Row], passkey: str | None) -> JobEnv:
             _set(env, f"{datasetid}_encryptedpass", _text(row["encryptedpass"]))
             _set(env, f"{datasetid}_itemtype", itemtype)
             if row["encryptedpass"]:
-                password = _password(job.jobid, datasetid, str(row["encryptedpass"]), passkey)
+                password = _password(job.jobid, row, passkey)
                 _set(env, f"{datasetid}_password", password)
                 if password:
                     result.secrets.append(password)
@@ -93,8 +93,9 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _password(jobid: str, datasetid: str, token: str, passkey: str | None) -> str:
-    what = f"the password of dataset '{datasetid}'"
+def _password(jobid: str, row: Row, passkey: str | None) -> str:
+    """The dataset's password; one sealed to its address opens only for that address."""
+    what = f"the password of dataset '{row['datasetid']}'"
     if passkey is None:
         raise PasskeyMissing(f"job '{jobid}' uses {what}, so it")
-    return crypto.decrypt(token, passkey, what)
+    return crypto.decrypt(str(row["encryptedpass"]), passkey, what, crypto.seal_of(row))

@@ -105,7 +105,7 @@ def registered(
         passkey = crypto.read_passkey()
         if passkey is None:
             raise PasskeyMissing(what)
-        password = crypto.decrypt(str(row["encryptedpass"]), passkey, what)
+        password = crypto.decrypt(str(row["encryptedpass"]), passkey, what, crypto.seal_of(row))
     column = _chunk_column(items, datasetid)
     text = {k: "" if row[k] is None else str(row[k]) for k in _COLUMNS}
     return Dataset(datasetid, dataid, password=password, chunk_column=column, **text)
