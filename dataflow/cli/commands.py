@@ -40,7 +40,7 @@ def command(name: str, summary: str, arguments: Arguments | None = None):
 
 
 def count(text: str) -> int:
-    """A whole number from 1 to a million (a --limit)."""
+    """A whole number from 1 to a million (a --limit, an --attempt)."""
     try:
         number = int(text)
     except ValueError:

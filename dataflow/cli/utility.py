@@ -32,18 +32,7 @@ from . import (  # noqa: F401  (they register commands)
     validate,
     warn,
 )
-from .commands import COMMANDS, command, open_store, positional
-
-
-def count(text: str) -> int:
-    """A whole number from 1 to a million (a --limit, an --attempt)."""
-    try:
-        number = int(text)
-    except ValueError:
-        number = 0
-    if not 1 <= number <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 1000000, not '{text}'")
-    return number
+from .commands import COMMANDS, command, count, open_store, positional
 
 
 def forcible(*names: str):
