@@ -314,3 +314,7 @@ class SealBroken(DataflowError):
 
     def __init__(self, what: str, reason: str):
         super().__init__(f"{what} does not open: {reason}")
+
+
+class DeployError(DataflowError):
+    """A deploy that could not be made: nothing changed (its current release, the store)."""

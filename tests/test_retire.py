@@ -42,6 +42,7 @@ REFUSED = {
     "copy-store": ["--to", "again.db"],
     "plan": ["proj"],
     "apply": ["proj"],
+    "deploy": ["origin.git", "--into", "srv"],
     "dml": ["delete from job"],
     "ddl": ["create table t(x int)"],
     "runs": [],

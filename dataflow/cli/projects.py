@@ -7,8 +7,8 @@ import argparse
 import json
 
 from .. import crypto
-from ..errors import DataflowError
-from ..ops import plans, project
+from ..errors import DataflowError, UsageError
+from ..ops import deploy, plans, project
 from . import say, say_lines
 from .commands import command, open_store
 
@@ -76,4 +76,39 @@ def apply(options: argparse.Namespace) -> int:
         if todo
         else "no changes: the store matches the project"
     )
+    return 0
+
+
+def _deploy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("repo", nargs="?", help="the project's git repository (any URL git takes)")
+    parser.add_argument("--ref", default="HEAD", help="the branch, tag or commit (default HEAD)")
+    parser.add_argument(
+        "--into", required=True, metavar="DIR",
+        help="the deploy folder: DIR/releases/<commit>, DIR/current (what cron runs)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rollback", action="store_true", help="go back to the release before the current one"
+    )
+
+
+@command(
+    "deploy",
+    "fetch a project's git ref, check it, apply it and make it DIR/current (or --rollback)",
+    _deploy_arguments,
+)
+def deploy_(options: argparse.Namespace) -> int:
+    if options.rollback == bool(options.repo):
+        raise UsageError("name the repository to deploy, or --rollback (not both)")
+    with open_store(options) as store:
+        if options.rollback:
+            done = deploy.rollback(store, options.into, crypto.read_passkey())
+        else:
+            done = deploy.deploy(
+                store, options.repo, options.ref, options.into, crypto.read_passkey()
+            )
+    for line in _lines(done.changes):
+        say(line)
+    revision = (done.revision or done.release.name)[:12]
+    say(f"{'rolled back to' if options.rollback else 'deployed'} {revision}: "
+        f"{plans.summary(done.changes)}; current -> {done.release}")  # fmt: skip
     return 0
