@@ -135,3 +135,17 @@ def test_a_rollback_with_no_previous_release_is_one_line(cli, tmp_path, origin):
     assert refused.code == 2 and "no previous release to go back to" in refused.err, refused
     both = cli.utility("deploy", str(origin.bare), "--rollback", "--into", "srv")
     assert both.code == 2 and "not both" in both.err
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # the example's own store
+def test_the_project_example_deploys_plans_and_rolls_back(cli, tmp_path):
+    run = Path(__file__).resolve().parent.parent / "examples" / "project" / "run.sh"
+    result = cli(str(run), env={"DEMO_DIR": str(tmp_path / "demo")}, timeout=300)
+    assert result.code == 0, result.out[-3000:] + result.err[-3000:]
+    out = result.out
+    assert "deployed " in out and ": 3 added, 0 changed, 0 removed; current -> " in out
+    assert "total: 2 READY, 0 FAILED" in out
+    assert "~ job total: retries: '2' -> '5'\nplan: 0 added, 1 changed, 0 removed\n(exit 2" in out
+    assert "rolled back to " in out and "~ job total: retries: '5' -> '2'" in out
+    totals = sorted((tmp_path / "demo" / "data" / "orders_total").glob("dataid=*/total.csv"))
+    assert [p.read_text() for p in totals] == ["2025-11-01,25.50\n", "2025-11-02,35.50\n"]

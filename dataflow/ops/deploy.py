@@ -57,6 +57,7 @@ def current(into: str | os.PathLike) -> Path | None:
 
 
 def _release(store: Store, root: Path, release: Path, passkey: str | None) -> Deployed:
+    release = release.resolve()
     found = project.read(release)
     plans.plan(store, found, passkey)  # every mistake before anything runs
     if found.test:
