@@ -106,15 +106,7 @@ def test_a_sqlite_store_of_the_previous_version_is_upgraded_and_keeps_its_rows(c
     conn.execute("insert into datastatus values ('src', 'fakejob', '1', 'OUT', 'READY', now())")
     conn.close()
 
-    stale = cli.utility("deploys")
-    assert stale.code == 2 and "run 'utility createtables' to upgrade it" in stale.err
-    assert cli.ok("createtables").out.endswith(f"schema version {lite_schema.VERSION}\n")
-    ids = record(address)
-    assert [row["deployid"] for row in listed(cli)] == ids[::-1]
-    with open_store(address) as store:
-        assert sorted(store.datasets()) == ["dst", "src"]
-        assert [row["jobid"] for row in store.jobs()] == ["work"]
-        assert store.table_rows("datastatus")[0][:5] == ("src", "fakejob", "1", "OUT", "READY")
+    _upgraded_keeps_its_rows(cli, address, lite_schema.VERSION)
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
@@ -130,9 +122,15 @@ def test_a_postgresql_store_of_the_previous_version_is_upgraded_and_keeps_its_ro
         conn.execute("insert into job (jobid, itemtype, datasetid) values ('work', 'OUT', 'dst')")
         conn.execute("insert into datastatus values ('src', 'fakejob', '1', 'OUT', 'READY', now())")
 
+    _upgraded_keeps_its_rows(cli, address, pg_schema.VERSION)
+
+
+def _upgraded_keeps_its_rows(cli, address, version: int) -> None:
+    """A store of the version before: refused until createtables upgrades it to
+    ``version``; then it records deploys and keeps the rows it had."""
     stale = cli.utility("deploys")
     assert stale.code == 2 and "run 'utility createtables' to upgrade it" in stale.err
-    assert cli.ok("createtables").out.endswith(f"schema version {pg_schema.VERSION}\n")
+    assert cli.ok("createtables").out.endswith(f"schema version {version}\n")
     ids = record(address)
     assert [row["deployid"] for row in listed(cli)] == ids[::-1]
     with open_store(address) as store:
