@@ -27,6 +27,8 @@ from ..store import DATASET_COLUMNS, Row, Store
 from .lineage import find_cycle, job_graph
 
 EXPORT_VERSION = 1
+LOCKED = "locked"  # the store-wide setting: a job's rows change only through utility apply
+STORE_SETTINGS = (ALERTS, LOCKED)
 
 
 def _check_dataset_name(datasetid: str) -> None:
@@ -159,6 +161,7 @@ def register_job(
     """Add or replace a job's registration; returns True when the job is new."""
     items = _job_items(jobid, inputs, outputs, settings or {}, env or {})
     with store.transaction():
+        refuse_if_locked(store, f"job '{jobid}' not registered")
         _validate_job(store, jobid, items)
         new = not store.job_items(jobid)
         store.put_job(jobid, items)
@@ -174,6 +177,7 @@ def change_job(store: Store, jobid: str, assign: dict[str, str], remove: Iterabl
     if jobid == STORE_WIDE:
         return _change_store_wide(store, assign, remove)
     with store.transaction():
+        refuse_if_locked(store, f"job '{jobid}' not changed")
         items = store.job_items(jobid)
         if not items:
             raise UnknownJob(jobid, store.job_ids())
@@ -192,10 +196,15 @@ def change_job(store: Store, jobid: str, assign: dict[str, str], remove: Iterabl
 
 
 def _change_store_wide(store: Store, assign: dict[str, str], remove: list[str]) -> None:
-    """Set or remove store-wide settings: those of the pseudo-job ``*`` (only ``alerts``)."""
+    """Set or remove store-wide settings: those of the pseudo-job ``*`` (``alerts``, the
+    default of every job; ``locked``, see :func:`refuse_if_locked`)."""
     for name in [*assign, *remove]:
-        if name != ALERTS:
-            raise RegistrationError(f"'{name}' is not a store-wide setting (only '{ALERTS}' is)")
+        if name not in STORE_SETTINGS:
+            raise RegistrationError(
+                f"'{name}' is not a store-wide setting (only {' and '.join(STORE_SETTINGS)} are)"
+            )
+    if assign.get(LOCKED, "true") not in ("true", "false"):
+        raise RegistrationError(f"setting {LOCKED} must be true or false, not '{assign[LOCKED]}'")
     if why_not := invalid(assign.get(ALERTS, "")):
         raise RegistrationError(f"setting {ALERTS} must be Apprise URLs: {why_not}")
     if why_not := refused_settings({ALERTS: assign.get(ALERTS, "")}):
@@ -210,9 +219,25 @@ def _change_store_wide(store: Store, assign: dict[str, str], remove: list[str]) 
         store.put_job(STORE_WIDE, kept + [(name, None, value) for name, value in assign.items()])
 
 
+def is_locked(store: Store) -> bool:
+    """Does the store take its jobs only from a deploy (``utility set '*' locked=true``)?"""
+    return any(i.itemtype == LOCKED and i.itemvalue == "true" for i in store.job_items(STORE_WIDE))
+
+
+def refuse_if_locked(store: Store, what: str) -> None:
+    """Refuse a change of a job's rows made otherwise than by ``utility apply`` (which
+    writes through the store), while the store is locked: it can no longer drift from git."""
+    if is_locked(store):
+        raise RegistrationError(
+            f"{what}: this store takes jobs only from a deploy: change dataflow.toml and run "
+            f"utility apply (the store-wide setting {LOCKED})"
+        )
+
+
 def unregister_job(store: Store, jobid: str) -> int:
     """Remove a job's rows from table job (its chunks' statuses stay, as history)."""
     with store.transaction():
+        refuse_if_locked(store, f"job '{jobid}' not removed")
         removed = store.delete_job(jobid)
         if not removed:
             raise UnknownJob(jobid, store.job_ids())
@@ -306,6 +331,8 @@ def import_(store: Store, text: str) -> tuple[int, int]:
     """Add or replace the datasets and jobs of an exported document, all or nothing."""
     rows, parsed = _parse(text)
     with store.transaction():
+        if parsed:
+            refuse_if_locked(store, "nothing imported")
         for row in rows:
             _check_dataset_name(str(row["datasetid"]))
             store.put_dataset(row)
