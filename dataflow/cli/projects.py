@@ -15,6 +15,25 @@ from .commands import command, open_store
 SIGNS = {"+": "add", "~": "change", "-": "remove", plans.KEPT: "keep"}
 
 
+def _init_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("folder", help="the new project's folder (new, or empty)")
+    parser.add_argument("--job", default="clean", help="the example job's name (default: clean)")
+
+
+@command(
+    "init", "a new project: an example Spark job, its unit test, dataflow.toml, CI", _init_arguments
+)
+def init(options: argparse.Namespace) -> int:
+    import shlex
+
+    from ..ops import scaffold
+
+    for path in scaffold.init(options.folder, options.job):
+        say(f"wrote {path}")
+    say(f"next: cd {shlex.quote(options.folder)} && git init && {scaffold.TEST} && utility plan .")
+    return 0
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", help="the project's folder (holding dataflow.toml)")
     parser.add_argument(
