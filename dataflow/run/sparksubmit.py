@@ -111,7 +111,7 @@ def spark_argv(
     find_java(script, environ)
     submit = find_spark_submit(script, environ)
     extra = split_args(settings.get(SPARK_ARGS_SETTING, ""), "the job setting spark_args")
-    if why := load(environ).spark_args_refusal(extra):  # a row: only what the host allows
+    if extra and (why := load(environ).spark_args_refusal(extra)):  # a row: what the host allows
         raise SparkUnavailable(script, f"the job setting spark_args: {why}")
     extra += split_args(environ.get(SPARK_ARGS_ENV, ""), f"${SPARK_ARGS_ENV}")
     where = describe(extra, submit)
