@@ -52,7 +52,6 @@ timeout = 3600
 """
 
 SCRIPT = '''\
-#!/usr/bin/env python3
 """Job {job}: a chunk (a day, say) of orders_raw (CSV) written to orders_clean (Parquet),
 orders without an id dropped and amounts read as numbers.
 
@@ -93,7 +92,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from dataflow.testing import check, session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "jobs"))
