@@ -376,3 +376,27 @@ def written(path: Path) -> bool:
         return path.read_text().endswith("\n")
     except OSError:
         return False
+
+
+# a project's file (dataflow.toml: tests/test_projects.py): two datasets, one job
+SALES = """\
+[project]
+name = "sales"
+
+[datasets.raw]
+database = "csv"
+schemaname = "/data/lake"
+tablename = "raw"
+
+[datasets.clean]
+database = "parquet"
+schemaname = "/data/lake"
+tablename = "clean"
+
+[jobs.load]
+in = ["raw"]
+out = ["clean"]
+retries = 2
+ready_by = "06:00"
+env = { region = "eu" }
+"""

@@ -8,29 +8,13 @@ import json
 
 import pytest
 
-from support import rows, script, state
+from support import SALES, rows, script, state
 
 pytestmark = pytest.mark.both_stores
 
-PROJECT = """\
-[project]
-name = "sales"
-
-[datasets.raw]
-database = "csv"
-schemaname = "/data/lake"
-tablename = "raw"
-
-[datasets.clean]
-database = "parquet"
-schemaname = "/data/lake"
-tablename = "clean"
-
-[jobs.load]
-in = ["raw"]
-out = ["clean"]
-retries = {retries}
-"""
+PROJECT = SALES.replace('ready_by = "06:00"\nenv = { region = "eu" }\n', "").replace(
+    "retries = 2", "retries = {retries}"
+)
 
 REFUSAL = (
     "this store takes jobs only from a deploy: change dataflow.toml and run utility apply"

@@ -13,31 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support import SALES as PROJECT
 from support import host_policy, rows, script, start_runjob, state, wait_for
 
 pytestmark = pytest.mark.both_stores
-
-PROJECT = """\
-[project]
-name = "sales"
-
-[datasets.raw]
-database = "csv"
-schemaname = "/data/lake"
-tablename = "raw"
-
-[datasets.clean]
-database = "parquet"
-schemaname = "/data/lake"
-tablename = "clean"
-
-[jobs.load]
-in = ["raw"]
-out = ["clean"]
-retries = 2
-ready_by = "06:00"
-env = { region = "eu" }
-"""
 
 
 def _project(folder: Path, text: str = PROJECT, scripts=("load",)) -> Path:
