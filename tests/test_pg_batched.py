@@ -14,7 +14,8 @@ from dataflow.store import open_store
 from dataflow.store.base import Store
 
 DATAIDS = ["1", "2", "10", "a\nb", "x" * 300]
-STATUSES = [None, "READY", "RUNNING", "FAILED", "RESUBMIT", "weird"]
+# a NULL status is refused by both stores (migration 4 here, 9 on SQLite): not a state
+STATUSES = ["READY", "RUNNING", "FAILED", "RESUBMIT", "weird"]
 
 chunk = st.fixed_dictionaries(
     {
@@ -160,7 +161,7 @@ def test_the_claims_of_many_chunks_in_one_statement_each_write_what_one_claim_do
 
 
 @slow_examples
-@given(chunks=stores, dataid=st.sampled_from(DATAIDS), status=st.sampled_from(STATUSES[1:]))
+@given(chunks=stores, dataid=st.sampled_from(DATAIDS), status=st.sampled_from(STATUSES))
 def test_a_finish_in_one_statement_does_what_its_two_did(pg, chunks, dataid, status):
     from dataflow.store.queries.chunks import ChunkQueries
 
