@@ -303,3 +303,25 @@ def test_an_apply_from_a_git_checkout_records_its_commit(cli, tmp_path, project)
     cli.ok("apply", "sales")
     (deploy,) = json.loads(cli.ok("--json", "deploys").out)
     assert deploy["revision"] == git("rev-parse", "HEAD")
+
+
+def test_a_sealed_password_kept_while_its_dataset_moves_is_one_line_at_its_line(
+    cli, tmp_path, project
+):
+    passkey = {"PASSKEY": "plugh"}
+    cli.ok("apply", "sales")
+    cli.ok("register-dataset", "raw", "--password-stdin", input="s3cret\n", env=passkey)
+    exported = cli.ok("export", "--project", "-").out  # the password as its sealed token
+    moved = exported.replace('tablename = "raw"', 'tablename = "elsewhere"')
+    moved = moved.replace("[jobs.load]\n", '[jobs.load]\nscript = "jobs/load.sh"\n')
+    _project(project, moved)
+    line = (
+        moved.splitlines().index(next(x for x in moved.splitlines() if x.startswith("password")))
+        + 1
+    )
+    refused = cli.utility("plan", "sales", env=passkey)
+    assert refused.code == 1 and refused.err.count("\n") == 1, refused
+    assert refused.err.startswith(
+        f"error: sales/dataflow.toml:{line}: the password of dataset 'raw'"
+    )
+    assert "does not open" in refused.err and "s3cret" not in refused.err

@@ -72,7 +72,11 @@ def _write(store: Store, project: Project, passkey: str | None, prune: bool) -> 
             )
     changes: list[Change] = []
     for name, row in project.datasets.items():
-        row = _with_password(name, row, old_datasets.get(name), passkey)
+        row = _checked(
+            project,
+            ("datasets", name, "password"),
+            lambda n=name, r=row: _with_password(n, r, old_datasets.get(n), passkey),
+        )
         found = _dataset_changes(name, row, old_datasets.get(name))
         if found:
             _checked(project, ("datasets", name), lambda r=row: _put_dataset(store, r))
@@ -111,10 +115,10 @@ def _foreign(project: Project, datasetid: str) -> bool:
     return datasetid not in project.datasets and datasetid not in CLOCKS
 
 
-def _checked(project: Project, keys: tuple[str, ...], write) -> None:
-    """A write of the project's; its refusal named at the line of its table."""
+def _checked(project: Project, keys: tuple[str, ...], write):
+    """A write of the project's (what it returns); its refusal named at its line."""
     try:
-        write()
+        return write()
     except ProjectError:
         raise
     except DataflowError as exc:
@@ -146,6 +150,9 @@ def _with_password(name: str, row: Row, old: Row | None, passkey: str | None) ->
 
     secret = row["encryptedpass"]
     if not isinstance(secret, Secret):
+        if crypto.is_sealed(secret) and passkey is not None:  # it opens for this address?
+            what = f"the password of dataset '{name}'"
+            crypto.decrypt(str(secret), passkey, what, crypto.seal_of(row))
         return row
     seal = crypto.seal_of(row)
     new = password_of(name, secret, passkey, seal)
