@@ -86,6 +86,18 @@ def seal_of(row: Mapping[str, object]) -> bytes:
     return json.dumps([None if row.get(c) is None else str(row[c]) for c in ADDRESS]).encode()
 
 
+def is_token(text: str) -> bool:
+    """Could ``text`` be a token this module wrote (any format), not a password in clear?"""
+    import base64
+
+    body = text[len(PREFIX) :] if text.startswith((PREFIX, SEALED)) else text
+    try:
+        raw = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return len(raw) >= (44 if body is not text else 28)
+
+
 def is_sealed(token: str | None) -> bool:
     return bool(token) and str(token).startswith(SEALED)
 

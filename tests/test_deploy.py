@@ -67,8 +67,8 @@ def origin(cli, tmp_path) -> Origin:
     return Origin(tmp_path)
 
 
-def _deploy(cli, origin: Origin, *args: str):
-    return cli.utility("deploy", str(origin.bare), "--into", "srv", *args)
+def _deploy(cli, origin: Origin, *args: str, env=None):
+    return cli.utility("deploy", str(origin.bare), "--into", "srv", *args, env=env)
 
 
 def _retries(cli) -> str:
@@ -149,3 +149,43 @@ def test_the_project_example_deploys_plans_and_rolls_back(cli, tmp_path):
     assert "rolled back to " in out and "~ job total: retries: '5' -> '2'" in out
     totals = sorted((tmp_path / "demo" / "data" / "orders_total").glob("dataid=*/total.csv"))
     assert [p.read_text() for p in totals] == ["2025-11-01,25.50\n", "2025-11-02,35.50\n"]
+
+
+def test_the_test_command_runs_in_a_copy_without_the_passkey_or_the_store(cli, tmp_path, origin):
+    """A ref under review is not trusted with the passkey, the store's address, or the
+    release folder cron runs (its test may write anything in its own copy)."""
+    test = (
+        "if env | grep -q '^PASSKEY\\\\|^DATAFLOW_DB'; then exit 7; fi; echo '# x' >> dataflow.toml"
+    )
+    commit = origin.release("v1", test=test)
+    done = _deploy(cli, origin, "--ref", "v1", env={"PASSKEY": "plugh"})
+    assert done.code == 0, done
+    release = tmp_path / "srv" / "releases" / commit
+    assert not (release / "dataflow.toml").read_text().endswith("# x\n")
+    assert _git(release, "status", "--porcelain") == ""
+    assert _deploy(cli, origin, "--ref", "v1").code == 0  # the same release, again
+
+
+def test_a_deploy_from_a_hook_through_a_linked_folder_and_a_relative_path(cli, tmp_path, origin):
+    origin.release("v1")
+    hooked = tmp_path / "hook.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(hooked)], check=True)
+    (tmp_path / "deep" / "srv").mkdir(parents=True)
+    (tmp_path / "linked").symlink_to(tmp_path / "deep" / "srv")
+    done = cli.utility(
+        "deploy", "origin.git", "--ref", "v1", "--into", "linked", env={"GIT_DIR": str(hooked)}
+    )
+    assert done.code == 0, done
+    assert (tmp_path / "linked" / "current" / "dataflow.toml").is_file()
+    assert _git(hooked, "rev-parse", "--is-shallow-repository") == "false"
+
+
+def test_a_deploy_folder_whose_current_is_not_a_link_is_refused_before_anything(
+    cli, tmp_path, origin
+):
+    origin.release("v1")
+    (tmp_path / "srv" / "current" / "x").mkdir(parents=True)
+    before = state(tmp_path)
+    refused = _deploy(cli, origin, "--ref", "v1")
+    assert refused.code == 2 and "srv/current is not a link" in refused.err, refused
+    assert state(tmp_path) == before and not (tmp_path / "srv" / "releases").exists()

@@ -325,3 +325,75 @@ def test_a_sealed_password_kept_while_its_dataset_moves_is_one_line_at_its_line(
         f"error: sales/dataflow.toml:{line}: the password of dataset 'raw'"
     )
     assert "does not open" in refused.err and "s3cret" not in refused.err
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            lambda t: t.replace("env = {", "env = { retries = '5',"),
+            "'retries' is a setting or a row",
+        ),
+        (
+            lambda t: t.replace(
+                'tablename = "raw"', 'tablename = "raw"\npassword = { encrypted = "hunter2" }'
+            ),
+            "not a password in clear",
+        ),
+        (
+            lambda t: t.replace("[jobs.load]\n", '[jobs.load]\nscript = "../outside.sh"\n'),
+            "is not a file of the project",
+        ),
+    ],
+)
+def test_a_project_cannot_pass_a_setting_as_env_a_clear_token_or_a_script_outside(
+    cli, tmp_path, project, change, said
+):
+    script(tmp_path, "outside.sh", "true")
+    _project(project, change(PROJECT))
+    refused = cli.utility("plan", "sales")
+    assert refused.code == 1 and said in refused.err, refused
+
+
+def test_a_script_linked_outside_or_named_for_another_job_is_not_the_jobs(cli, tmp_path, project):
+    (project / "jobs" / "load.sh").unlink()
+    script(tmp_path, "elsewhere.sh", "true")
+    (project / "jobs" / "load.sh").symlink_to(tmp_path / "elsewhere.sh")
+    assert "is not a file of the project" in cli.utility("plan", "sales").err
+    (project / "jobs" / "load.sh").unlink()
+    script(project / "jobs", "load.extra.sh", "true")  # RunJob runs it as job load.extra
+    assert "job 'load': no script" in cli.utility("plan", "sales").err
+
+
+def test_a_renamed_job_applies_with_prune_and_odd_names_round_trip(cli, tmp_path, project):
+    cli.ok("apply", "sales")
+    renamed = PROJECT.replace("[jobs.load]", "[jobs.'load orders']")
+    _project(project, renamed, scripts=("load orders",))
+    assert "already produced by job 'load'" in cli.utility("apply", "sales").err
+    assert cli.ok("apply", "sales", "--prune").lines[0] == "- job load"
+    exported = cli.ok("export", "--project", "-").out
+    assert '[jobs."load orders"]' in exported
+    (project / "dataflow.toml").write_text(exported)
+    assert cli.utility("plan", "sales").code == 0
+
+
+def test_a_plan_checks_the_jobs_it_would_not_change(cli, tmp_path, project):
+    cli.ok("apply", "sales")
+    host_policy(tmp_path, "")  # the host no longer lets a row set 'region'
+    refused = cli.utility("plan", "sales")
+    assert refused.code == 1 and "'region' is not an environment name" in refused.err, refused
+
+
+def test_moving_a_dataset_that_keeps_its_sealed_token_is_refused_without_the_passkey(
+    cli, tmp_path, project
+):
+    cli.ok("apply", "sales")
+    cli.ok("register-dataset", "raw", "--password-stdin", input="s3cret\n", env={"PASSKEY": "k"})
+    exported = cli.ok("export", "--project", "-").out.replace(
+        "[jobs.load]\n", '[jobs.load]\nscript = "jobs/load.sh"\n'
+    )
+    _project(project, exported.replace('tablename = "raw"', 'tablename = "moved"'))
+    before = state(tmp_path)
+    refused = cli.utility("apply", "sales")  # no passkey here
+    assert refused.code == 2 and "its password is sealed to its address" in refused.err, refused
+    assert state(tmp_path) == before

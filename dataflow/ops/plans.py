@@ -89,17 +89,22 @@ def _write(store: Store, project: Project, passkey: str | None, prune: bool) -> 
                     _line(project, "jobs", name, kind.lower()),
                     f"job '{name}' uses dataset '{datasetid}', which the project does not declare",
                 )
+    for name in sorted(set(old_jobs) - set(project.jobs)):  # first: a job renamed is no rival
+        if prune:
+            _refuse_live(store, name)
+            store.delete_job(name)
+        changes.append(Change("-" if prune else KEPT, "job", name, ""))
     changed = {n: i for n, i in project.jobs.items() if _job_changes(n, i, old_jobs.get(n))}
     for name in changed:
         store.delete_job(name)  # one producer per dataset is checked against the new set
     for name, items in changed.items():
         _checked(project, ("jobs", name), lambda n=name, i=items: _put_job(store, n, i))
-        changes += _job_changes(name, items, old_jobs.get(name))
-    for name in sorted(set(old_jobs) - set(project.jobs)):
-        if prune:
-            _refuse_live(store, name)
-            store.delete_job(name)
-        changes.append(Change("-" if prune else KEPT, "job", name, ""))
+    for name, items in project.jobs.items():  # what a fresh apply would refuse, a plan does
+        if name not in changed:
+            _checked(
+                project, ("jobs", name), lambda n=name, i=items: registry._validate_job(store, n, i)
+            )
+    changes += [c for n, i in changed.items() for c in _job_changes(n, i, old_jobs.get(n))]
     for name in sorted(set(old_datasets) - set(project.datasets)):
         if prune and not (store.jobs_using(name, "IN") + store.jobs_using(name, "OUT")):
             store.delete_dataset(name)
@@ -149,10 +154,20 @@ def _with_password(name: str, row: Row, old: Row | None, passkey: str | None) ->
     from .. import crypto
 
     secret = row["encryptedpass"]
+    what = f"the password of dataset '{name}'"
     if not isinstance(secret, Secret):
-        if crypto.is_sealed(secret) and passkey is not None:  # it opens for this address?
-            what = f"the password of dataset '{name}'"
+        if secret and passkey is not None:  # it opens (for this address, if sealed)
             crypto.decrypt(str(secret), passkey, what, crypto.seal_of(row))
+        elif (
+            crypto.is_sealed(secret)
+            and old
+            and old.get("encryptedpass") == secret
+            and crypto.seal_of(old) != crypto.seal_of(row)
+        ):  # the dataset moved, its sealed token kept: it would open nowhere
+            raise DataflowError(
+                f"dataset '{name}': its password is sealed to its address; a project that "
+                "moves it gives its password as { file = ... }"
+            )
         return row
     seal = crypto.seal_of(row)
     new = password_of(name, secret, passkey, seal)

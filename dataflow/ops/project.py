@@ -26,6 +26,7 @@ A mistake is one :class:`~dataflow.errors.ProjectError` naming the file and the 
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import re
@@ -119,7 +120,11 @@ class _Where:
         start = None
         for number, line in enumerate(self.lines, 1):
             stripped = line.strip()
-            header = stripped.strip("[] ").replace('"', "")
+            if stripped.startswith("["):
+                stripped = re.sub(r"\]\s*#.*$", "]", stripped)
+            header = re.sub(
+                r"\s*\.\s*", ".", stripped.strip("[] ").replace('"', "").replace("'", "")
+            )
             if stripped.startswith("[") and header.startswith(".".join(keys) + "."):
                 return number  # the first of its sub-tables ([jobs.x] for jobs)
             if stripped.startswith("[") and header in headers:
@@ -184,13 +189,25 @@ def _password(where: _Where, name: str, value: object):
         if not os.path.isabs(given):
             where.fail(f"dataset '{name}': the password file must be an absolute path", *keys)
         return Secret(given)
+    if not crypto.is_token(given):
+        where.fail(
+            f"dataset '{name}': encrypted = ... takes a token of utility crypt -e, not a "
+            "password in clear",
+            *keys,
+        )
     return given
 
 
 def _job(where: _Where, root: Path, jobid: str, body: dict) -> list[Item]:
     keys = ("jobs", jobid)
-    if not is_variable_name(jobid.replace("-", "_").replace(".", "_")):
-        where.fail(f"job name '{jobid}': letters, digits, -, . and _", *keys)
+    if (
+        not jobid
+        or "/" in jobid
+        or jobid.startswith(".")
+        or jobid == "*"
+        or not jobid.isprintable()
+    ):
+        where.fail(f"job name '{jobid}' cannot be a script's name", *keys)
     for key in body:
         if key not in JOB_KEYS:
             where.fail(
@@ -214,6 +231,13 @@ def _job(where: _Where, root: Path, jobid: str, body: dict) -> list[Item]:
         named = re.search(r"setting (\w+)", str(exc))
         where.fail(str(exc), *keys, *([named[1]] if named else []))
     env = _table(where, body.get("env", {}), *keys, "env")
+    for name in env:
+        if name in (*SETTINGS, "IN", "OUT", "locked"):
+            where.fail(
+                f"job '{jobid}': '{name}' is a setting or a row of its own, not an env name",
+                *keys,
+                "env",
+            )
     items += [
         (name, None, _string(where, value, *keys, "env", name)) for name, value in env.items()
     ]
@@ -233,14 +257,19 @@ def _script(where: _Where, root: Path, jobid: str, given: object) -> Path:
     the job from the script's name, so that name must be the job's."""
     keys = ("jobs", jobid, "script") if given is not None else ("jobs", jobid)
     if given is None:
-        found = sorted((root / "jobs").glob(f"{jobid}.*"))
+        found = [
+            path
+            for path in sorted((root / "jobs").glob(f"{glob.escape(jobid)}.*"))
+            if job_name(str(path)) == jobid and path.is_file()
+        ]
         if len(found) != 1:
             where.fail(
                 f"job '{jobid}': no script: add script = \"jobs/{jobid}.sh\" (or .py)", *keys
             )
-        return found[0]
+        given = str(found[0].relative_to(root))
     path = root / _string(where, given, *keys)
-    if not path.is_file():
+    inside = path.resolve().is_relative_to(root.resolve()) and not os.path.isabs(str(given))
+    if not inside or not path.is_file():  # symlinks resolved: cron runs the project's own
         where.fail(f"job '{jobid}': its script {given} is not a file of the project", *keys)
     if job_name(str(path)) != jobid:
         where.fail(f"job '{jobid}': RunJob runs {given} as job '{job_name(str(path))}'", *keys)
@@ -252,6 +281,7 @@ def _revision(root: Path) -> str | None:
     try:
         done = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
+            env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
             capture_output=True,
             text=True,
             timeout=30,
