@@ -197,16 +197,21 @@ class Policy(
 LISTS = ("--jars", "--files", "--py-files", "--archives", "--packages", "--repositories")
 
 
-def spark_options(args: list[str]) -> list[tuple[str, str | None]]:
+def spark_options(args: list[str], lenient: bool = False) -> list[tuple[str, str | None]]:
     """spark-submit's arguments as (option, value) pairs, as spark-submit reads them:
-    ``--name=value`` or ``--name value``, a flag with no value (None); ValueError for a
-    word that is not an option, or an option left without its value."""
+    ``--name=value`` or ``--name value``, a flag with no value (None); ValueError for an
+    option left without its value, and for a word that is not an option unless ``lenient``
+    (then it is a pair of its own, valueless: the host's arguments are not judged here)."""
     pairs: list[tuple[str, str | None]] = []
     at = 0
     while at < len(args):
         option, eq, value = args[at].partition("=")
         if not option.startswith("-"):
-            raise ValueError(f"'{args[at]}' is not a spark-submit option")
+            if not lenient:
+                raise ValueError(f"'{args[at]}' is not a spark-submit option")
+            pairs.append((args[at], None))
+            at += 1
+            continue
         at += 1
         if option in FLAGS and not eq:
             pairs.append((option, None))

@@ -54,11 +54,6 @@ def rollback(store: Store, into: str | os.PathLike, passkey: str | None) -> Depl
     return _release(store, root, before, passkey)
 
 
-def current(into: str | os.PathLike) -> Path | None:
-    """The release ``current`` names, if any."""
-    return _target(Path(into) / CURRENT)
-
-
 def _release(store: Store, root: Path, release: Path, passkey: str | None) -> Deployed:
     release = release.resolve()
     found = project.read(release)

@@ -76,8 +76,8 @@ def _pairs(args: Sequence[str]) -> list[tuple[str, str | None]]:
     """``args`` as spark-submit reads them, (option, value) pairs: the reading the host's
     policy checks (``--name --deploy-mode=cluster`` is a name, not a deploy mode)."""
     try:
-        return spark_options(list(args))
-    except ValueError:  # not spark-submit's arguments: spark-submit will say so
+        return spark_options(list(args), lenient=True)
+    except ValueError:  # an option without its value: refused before (sparksubmit)
         return []
 
 

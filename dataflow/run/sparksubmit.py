@@ -143,10 +143,9 @@ def split_args(text: str, source: str) -> list[str]:
     except ValueError as exc:
         raise BadSparkArgs(source, str(exc)) from None
     try:
-        spark_options(words)
-    except ValueError as exc:
-        if "has no value" in str(exc):
-            raise BadSparkArgs(source, str(exc)) from None
+        spark_options(words, lenient=True)
+    except ValueError as exc:  # an option without its value
+        raise BadSparkArgs(source, str(exc)) from None
     return words
 
 
