@@ -259,12 +259,15 @@ def path_of(environ: Mapping[str, str]) -> str | None:
     exists; None when there is none."""
     named = environ.get(POLICY_ENV)
     if named is not None:
-        named = os.path.expanduser(named)
-        if not named.strip() or not os.path.isabs(named):
+        path = os.path.expanduser(named)
+        if not named.strip() or not os.path.isabs(path):
+            shown = named[:60].encode("unicode_escape").decode("ascii")
             raise PolicyError(
-                f"${POLICY_ENV} must be an absolute path to a policy file, not '{named}'"
+                f"{POLICY_ENV} must be an absolute path to a policy file, not '{shown}'"
             )
-        return named
+        if not os.path.isfile(path):
+            raise PolicyError(f"{POLICY_ENV} names no file: {path} (docs/policy.md)")
+        return path
     home = environ.get("HOME") or os.path.expanduser("~")
     for place in PLACES:
         path = os.path.join(home, place[2:]) if place.startswith("~/") else place

@@ -23,14 +23,12 @@ from urllib.parse import unquote
 from ..dataids import natural_key
 from ..errors import PolicyError
 from ..policy import load
-from ..store import Store, shown
+from ..store import Store, address, shown
 from . import liveness
 from .runner import child_environment
 
 ALERTS = "alerts"  # the setting
 STORE_WIDE = "*"  # the pseudo-job whose alerts setting is every job's default
-TIMEOUT_ENV = "DATAFLOW_ALERT_TIMEOUT"
-TIMEOUT_S = 10.0
 LISTED = 20  # chunks a summary names; the rest are counted
 MISSING = "alerts need: pip install opendataflow[alerts]"
 SENDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "alertsend.py")
@@ -93,8 +91,6 @@ def timeout() -> float:
     """Seconds an alert may take before it is given up (``DATAFLOW_ALERT_TIMEOUT``, 10):
     a value that is not a number from 0.5 to 600 is refused, in one line, before the
     store is opened (:func:`dataflow.store.address.check_environment`)."""
-    from ..store import address
-
     return address.alert_timeout()
 
 
@@ -127,7 +123,7 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
     wait = bound / (len(urls) + 1)
     request = {"urls": urls, "title": title, "body": body, "wait": wait, "bound": bound}
     heard: dict[int, tuple[str, str]] = {}
-    late = ("failed", f"no answer within {bound:g} s ({TIMEOUT_ENV})")
+    late = ("failed", f"no answer within {bound:g} s ({address.ALERT_TIMEOUT_ENV})")
     try:
         sender = subprocess.Popen(
             [sys.executable, SENDER],

@@ -1,6 +1,6 @@
 """The status store: the interface the rest of the toolkit uses, and its backends.
 
-May import: errors, dataids.
+May import: errors, dataids, policy.
 
 ``open_store`` and ``create_store`` choose the backend by the store's address: a file
 path is :mod:`dataflow.store.sqlite`, a ``postgresql://`` URL :mod:`dataflow.store.postgres`

@@ -187,19 +187,13 @@ def state_folder() -> Path | None:
     return _absolute_path(STATE_ENV, "a folder")
 
 
-POLICY_ENV = "DATAFLOW_POLICY"  # the host's policy file (dataflow.policy reads it)
-
-
 def check_policy_path() -> None:
-    """Refuse a ``$DATAFLOW_POLICY`` set empty or relative, or naming no file, as
-    :mod:`dataflow.policy` does when it reads it, but for every command: one that does
-    not read the policy (a job without a setting that needs it) would otherwise take the
-    mistake silently."""
-    path = _absolute_path(POLICY_ENV, "a policy file")
-    if path is not None and not path.is_file():
-        from ..errors import UsageError
+    """Refuse a ``$DATAFLOW_POLICY`` set empty or relative, or naming no file (the rule of
+    :func:`dataflow.policy.path_of`) for every command: one that does not read the policy
+    (a job without a setting that needs it) would otherwise take the mistake silently."""
+    from ..policy import path_of
 
-        raise UsageError(f"{POLICY_ENV} names no file: {path} (docs/policy.md)")
+    path_of(os.environ)
 
 
 def check_environment() -> None:
