@@ -19,10 +19,10 @@ from ..errors import (
     WrongPasskey,
 )
 from ..policy import load
-from ..run import alerts, lifecycle, sparkconnect, sparksubmit
+from ..run import alerts, sparkconnect, sparksubmit
 from ..run.alerts import ALERTS, STORE_WIDE, invalid
 from ..run.envnames import is_variable_name, refusal, unsafe, why
-from ..run.settings import SETTINGS
+from ..run.settings import SETTINGS, settings_of
 from ..store import DATASET_COLUMNS, Row, Store
 from .lineage import find_cycle, job_graph
 
@@ -121,7 +121,7 @@ def _validate_job(
         if others:
             raise RegistrationError(f"dataset '{dataset}' is already produced by job '{others[0]}'")
     settings = {t: v or "" for t, _, v in items if t in SETTINGS}
-    lifecycle.settings_of(jobid, settings)
+    settings_of(jobid, settings)
     for itemtype, _, _ in items:
         if itemtype not in ("IN", "OUT", *SETTINGS) and (why_not := refusal(itemtype, load())):
             raise RegistrationError(f"job '{jobid}': {why_not}")

@@ -74,18 +74,16 @@ def build(job: Job, datasets: dict[str, Row], passkey: str | None) -> JobEnv:
                 _set(env, f"{datasetid}_password", password)
                 if password:
                     result.secrets.append(password)
-    for name, value in env.items():  # a value no process can be given
-        if "\0" in value:
-            raise JobConfigError(job.jobid, f"the value of {name} holds a NUL character")
     if job.extras:
         policy = load()
         for name, value in job.extras:
             if why_not := refusal(name, policy):  # a row another client wrote
                 result.ignored.append(f"job '{job.jobid}': its row {why_not}; not set")
-            elif "\0" in value:
-                raise JobConfigError(job.jobid, f"the value of {name} holds a NUL character")
             else:
                 env[name] = value
+    for name, value in env.items():  # a value no process can be given
+        if "\0" in value:
+            raise JobConfigError(job.jobid, f"the value of {name} holds a NUL character")
     return result
 
 

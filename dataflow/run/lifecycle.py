@@ -24,8 +24,6 @@ from ..store import ChunkRow, JobItem, Row, Store
 from . import liveness
 from .settings import LONGEST_DELAY, SETTINGS, Settings, settings_of
 
-__all__ = ["SETTINGS", "Settings", "settings_of"]  # a job's settings: .settings
-
 TODAY = "today"
 READY, FAILED, RESUBMIT, RUNNING, HOLD = "READY", "FAILED", "RESUBMIT", "RUNNING", "HOLD"
 END_STATUSES = (READY, FAILED, RESUBMIT, HOLD)

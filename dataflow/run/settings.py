@@ -156,15 +156,10 @@ def _spark_args(jobid: str, value: str) -> str:
 
 
 def _spark_remote(jobid: str, value: str) -> str:
-    from .sparkconnect import address
+    from .sparkconnect import not_an_address, parse
 
-    if value:
-        try:
-            address(f"job {jobid}", value)
-        except DataflowError as exc:
-            raise JobConfigError(
-                jobid, "setting spark_remote: " + str(exc).split(": ", 1)[1]
-            ) from None
+    if value and parse(value) is None:
+        raise JobConfigError(jobid, f"setting spark_remote: {not_an_address(value)}")
     return value
 
 

@@ -48,15 +48,14 @@ def refusal(url: str, environ: Mapping[str, str] | None = None) -> str | None:
     """Why a store row may not name ``url`` as a job's server here, or None."""
     from ..policy import load
 
-    try:
-        host, port = address("", url)
-    except SparkConnectUnavailable:
-        return f"'{masked(url)}' is not a Spark Connect address (sc://host:{DEFAULT_PORT})"
+    found = parse(url)
+    if found is None:
+        return not_an_address(url)
     params = url.split("/;", 1)[1] if "/;" in url else ""
     for param in (part.partition("=")[0] for part in params.split(";") if part):
         if param not in REMOTE_PARAMS:  # pyspark sends others to the server as headers
             return f"the Spark Connect parameter '{param}' is not one of {', '.join(REMOTE_PARAMS)}"
-    return load(environ).remote_refusal(host, port)
+    return load(environ).remote_refusal(*found)
 
 
 def masked(url: str) -> str:
@@ -73,18 +72,26 @@ def secrets(url: str) -> list[str]:
     return [value for value in re.findall(r";token=([^;]*)", url, re.IGNORECASE) if value]
 
 
-def address(script: str, url: str) -> tuple[str, int]:
-    """``(host, port)`` of an ``sc://host[:port][/;param=value...]`` address."""
+def parse(url: str) -> tuple[str, int] | None:
+    """``(host, port)`` of an ``sc://host[:port][/;param=value...]`` address, or None."""
     import re
 
     match = re.fullmatch(r"sc://(\[[^\]]+\]|[^:/;]+)(?::(\d+))?(?:/.*)?", url, re.DOTALL)
     if match is None:
-        raise SparkConnectUnavailable(
-            script,
-            f"'{masked(url)}' is not a Spark Connect address (sc://host:{DEFAULT_PORT})",
-        )
-    host = match.group(1).strip("[]")
-    return host, int(match.group(2) or DEFAULT_PORT)
+        return None
+    return match.group(1).strip("[]"), int(match.group(2) or DEFAULT_PORT)
+
+
+def not_an_address(url: str) -> str:
+    return f"'{masked(url)}' is not a Spark Connect address (sc://host:{DEFAULT_PORT})"
+
+
+def address(script: str, url: str) -> tuple[str, int]:
+    """``(host, port)`` of an ``sc://host[:port][/;param=value...]`` address."""
+    found = parse(url)
+    if found is None:
+        raise SparkConnectUnavailable(script, not_an_address(url))
+    return found
 
 
 def check(script: str, url: str, timeout: float = PROBE_TIMEOUT_S) -> None:
