@@ -43,15 +43,23 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _lines(changes: list[plans.Change]) -> list[str]:
-    lines = []
+def _report(changes: list[plans.Change], done: str | None = None) -> bool:
+    """Say each change; then ``done: <summary>``, or that nothing changes (no ``done``:
+    no last line). Whether anything changes."""
     for change in changes:
         what = f"{change.kind} {change.name}"
         if change.sign == plans.KEPT:
-            lines.append(f"  {what}: in the store, not in the project (kept; --prune removes it)")
+            say(f"  {what}: in the store, not in the project (kept; --prune removes it)")
         else:
-            lines.append(f"{change.sign} {what}{': ' + change.detail if change.detail else ''}")
-    return lines
+            say(f"{change.sign} {what}{': ' + change.detail if change.detail else ''}")
+    todo = any(plans.is_change(c) for c in changes)
+    if done:
+        say(
+            f"{done}: {plans.summary(changes)}"
+            if todo
+            else "no changes: the store matches the project"
+        )
+    return todo
 
 
 @command(
@@ -67,19 +75,11 @@ def plan(options: argparse.Namespace) -> int:
     except DataflowError as exc:
         exc.exit_code = 1  # 2 says "changes", as terraform plan -detailed-exitcode
         raise
-    todo = [c for c in changes if plans.is_change(c)]
     if options.json:
         rows = [{"action": SIGNS[c.sign], **c._asdict()} for c in changes]
         say_lines(json.dumps({"changes": rows, "summary": plans.summary(changes)}, indent=2))
-    else:
-        for line in _lines(changes):
-            say(line)
-        say(
-            f"plan: {plans.summary(changes)}"
-            if todo
-            else "no changes: the store matches the project"
-        )
-    return 2 if todo else 0
+        return 2 if any(plans.is_change(c) for c in changes) else 0
+    return 2 if _report(changes, "plan") else 0
 
 
 @command("apply", "make the store match a project, in one transaction", _arguments)
@@ -87,14 +87,7 @@ def apply(options: argparse.Namespace) -> int:
     found = project.read(options.folder)
     with open_store(options) as store:
         changes = plans.apply(store, found, crypto.read_passkey(), options.prune)
-    for line in _lines(changes):
-        say(line)
-    todo = [c for c in changes if plans.is_change(c)]
-    say(
-        f"applied: {plans.summary(changes)}"
-        if todo
-        else "no changes: the store matches the project"
-    )
+    _report(changes, "applied")
     return 0
 
 
@@ -125,8 +118,7 @@ def deploy_(options: argparse.Namespace) -> int:
             done = deploy.deploy(
                 store, options.repo, options.ref, options.into, crypto.read_passkey()
             )
-    for line in _lines(done.changes):
-        say(line)
+    _report(done.changes)
     revision = (done.revision or done.release.name)[:12]
     say(f"{'rolled back to' if options.rollback else 'deployed'} {revision}: "
         f"{plans.summary(done.changes)}; current -> {done.release}")  # fmt: skip

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from .. import crypto
+from ..dataids import CLOCKS
 from ..errors import DataflowError, ProjectError, RegistrationError
 from ..run import liveness
 from ..run.alerts import STORE_WIDE
 from ..run.settings import SETTINGS
 from ..store import DATASET_COLUMNS, Row, Store
 from . import registry
-from .project import Project, Secret, password_of
+from .project import Project, Secret, line_of, secret_text
 
 Change = namedtuple("Change", "sign kind name detail")  # sign: + added, ~ changed, - removed
 KEPT = "="  # in the store, not in the project: kept (--prune removes it)
@@ -86,7 +88,7 @@ def _write(store: Store, project: Project, passkey: str | None, prune: bool) -> 
             if kind in ("IN", "OUT") and _foreign(project, datasetid):
                 raise ProjectError(
                     project.file,
-                    _line(project, "jobs", name, kind.lower()),
+                    line_of(project, "jobs", name, kind.lower()),
                     f"job '{name}' uses dataset '{datasetid}', which the project does not declare",
                 )
     for name in sorted(set(old_jobs) - set(project.jobs)):  # first: a job renamed is no rival
@@ -94,7 +96,8 @@ def _write(store: Store, project: Project, passkey: str | None, prune: bool) -> 
             _refuse_live(store, name)
             store.delete_job(name)
         changes.append(Change("-" if prune else KEPT, "job", name, ""))
-    changed = {n: i for n, i in project.jobs.items() if _job_changes(n, i, old_jobs.get(n))}
+    found_in = {n: _job_changes(n, i, old_jobs.get(n)) for n, i in project.jobs.items()}
+    changed = {n: i for n, i in project.jobs.items() if found_in[n]}
     for name in changed:
         store.delete_job(name)  # one producer per dataset is checked against the new set
     for name, items in changed.items():
@@ -104,7 +107,7 @@ def _write(store: Store, project: Project, passkey: str | None, prune: bool) -> 
             _checked(
                 project, ("jobs", name), lambda n=name, i=items: registry._validate_job(store, n, i)
             )
-    changes += [c for n, i in changed.items() for c in _job_changes(n, i, old_jobs.get(n))]
+    changes += [change for name in changed for change in found_in[name]]
     for name in sorted(set(old_datasets) - set(project.datasets)):
         if prune and not (store.jobs_using(name, "IN") + store.jobs_using(name, "OUT")):
             store.delete_dataset(name)
@@ -115,8 +118,6 @@ def _write(store: Store, project: Project, passkey: str | None, prune: bool) -> 
 
 
 def _foreign(project: Project, datasetid: str) -> bool:
-    from ..dataids import CLOCKS
-
     return datasetid not in project.datasets and datasetid not in CLOCKS
 
 
@@ -127,14 +128,7 @@ def _checked(project: Project, keys: tuple[str, ...], write):
     except ProjectError:
         raise
     except DataflowError as exc:
-        raise ProjectError(project.file, _line(project, *keys), str(exc)) from None
-
-
-def _line(project: Project, *keys: str) -> int | None:
-    from .project import _Where
-
-    with open(project.file, encoding="utf-8", errors="replace") as file:
-        return _Where(project.file, file.read()).line(*keys)
+        raise ProjectError(project.file, line_of(project, *keys), str(exc)) from None
 
 
 def _put_dataset(store: Store, row: Row) -> None:
@@ -151,8 +145,6 @@ def _with_password(name: str, row: Row, old: Row | None, passkey: str | None) ->
     """The row with its password encrypted, sealed to its address: one in a file of the
     host is encrypted anew only when it or the address differs from what the store holds
     (the same text encrypts differently every time)."""
-    from .. import crypto
-
     secret = row["encryptedpass"]
     what = f"the password of dataset '{name}'"
     if not isinstance(secret, Secret):
@@ -169,19 +161,15 @@ def _with_password(name: str, row: Row, old: Row | None, passkey: str | None) ->
                 "moves it gives its password as { file = ... }"
             )
         return row
-    seal = crypto.seal_of(row)
-    new = password_of(name, secret, passkey, seal)
-    if old and crypto.is_sealed(old.get("encryptedpass")) and crypto.seal_of(old) == seal:
-        what = f"the password of dataset '{name}'"
+    seal, text = crypto.seal_of(row), secret_text(name, secret, passkey)
+    kept = old.get("encryptedpass") if old else None
+    if crypto.is_sealed(kept) and crypto.seal_of(old) == seal:
         try:
-            same = crypto.decrypt(str(old["encryptedpass"]), passkey or "", what, seal) == (
-                crypto.decrypt(new, passkey or "", what, seal)
-            )
-        except DataflowError:
-            same = False
-        if same:
-            new = old["encryptedpass"]
-    return {**row, "encryptedpass": new}
+            if crypto.decrypt(str(kept), str(passkey), what, seal) == text:
+                return {**row, "encryptedpass": kept}
+        except DataflowError:  # sealed with another passkey: sealed anew
+            pass
+    return {**row, "encryptedpass": crypto.encrypt(text, str(passkey), seal=seal)}
 
 
 def _dataset_changes(name: str, row: Row, old: Row | None) -> list[Change]:

@@ -116,25 +116,19 @@ class _Where:
         if not keys:
             return None
         *tables, last = keys
-        headers = [".".join(keys), ".".join(tables)] if tables else [last]
+        headers = [".".join(tables)] if tables else []
+        whole = ".".join(keys)
         start = None
         for number, line in enumerate(self.lines, 1):
             stripped = line.strip()
-            if stripped.startswith("["):
-                stripped = re.sub(r"\]\s*#.*$", "]", stripped)
-            header = re.sub(
-                r"\s*\.\s*", ".", stripped.strip("[] ").replace('"', "").replace("'", "")
-            )
-            if stripped.startswith("[") and header.startswith(".".join(keys) + "."):
-                return number  # the first of its sub-tables ([jobs.x] for jobs)
-            if stripped.startswith("[") and header in headers:
-                if header == ".".join(keys):
-                    return number
-                start = number
+            if stripped.startswith("["):  # [a . "b"] # a comment: a.b
+                header = re.sub(r"\]\s*#.*$", "", stripped).strip("[] ")
+                header = re.sub(r"\s*\.\s*", ".", header.replace('"', "").replace("'", ""))
+                if header == whole or header.startswith(whole + "."):
+                    return number  # the table, or the first of its sub-tables
+                start = number if header in headers else None
             elif start is not None and re.match(rf'["\']?{re.escape(last)}["\']?\s*=', stripped):
                 return number
-            elif start is not None and stripped.startswith("["):
-                start = None
         return self.line(*tables) if tables else None
 
     def fail(self, message: str, *keys: str):
@@ -292,21 +286,25 @@ def _revision(root: Path) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def password_of(datasetid: str, secret: Secret, passkey: str | None, seal: bytes) -> str:
-    """A password kept in a file of the host, encrypted with the passkey and sealed to
-    the dataset's address (``seal``)."""
+def secret_text(datasetid: str, secret: Secret, passkey: str | None) -> str:
+    """A password kept in a file of the host (to encrypt: the passkey is needed)."""
     if passkey is None:
         raise DataflowError(
             f"dataset '{datasetid}': a password file needs the passkey (PASSKEY or PASSKEY_FILE)"
         )
     try:
         with open(secret.path, encoding="utf-8") as file:
-            password = file.read(65536).rstrip("\n")
+            return file.read(65536).rstrip("\n")
     except OSError as exc:
         raise DataflowError(
             f"dataset '{datasetid}': cannot read {secret.path}: {exc.strerror}"
         ) from None
-    return crypto.encrypt(password, passkey, seal=seal)
+
+
+def line_of(project: Project, *keys: str) -> int | None:
+    """The line of the project's file where ``[a.b]`` (or key ``c`` in it) stands."""
+    with open(project.file, encoding="utf-8", errors="replace") as file:
+        return _Where(project.file, file.read()).line(*keys)
 
 
 def dump(datasets: dict[str, Row], job_rows: list[Row], name: str = "exported") -> str:
