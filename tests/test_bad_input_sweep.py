@@ -170,6 +170,16 @@ SETTINGS = [  # job settings, each refused where it is written (utility set)
     ("set", "A", "batch=99999999999999999999"),
     ("set", "A", "max_parallel=0"),
     ("set", "A", "timeout=nan"),
+    # well formed, but beyond what the host's policy allows (its defaults here): a row
+    # that would run code, open a file or reach an address on a host
+    ("set", "A", "GIT_CONFIG_COUNT=1"),
+    ("set", "A", "LD_PRELOAD=/tmp/evil.so"),
+    ("set", "A", "spark_args=--jars /tmp/evil.jar"),
+    ("set", "A", "spark_args=--conf spark.plugins=org.evil.Plugin"),
+    ("set", "A", "spark_remote=sc://127.0.0.1:15002"),
+    ("set", "A", "alerts=json://127.0.0.1:8080/admin?+X-Injected=yes"),
+    ("set", "A", "alerts=fcm://p/device?keyfile=/etc/shadow"),
+    ("set", "*", "alerts=json://127.0.0.1:8080/admin"),
 ]
 
 ENVIRONMENT = [  # DATAFLOW_* of the host, each refused wherever it is read
