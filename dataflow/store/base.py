@@ -374,6 +374,38 @@ class Store(ABC):
     def deploys(self, limit: int) -> list[Row]:
         """The newest ``limit`` deploys, newest first, each with every column of ``deploy``."""
 
+    # -- what an operator reads of any host (runlog, action) --------------------------------
+
+    @abstractmethod
+    def put_log(self, runid: int, size: int, kept: int, body: bytes, done: bool) -> bool:
+        """Keep the last part of a run's log: ``body`` is its last ``kept`` bytes, zlib-
+        compressed, of ``size`` in all. While it runs (``done`` False) only a RUNNING
+        run's log is written; a log once done is never written again. True if written."""
+
+    @abstractmethod
+    def run_output(self, runid: int) -> Row | None:
+        """A run's log as the store keeps it (size, kept, done, updated, body), or None."""
+
+    @abstractmethod
+    def add_action(
+        self,
+        *,
+        who: str,
+        client: str | None,
+        action: str,
+        jobid: str | None,
+        dataid: str | None,
+        detail: str | None,
+    ) -> None:
+        """Record an action taken by hand at the store's clock, from this host: who (the
+        OS user, or a write token's label), the client's address (None: the CLI)."""
+
+    @abstractmethod
+    def actions(
+        self, jobid: str | None = None, dataid: str | None = None, limit: int = 50
+    ) -> list[Row]:
+        """The newest ``limit`` actions, newest first, of a job or a chunk if given."""
+
     # -- whole tables (utility copy-store) -------------------------------------------------
 
     @abstractmethod

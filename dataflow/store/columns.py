@@ -19,4 +19,9 @@ TABLES = {
     ),
     "hold": ("jobid", "dataid", "datasetid", "previous", "since"),
     "deploy": ("deployid", "deployed", "host", "project", "digest", "revision", "changes"),
+    "runlog": ("runid", "updated", "size", "kept", "done", "body"),  # after run: its key
+    "action": (
+        *("actionid", "acted", "host", "who", "client", "action", "jobid", "dataid"),
+        "detail",
+    ),
 }

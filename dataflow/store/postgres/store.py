@@ -24,13 +24,14 @@ from pathlib import Path
 import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
-from ..address import liveness_timeout, state_folder
+from ..address import host_name, liveness_timeout, state_folder
 from ..base import TABLES, Row, zoned_now
 from ..leases import LeaseStore
 from ..queries import NamedQueries
 from ..queries.deploys import DeployQueries
 from ..queries.history import HistoryQueries
 from ..queries.holds import HoldQueries
+from ..queries.operator import OperatorQueries
 from ..queries.registration import RegistrationQueries
 from ..queries.tables import TableQueries
 from ..queries.views import ViewQueries
@@ -59,6 +60,7 @@ class PostgresStore(
     TableQueries,
     HistoryQueries,
     DeployQueries,
+    OperatorQueries,
     LeaseStore,
 ):
     """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""
@@ -228,6 +230,23 @@ class PostgresStore(
             self.conn.execute(self.q.renumber_runs)
         elif table == "deploy":
             self.conn.execute(self.q.renumber_deploys)
+        elif table == "action":
+            self.conn.execute(self.q.renumber_actions)
+
+    def add_action(
+        self,
+        *,
+        who: str,
+        client: str | None,
+        action: str,
+        jobid: str | None,
+        dataid: str | None,
+        detail: str | None,
+    ) -> None:
+        """Record an action taken by hand at the server's clock, from this host."""
+        self.conn.execute(
+            self.q.add_action, (host_name(), who, client, action, jobid, dataid, detail)
+        )
 
     def add_deploy(
         self, host: str, project: str, digest: str, revision: str | None, changes: str

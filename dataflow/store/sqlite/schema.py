@@ -23,7 +23,7 @@ import re
 from ..migrations import read, read_all
 from .connection import statements
 
-VERSION = 10  # the number of files in migrations/
+VERSION = 11  # the number of files in migrations/
 
 
 def migration(version: int) -> str:

@@ -17,12 +17,14 @@ from pathlib import Path
 
 from ...dataids import natural_key
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing, StoreVersion
+from ..address import host_name
 from ..base import Row, Store, zoned_now
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
 from ..queries.deploys import DeployQueries
 from ..queries.history import HistoryQueries
 from ..queries.holds import HoldQueries
+from ..queries.operator import OperatorQueries
 from ..queries.registration import RegistrationQueries
 from ..queries.tables import TableQueries
 from ..queries.views import ViewQueries
@@ -51,6 +53,7 @@ class SqliteStore(
     TableQueries,
     HistoryQueries,
     DeployQueries,
+    OperatorQueries,
     Store,
 ):
     """An open SQLite store. Use :meth:`open` or :meth:`create`."""
@@ -219,6 +222,22 @@ class SqliteStore(
         """Insert a RUNNING history row; returns its runid."""
         sql = self.q.start_run.format(columns=", ".join(run), marks=marks(len(run)))
         return self.conn.execute(sql, (zoned_now(), *run.values())).lastrowid
+
+    def add_action(
+        self,
+        *,
+        who: str,
+        client: str | None,
+        action: str,
+        jobid: str | None,
+        dataid: str | None,
+        detail: str | None,
+    ) -> None:
+        """Record an action taken by hand at this host's clock, with its UTC offset, from this host."""
+        self.conn.execute(
+            self.q.add_action,
+            (zoned_now(), host_name(), who, client, action, jobid, dataid, detail),
+        )
 
     def add_deploy(
         self, host: str, project: str, digest: str, revision: str | None, changes: str

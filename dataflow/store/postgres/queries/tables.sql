@@ -18,6 +18,12 @@ SELECT {columns} FROM hold ORDER BY 1, 2, 3;
 -- name: rows_of_deploy
 SELECT {columns} FROM deploy ORDER BY deployid;
 
+-- name: rows_of_runlog
+SELECT {columns} FROM runlog ORDER BY runid;
+
+-- name: rows_of_action
+SELECT {columns} FROM action ORDER BY actionid;
+
 -- name: delete_rows
 DELETE FROM {table};
 
@@ -33,3 +39,8 @@ SELECT setval(pg_get_serial_sequence('run', 'runid'), GREATEST((SELECT MAX(runid
 -- New deploys number on from the copied ones.
 SELECT setval(pg_get_serial_sequence('deploy', 'deployid'),
               COALESCE((SELECT MAX(deployid) FROM deploy), 0) + 1, false);
+
+-- name: renumber_actions
+-- New actions number on from the copied ones.
+SELECT setval(pg_get_serial_sequence('action', 'actionid'),
+              COALESCE((SELECT MAX(actionid) FROM action), 0) + 1, false);

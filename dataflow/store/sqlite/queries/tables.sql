@@ -18,6 +18,12 @@ SELECT {columns} FROM hold ORDER BY 1, 2, 3;
 -- name: rows_of_deploy
 SELECT {columns} FROM deploy ORDER BY deployid;
 
+-- name: rows_of_runlog
+SELECT {columns} FROM runlog ORDER BY runid;
+
+-- name: rows_of_action
+SELECT {columns} FROM action ORDER BY actionid;
+
 -- name: delete_rows
 DELETE FROM {table};
 
