@@ -12,7 +12,7 @@ from . import say, warn
 from .commands import command, open_store
 
 MISSING = "utility serve needs: pip install opendataflow[serve]"
-EXTRA = ("starlette", "uvicorn", "anyio", "h11")  # what the extra brings
+EXTRA = ("starlette", "uvicorn", "anyio", "h11", "prometheus_client")  # what the extra brings
 UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 

@@ -6,7 +6,8 @@ live status board, status, runs, history, logs) answer in the CLI's own JSON.
 ``items`` (a request body as items, and items as a file of the landing's format),
 ``intake`` (where and under which name a request's items land, only under a landing
 root), ``access`` (the bearer token, the rate limit), ``views`` (the read-only
-answers), ``app`` (the routes), ``connections`` (how many at once, how long a request
+answers), ``metrics`` (``/metrics`` for Prometheus, read from the store
+at each scrape), ``app`` (the routes), ``connections`` (how many at once, how long a request
 may take to arrive), ``server`` (the socket, uvicorn, SIGTERM). Only ``utility serve`` imports this package,
 inside its function: no other command pays for, or needs, Starlette.
 

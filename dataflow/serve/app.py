@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import DataflowError, Refused, StoreMissing, StoreUnavailable, UnknownJob
 from ..store import DRIVER_ERRORS
-from . import intake, items, views
+from . import intake, items, metrics, views
 from .access import Bearer, RateLimit
 
 Log = Callable[[str], None]
@@ -260,6 +260,7 @@ def create(settings: Settings, log: Log) -> ASGIApp:
             service.reader(views.log, "text/plain; charset=utf-8"),
             methods=["GET"],
         ),
+        Route("/metrics", service.reader(metrics.scrape, metrics.MEDIA), methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     return AccessLog(app, service.log, service.bearer.hide)

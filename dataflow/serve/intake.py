@@ -20,6 +20,7 @@ writes.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 import uuid
 from collections.abc import Collection, Sequence
@@ -65,6 +66,27 @@ class Landed:
             "file": self.name,
             "duplicate": self.duplicate,
         }
+
+
+class Tally:
+    """The items landed per dataset since this process started (``/metrics`` tells them
+    as ``dataflow_items_landed_total``): a count of the process, not of the store, since
+    nothing of a landing is written there, and one ``utility serve`` is one process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # requests land in worker threads
+        self._items: dict[str, int] = {}
+
+    def add(self, datasetid: str, items: int) -> None:
+        with self._lock:
+            self._items[datasetid] = self._items.get(datasetid, 0) + items
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._items)
+
+
+LANDED = Tally()
 
 
 def check_name(datasetid: str, allowed: Collection[str] = ()) -> None:
@@ -160,4 +182,6 @@ def land(where: Target, items: Sequence[Item], key: str | None) -> Landed:
         ) from None
     if before != data:
         raise Refused(422, "this Idempotency-Key was used before for other items: nothing landed")
+    if placed:
+        LANDED.add(where.datasetid, len(items))
     return Landed(where.datasetid, len(items), name, duplicate=not placed)

@@ -31,6 +31,7 @@ from ..queries import NamedQueries
 from ..queries.deploys import DeployQueries
 from ..queries.history import HistoryQueries
 from ..queries.holds import HoldQueries
+from ..queries.metrics import MetricQueries
 from ..queries.operator import OperatorQueries
 from ..queries.registration import RegistrationQueries
 from ..queries.tables import TableQueries
@@ -61,6 +62,7 @@ class PostgresStore(
     HistoryQueries,
     DeployQueries,
     OperatorQueries,
+    MetricQueries,
     LeaseStore,
 ):
     """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""

@@ -8,7 +8,8 @@ braces (``{marks}``, ``{columns}``, ``{table}``) is filled with :meth:`str.forma
 caller, with placeholders or names of :data:`dataflow.store.base.TABLES`: never a value.
 
 The mixins of this package (:mod:`.chunks`, :mod:`.registration`, :mod:`.holds`,
-:mod:`.tables`, :mod:`.history`, :mod:`.views`, :mod:`.deploys`) hold the Python that is the same on every
+:mod:`.tables`, :mod:`.history`, :mod:`.views`, :mod:`.deploys`,
+:mod:`.metrics`) hold the Python that is the same on every
 backend: which query, which parameters, the shape of the result. They run
 ``self.q.<name>``, the backend's own text.
 """

@@ -24,6 +24,7 @@ from ..queries.chunks import ChunkQueries
 from ..queries.deploys import DeployQueries
 from ..queries.history import HistoryQueries
 from ..queries.holds import HoldQueries
+from ..queries.metrics import MetricQueries
 from ..queries.operator import OperatorQueries
 from ..queries.registration import RegistrationQueries
 from ..queries.tables import TableQueries
@@ -54,6 +55,7 @@ class SqliteStore(
     HistoryQueries,
     DeployQueries,
     OperatorQueries,
+    MetricQueries,
     Store,
 ):
     """An open SQLite store. Use :meth:`open` or :meth:`create`."""

@@ -1,0 +1,168 @@
+"""``GET /metrics``: the store's chunks and run history in Prometheus' text format.
+
+Every value is read from the store when Prometheus scrapes (one read-only open of the
+store, a few grouped queries), so any number of servers on one store tell the same
+numbers, and a run on any host counts. Each scrape builds its own ``CollectorRegistry``
+with the collectors below: nothing is kept between scrapes, and the process-wide default
+registry of ``prometheus_client`` (this process's CPU and memory) is never exposed.
+
+- ``dataflow_chunks{job,status}`` (gauge): chunks (dataids) of a registered job with an
+  OUT row in that status; each of RUNNING, READY, FAILED, RESUBMIT and HOLD is told for
+  every job, 0 included, so that an alert on one finds it.
+- ``dataflow_late_chunks{job}`` (gauge): the chunks ``utility check`` calls late now.
+- ``dataflow_runs_started_total{job}``, ``dataflow_runs_failed_total{job}``,
+  ``dataflow_runs_abandoned_total{job}`` (counters): the runs of the history, those that
+  ended FAILED, and those of them whose run died without ending (recovered as
+  abandoned). ``utility purge`` deletes history, which lowers them: Prometheus takes a
+  lower counter for a reset.
+- ``dataflow_run_duration_seconds{job}`` (histogram): the durations of finished runs.
+- ``dataflow_claim_latency_seconds{job}`` (histogram): for each chunk's first run, the
+  seconds from the moment its inputs were all READY to the start of the run (see
+  :meth:`dataflow.store.queries.metrics.MetricQueries.claim_latencies`).
+- ``dataflow_items_landed_total{dataset}`` (counter): items this server landed from
+  ``POST /stream/<dataset>`` since it started (a retried request that lands nothing is
+  not counted again); ``utility drop`` runs without a server and is not counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
+
+from ..ops import freshness
+from ..run.lifecycle import ABANDONED, FAILED, HOLD, READY, RESUBMIT, RUNNING
+from ..store import Row, Store, locate, open_store
+from . import intake
+
+MEDIA = "text/plain; version=0.0.4; charset=utf-8"  # the text format every Prometheus reads
+STATUSES = (RUNNING, READY, FAILED, RESUBMIT, HOLD)
+# seconds: batch runs take from seconds to hours
+DURATION_BOUNDS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+# seconds: a chunk waits for the next RunJob of cron, or for a free slot of max_parallel
+LATENCY_BOUNDS = (1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 21600, 86400)
+
+
+class StoreCollector(Collector):
+    """The store's metrics, read at each scrape."""
+
+    def __init__(self, db: str | None):
+        self.db = db
+
+    def collect(self) -> Iterator[Metric]:
+        with open_store(locate(self.db), readonly=True) as store:
+            families = read(store)  # all read before the store closes
+        yield from families
+
+
+def read(store: Store) -> list[Metric]:
+    """Every metric of the store (see the module's docstring)."""
+    registered = store.job_ids()
+    counts = store.run_counts(ABANDONED)
+    jobs = sorted({*registered, *(str(row["jobid"]) for row in counts)})
+    durations = histogram(
+        "dataflow_run_duration_seconds", "Seconds finished runs took, by job.",
+        jobs, DURATION_BOUNDS, store.run_durations(DURATION_BOUNDS),
+    )  # fmt: skip
+    latencies = histogram(
+        "dataflow_claim_latency_seconds",
+        "Seconds from a chunk's inputs all READY to the start of its first run, by job.",
+        jobs, LATENCY_BOUNDS, store.claim_latencies(LATENCY_BOUNDS),
+    )  # fmt: skip
+    return [
+        chunks(registered, store.status_counts()),
+        late(registered, freshness.late(store)),
+        *runs(jobs, counts),
+        durations,
+        latencies,
+    ]
+
+
+def chunks(jobs: Sequence[str], counts: list[Row]) -> GaugeMetricFamily:
+    found = {(str(row["jobid"]), str(row["status"] or "")): row["chunks"] for row in counts}
+    every = {(job, status): 0 for job in jobs for status in STATUSES}
+    family = GaugeMetricFamily(
+        "dataflow_chunks", "Chunks of each job by the status of their OUT rows.",
+        labels=["job", "status"],
+    )  # fmt: skip
+    for (job, status), value in sorted({**every, **found}.items()):
+        family.add_metric([job, status], float(value))  # type: ignore[arg-type]
+    return family
+
+
+def late(jobs: Sequence[str], chunks: list[freshness.Late]) -> GaugeMetricFamily:
+    found = Counter(chunk.jobid for chunk in chunks)
+    family = GaugeMetricFamily(
+        "dataflow_late_chunks", "Chunks late on their job's ready_by (utility check).",
+        labels=["job"],
+    )  # fmt: skip
+    for job in sorted({*jobs, *found}):
+        family.add_metric([job], float(found[job]))
+    return family
+
+
+def runs(jobs: Sequence[str], counts: list[Row]) -> list[CounterMetricFamily]:
+    found = {str(row["jobid"]): row for row in counts}
+    families = []
+    for name, what in (
+        ("started", "Runs started, by job (the run history)."),
+        ("failed", "Runs that ended FAILED, by job."),
+        ("abandoned", "Runs that died without ending (recovered as abandoned), by job."),
+    ):
+        family = CounterMetricFamily(f"dataflow_runs_{name}", what, labels=["job"])
+        for job in jobs:
+            family.add_metric([job], float(found.get(job, {}).get(name) or 0))  # type: ignore[union-attr]
+        families.append(family)
+    return families
+
+
+def histogram(
+    name: str, what: str, jobs: Sequence[str], bounds: Sequence[float], rows: list[Row]
+) -> HistogramMetricFamily:
+    """A histogram by job from a store's rows: (jobid, le, runs) the runs at most ``le``
+    seconds, and (jobid, None, runs, seconds) all of a job's runs and their seconds."""
+    within: dict[tuple[str, float], int] = {}
+    total: dict[str, tuple[int, float]] = {}
+    for row in rows:
+        job = str(row["jobid"])
+        if row["le"] is None:
+            total[job] = (int(row["runs"]), float(row["seconds"] or 0))  # type: ignore[arg-type]
+        else:
+            within[(job, float(row["le"]))] = int(row["runs"])  # type: ignore[arg-type]
+    family = HistogramMetricFamily(name, what, labels=["job"])
+    for job in sorted({*jobs, *total}):
+        count, seconds = total.get(job, (0, 0.0))
+        buckets = [(floatToGoString(b), within.get((job, float(b)), 0)) for b in bounds]
+        family.add_metric([job], [*buckets, ("+Inf", count)], seconds)
+    return family
+
+
+class LandedCollector(Collector):
+    """The items this server landed, by dataset (counted in :data:`intake.LANDED`)."""
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "dataflow_items_landed",
+            "Items this server landed from POST /stream/<dataset> since it started.",
+            labels=["dataset"],
+        )
+        for dataset, items in sorted(intake.LANDED.counts().items()):
+            family.add_metric([dataset], float(items))
+        yield family
+
+
+def scrape(db: str | None, query: Mapping[str, str]) -> bytes:
+    """The answer to ``GET /metrics``: every metric, read now, in the text format."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(db))
+    registry.register(LandedCollector())
+    return generate_latest(registry)

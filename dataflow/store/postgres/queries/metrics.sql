@@ -1,0 +1,43 @@
+-- PostgreSQL: what /metrics reads of the run history at each scrape. %(bounds)s is a JSON
+-- array of a histogram's bucket bounds, in seconds.
+
+-- name: run_counts
+-- %(abandoned)s is a LIKE pattern of the reason of a run that died without ending.
+SELECT jobid, count(*) AS started,
+       count(*) FILTER (WHERE status = 'FAILED') AS failed,
+       count(*) FILTER (WHERE status = 'FAILED' AND reason LIKE %(abandoned)s) AS abandoned
+FROM run GROUP BY jobid;
+
+-- name: run_durations
+-- Per job and bound: the finished runs that took at most le seconds; then per job (le
+-- NULL): its finished runs and their seconds in all.
+WITH bound(le) AS (
+    SELECT value::float8 FROM jsonb_array_elements_text(%(bounds)s::jsonb)),
+timed AS (SELECT jobid, duration AS seconds FROM run
+          WHERE status <> 'RUNNING' AND duration IS NOT NULL)
+SELECT t.jobid, b.le, count(*) AS runs, NULL::float8 AS seconds
+FROM timed t JOIN bound b ON t.seconds <= b.le GROUP BY t.jobid, b.le
+UNION ALL
+SELECT jobid, NULL::float8, count(*), sum(seconds) FROM timed GROUP BY jobid;
+
+-- name: claim_latencies
+-- As run_durations, of the seconds from the newest READY OUT row of a chunk's inputs to
+-- the start of its first run. started carries its UTC offset; modified is the session's
+-- local time (now()).
+WITH bound(le) AS (
+    SELECT value::float8 FROM jsonb_array_elements_text(%(bounds)s::jsonb)),
+waited AS (
+    SELECT r.jobid,
+           extract(epoch FROM r.started::timestamptz - max(d.modified)::timestamptz)::float8
+               AS seconds
+    FROM run r
+    JOIN job i ON i.jobid = r.jobid AND i.itemtype = 'IN'
+    JOIN datastatus d ON d.datasetid = i.datasetid AND d.dataid = r.dataid
+        AND d.locktype = 'OUT' AND d.status = 'READY'
+        AND d.modified::timestamptz <= r.started::timestamptz
+    WHERE r.attempt = 1
+    GROUP BY r.runid, r.jobid)
+SELECT w.jobid, b.le, count(*) AS runs, NULL::float8 AS seconds
+FROM waited w JOIN bound b ON w.seconds <= b.le GROUP BY w.jobid, b.le
+UNION ALL
+SELECT jobid, NULL::float8, count(*), sum(seconds) FROM waited GROUP BY jobid;

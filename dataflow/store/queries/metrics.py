@@ -1,0 +1,38 @@
+"""What ``/metrics`` reads of the run history at each scrape, as every backend runs it over
+its own named queries: counts grouped by job, and histograms counted in SQL (a bucket's
+count per job and bound), so a scrape reads a few rows per job however long the history."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..base import Row
+from . import NamedQueries
+
+
+class MetricQueries:
+    conn: Any
+    q: NamedQueries
+
+    def run_counts(self, abandoned: str) -> list[Row]:
+        """Per job of the run history: its runs (``started``), those FAILED (``failed``),
+        and those of them whose reason starts with ``abandoned`` (``abandoned``)."""
+        rows = self.conn.execute(self.q.run_counts, {"abandoned": f"{abandoned}%"})
+        return [dict(row) for row in rows]
+
+    def run_durations(self, bounds: Sequence[float]) -> list[Row]:
+        """A histogram of the durations of finished runs, per job: a row per job and bound
+        ``le`` with the ``runs`` that took at most ``le`` seconds, and a row per job with
+        ``le`` None, its finished runs and their ``seconds`` in all."""
+        params = {"bounds": json.dumps(list(bounds))}
+        return [dict(row) for row in self.conn.execute(self.q.run_durations, params)]
+
+    def claim_latencies(self, bounds: Sequence[float]) -> list[Row]:
+        """As :meth:`run_durations`, of the seconds from the moment a chunk's inputs were
+        all READY (the newest ``modified`` of their READY OUT rows, as the store holds them
+        now, no later than the run's start) to the start of its first run (attempt 1). A
+        job whose inputs have no rows (``today``, a clock) has none."""
+        params = {"bounds": json.dumps(list(bounds))}
+        return [dict(row) for row in self.conn.execute(self.q.claim_latencies, params)]
