@@ -92,6 +92,15 @@ def printable(text: object) -> str:
     return str(text).translate(_CONTROLS)
 
 
+_LOG_CONTROLS = {code: text for code, text in _CONTROLS.items() if code not in (0x09, 0x0A)}
+
+
+def printable_lines(data: bytes) -> bytes:
+    """A log for a terminal: :func:`printable`, lines and tabs kept (a log read from the
+    store is any writer's: it must not drive the reader's terminal)."""
+    return data.decode("utf-8", "replace").translate(_LOG_CONTROLS).encode()
+
+
 def warn(message: str) -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):
         print(f"warning: {printable(message)}", file=sys.stderr, flush=True)

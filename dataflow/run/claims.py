@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import dataids
 from ..errors import RunSetupError
 from ..store import ChunkRow, Row, Store
-from . import liveness, locks, logs, patience, processes
+from . import liveness, locks, logs, patience, processes, storedlogs
 from .lifecycle import (
     FAILED,
     RESUBMIT,
@@ -306,6 +306,8 @@ def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -
     runs = [_run_row(store, job, dataid, rows, last, command) for _, dataid, rows, last, _ in taken]
     chunks = [(key, dataid) for key, dataid, *_ in taken]
     runids = store.record_claims(job.jobid, chunks, job.outputs, job.inputs, runs)
+    for run, runid in zip(runs, runids, strict=True):  # its log, sent while it runs
+        storedlogs.watch(store, runid, Path(run["logpath"]))
     return [
         Claim(dataid, run["attempt"], runid, lock, Path(run["logpath"]), run["token"], tuple(rows))
         for (_, dataid, rows, _, lock), run, runid in zip(taken, runs, runids, strict=True)

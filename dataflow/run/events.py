@@ -106,7 +106,7 @@ def encode(event: Event) -> str:
 _FIELDS = {"kind": str, "dataid": str, "status": str, "live": int, "cap": (int, None)}
 _CLAIM = (str, int, int, str, str)
 _OUTCOME = (int, (int, float), (int, float, None), (int, None), (str, None), list)
-_OUTCOME += ((str, None),) * 3  # exception, cluster, error
+_OUTCOME += ((str, None),) * 4  # exception, cluster, error, said
 
 
 def _typed(value: object, kind: type | tuple) -> bool:

@@ -194,9 +194,13 @@ def _end_run(store: Store, jobid: str, dataid: str, status: str, runid: int, out
     of a READY run)."""
     # fenced by the attempt: a run recovered as dead (its host cut off) or ended by hand
     # meanwhile must not overwrite what happened since
+    outcome = dict(outcome)  # (a finish tried again is given the same)
+    log = outcome.pop("log", None)  # its log's end, as the store keeps it
     ended, rerun = store.end_run(runid, status, **outcome)
     if not ended:
         raise RunFenced(jobid, dataid, status)
+    if log is not None:
+        store.put_log(runid, *log, True)
     if rerun and status == READY:
         store.note_runs([runid], f"its chunk set to RESUBMIT: {rerun} asked a rerun")
         return RESUBMIT
@@ -212,9 +216,15 @@ def refuse_live(store: Store, jobid: str, dataid: str) -> None:
 
 
 def end_chunk(
-    store: Store, jobid: str, dataid: str, status: str, force: bool = False
+    store: Store,
+    jobid: str,
+    dataid: str,
+    status: str,
+    force: bool = False,
+    then: Callable[[], None] | None = None,
 ) -> tuple[int, int]:
-    """``utility endjob``: set a chunk's end status by hand (a live run's only with ``force``)."""
+    """``utility endjob``: set a chunk's end status by hand (a live run's only with ``force``);
+    ``then``: called in its transaction once the chunk is ended (its audit row)."""
     from ..dataids import check_name
 
     check_name("dataid", dataid)
@@ -232,6 +242,8 @@ def end_chunk(
         if not updated:
             known(store, jobid)
             raise UnknownChunk(jobid, dataid)  # rolls back the IN-row deletion too
+        if then:
+            then()
         return updated, released
 
 

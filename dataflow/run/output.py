@@ -121,6 +121,21 @@ class Tail(Sink):
         return None
 
 
+SAID_MAX = 300  # characters of a job's last words in its run's reason
+
+
+def last_words(data: bytes, limit: int = SAID_MAX) -> str | None:
+    """The last lines a job wrote (to stderr: masked as its log), for the reason of a
+    failed run: its non-blank lines joined by `` | `` and cut, from their start, to
+    ``limit`` characters; control characters (a colour, a carriage return) dropped."""
+    text = data[-4 * limit :].decode("utf-8", "replace")
+    lines = ["".join(c for c in line if c.isprintable()).strip() for line in text.splitlines()]
+    said = " | ".join(line for line in lines if line)
+    if not said:
+        return None
+    return said if len(said) <= limit else "..." + said[len(said) - limit + 3 :]
+
+
 def start_thread(function: Callable[[], object]) -> None:
     """Run ``function`` in a new thread, as a daemon, without waiting for the thread to
     start (``threading.Thread.start`` does: a drain starting a job would wait for a core

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from .. import layout
 from ..errors import DataflowError, RunFenced, StoreUnavailable
 from ..store import DRIVER_ERRORS, Store
-from . import lifecycle, liveness
+from . import lifecycle, liveness, storedlogs
 from .claims import Claim
 from .lifecycle import FAILED, READY, Job
 from .patience import Failed, asked, patiently
@@ -114,8 +114,9 @@ def _finish(
     def finish() -> tuple[int, int, str]:
         tries.append(1)
         try:
+            said = _said(outcome, claim)
             return lifecycle.finish(
-                store, job.jobid, claim.dataid, status, claim.runid, publish, **_said(outcome)
+                store, job.jobid, claim.dataid, status, claim.runid, publish, **said
             )
         except RunFenced:
             if len(tries) > 1 and _recorded(store, job, claim, status):
@@ -150,9 +151,12 @@ def _finish(
         liveness.ended(store, job.jobid, claim.dataid, claim.runid)
 
 
-def _said(outcome: Outcome) -> dict[str, object]:
-    """What the history row of a run says of how it ended."""
+def _said(outcome: Outcome, claim: Claim) -> dict[str, object]:
+    """What the history row of a run says of how it ended, and its log as the store keeps
+    it (its end is recorded with it: the store's copy is whole once its status is final)."""
+    storedlogs.forget(claim.runid)
     return {
+        "log": storedlogs.last_piece(claim.logpath),
         "exitcode": outcome.returncode if outcome.returncode >= 0 else None,
         "signal": outcome.signal,
         "duration": outcome.duration,
@@ -168,7 +172,7 @@ def record_together(
     transaction: one commit for them all. If one of them is fenced, each is recorded on
     its own (:func:`record` says which)."""
     tries: list[int] = []
-    wanted = [(c.dataid, READY if o.ok else FAILED, c.runid, _said(o)) for c, o in ends]
+    wanted = [(c.dataid, READY if o.ok else FAILED, c.runid, _said(o, c)) for c, o in ends]
 
     def finish() -> object:
         tries.append(1)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ScriptError
-from .output import Copier, LogSink, Sink, Tail, start_thread
+from .output import Copier, LogSink, Sink, Tail, last_words, start_thread
 from .suspend import starting
 from .watcher import Watcher
 
@@ -91,8 +91,8 @@ def signal_name(number: int) -> str:
 class Outcome(
     namedtuple(
         "Outcome",
-        "returncode duration timeout interrupted validation lost exception cluster error",
-        defaults=(0.0, None, None, None, (), None, None, None),
+        "returncode duration timeout interrupted validation lost exception cluster error said",
+        defaults=(0.0, None, None, None, (), None, None, None, None),
     )
 ):
     """How the job's process ended.
@@ -104,7 +104,8 @@ class Outcome(
     exception: the last line of a Python traceback the job wrote (a .py job's, or any
     Python's), which names why it failed better than its exit code; cluster: the
     application a Spark job ran on a cluster, and how it ended there; error: why a chunk
-    run inside a Spark driver failed (its exception's last line).
+    run inside a Spark driver failed (its exception's last line); said: the last lines
+    the job wrote to stderr, which say why a job that exited with a code failed.
     """
 
     __slots__ = ()
@@ -148,6 +149,8 @@ class Outcome(
             return None
         if self.exception:
             return f"{self.exception} (exit code {self.returncode})"
+        if self.said:
+            return f"exit code {self.returncode}: {self.said}"
         return f"exit code {self.returncode}"
 
     @property
@@ -204,10 +207,10 @@ class Run:
             with starting():  # a ^Z meanwhile is put off until it can be passed on
                 self.process = self._spawn(self.argv)
             self._log = log = self._open_log()
-            self._tail = Tail()
+            self._tail, self._stderr = Tail(), Tail()
             # spark-submit hands its Python driver's stderr on through its stdout: watch both
             routes = [(self.process.stdout, [log, self._tail, *self._watchers()])]
-            routes.append((self.process.stderr, [log, self._tail, *self._watchers()]))
+            routes.append((self.process.stderr, [log, self._tail, self._stderr, *self._watchers()]))
             if self.echo:
                 routes[0][1].append(Sink.console("stdout", sys.stdout))
                 routes[1][1].append(Sink.console("stderr", sys.stderr))
@@ -350,6 +353,7 @@ class Run:
             if code is not None:
                 duration = round(time.monotonic() - self._started, 3)
                 exception = self._tail.exception() if code > 0 else None
+                said = last_words(bytes(self._stderr.data)) if code > 0 else None
                 lost = self._copier.lost()
                 outcome = Outcome(
                     code,
@@ -358,6 +362,7 @@ class Run:
                     self.interrupted,
                     lost=lost,
                     exception=exception,
+                    said=said,
                 )
         finally:
             with self._then_lock:

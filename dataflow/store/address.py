@@ -151,6 +151,10 @@ def host_name() -> str:
 
 LOG_MAX_ENV = "DATAFLOW_LOG_MAX_MB"
 LOG_MAX_MB = 1024.0  # a run's log stops growing here (the console still gets everything)
+LOG_KEEP_ENV = "DATAFLOW_LOG_KEEP_KB"
+LOG_KEEP_KB = 1024  # the last part of a run's log the store keeps (0: none)
+LOG_EVERY_ENV = "DATAFLOW_LOG_EVERY"
+LOG_EVERY_S = 5.0  # seconds between two pieces of a running job's log sent to the store
 ALERT_TIMEOUT_ENV = "DATAFLOW_ALERT_TIMEOUT"
 ALERT_TIMEOUT_S = 10.0
 STATE_ENV = "DATAFLOW_STATE"  # this host's folder of a shared store's logs and lock file
@@ -159,6 +163,18 @@ STATE_ENV = "DATAFLOW_STATE"  # this host's folder of a shared store's logs and 
 def log_max_mb() -> float:
     """Megabytes a run's log may grow to (``DATAFLOW_LOG_MAX_MB``, default 1024)."""
     return _number(LOG_MAX_ENV, LOG_MAX_MB, 0.001, 1 << 20, "megabytes")
+
+
+def log_keep_bytes() -> int:
+    """Bytes of the end of a run's log the store keeps (``DATAFLOW_LOG_KEEP_KB``
+    kibibytes, default 1024; 0: none, the log stays on its host only)."""
+    return int(_number(LOG_KEEP_ENV, LOG_KEEP_KB, 0, 1 << 20, "kibibytes")) * 1024
+
+
+def log_every() -> float:
+    """Seconds between two pieces of a running job's log sent to the store
+    (``DATAFLOW_LOG_EVERY``, default 5)."""
+    return _seconds(LOG_EVERY_ENV, LOG_EVERY_S, 0.1, 3600)
 
 
 def alert_timeout() -> float:
@@ -203,6 +219,8 @@ def check_environment() -> None:
     busy_timeout()
     host_name()
     log_max_mb()
+    log_keep_bytes()
+    log_every()
     alert_timeout()
     state_folder()
     check_policy_path()
