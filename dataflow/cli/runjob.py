@@ -17,6 +17,7 @@ from ..run import (
     jobenv,
     launch,
     lifecycle,
+    lineagefeed,
     scripts,
     sparkconnect,
     sparksubmit,
@@ -202,6 +203,7 @@ def run(options: argparse.Namespace) -> int:
         plan.check(script)
         report = Report(script, jobid, drain_mode)
         pager = alerts.Pager(store, job)  # told of every event, it sends when the drain ends
+        lineage = lineagefeed.feed(job, env, store)  # OpenLineage events, where configured
         validate = (
             [scripts.resolve(options.validate, submitted=False)] if options.validate else None
         )
@@ -215,7 +217,7 @@ def run(options: argparse.Namespace) -> int:
             parallel=options.parallel or 1,
             processes=options.workers,
             batch=options.batch or 0,
-            notify=pager.watch(report),
+            notify=lineage.watch(pager.watch(report)),
             validate=validate,
         )
         report.summary, report.left = drain.summary, drain.left
@@ -227,6 +229,8 @@ def run(options: argparse.Namespace) -> int:
             raise
         finally:
             if problem := pager.send():  # every status it tells of is committed
+                warn(problem)
+            if problem := lineage.close():
                 warn(problem)
         report.finish(summary, drain.left)
     if summary.interrupted:

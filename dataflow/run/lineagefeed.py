@@ -1,0 +1,202 @@
+"""OpenLineage run events (docs/lineage.md): each run RunJob starts is told to an
+OpenLineage receiver (Marquez, DataHub, ...) as START when its job starts, and COMPLETE,
+FAIL or ABORT when it ends, with its job, its input and output datasets and its chunk.
+
+On only where the openlineage-python client is configured (:func:`configured`);
+otherwise nothing is started and the client is never imported. Events are sent by a
+child process (:mod:`.lineagesend`) fed one JSON line each through a pipe that never
+blocks: a receiver that is down, slow or hangs never fails a run nor holds it up, and
+RunJob waits at most :data:`FLUSH_S` for the events still unsent when its drain has
+ended. What went wrong is one line, said once, by :meth:`Feed.close`'s caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+NAMESPACE_ENV = "OPENLINEAGE_NAMESPACE"  # the jobs' namespace, if not NAMESPACE
+NAMESPACE = "opendataflow"
+FLUSH_S = 3.0  # at its end, RunJob waits this long at most for the events still unsent
+SENDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lineagesend.py")
+MISSING = "OpenLineage events need: pip install opendataflow[lineage]"
+ENDS = {"READY": "COMPLETE", "RESUBMIT": "COMPLETE"}  # any other status a run ends with: FAIL
+CONFIG_FILES = ("openlineage.yml", os.path.join("~", ".openlineage", "openlineage.yml"))
+
+
+def configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Is the openlineage-python client configured, as it reads its configuration:
+    ``OPENLINEAGE_URL``, ``OPENLINEAGE_CONFIG``, ``OPENLINEAGE__TRANSPORT...`` variables
+    or an ``openlineage.yml`` in the working folder or ``~/.openlineage``; and not
+    turned off by ``OPENLINEAGE_DISABLED=true``?"""
+    environ = os.environ if environ is None else environ
+    if environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
+        return False
+    if environ.get("OPENLINEAGE_URL") or environ.get("OPENLINEAGE_CONFIG"):
+        return True
+    if any(name.startswith("OPENLINEAGE__TRANSPORT") for name in environ):
+        return True
+    return any(os.path.isfile(os.path.expanduser(path)) for path in CONFIG_FILES)
+
+
+def dataset_name(datasetid: str, variables: Mapping[str, str], namespace: str) -> list[str]:
+    """A dataset as OpenLineage names it, [namespace, name], from its row in table
+    ``dataset`` (as the job's variables carry it): its hostname, else the jobs'
+    namespace; its database, schemaname and tablename joined by dots (those set), else
+    its datasetid. Never its username nor anything of its password."""
+    host = variables.get(f"{datasetid}_hostname", "")
+    parts = (variables.get(f"{datasetid}_{column}", "") for column in _NAME_COLUMNS)
+    return [host or namespace, ".".join(part for part in parts if part) or datasetid]
+
+
+_NAME_COLUMNS = ("database", "schemaname", "tablename")
+
+
+class Feed:
+    """A RunJob's events, fed to its sender: :meth:`watch` a drain's notify, then
+    :meth:`close` once the drain has ended."""
+
+    def __init__(self, job: Any, variables: Mapping[str, str], store: str, version: str):
+        from .runner import child_environment
+
+        namespace = os.environ.get(NAMESPACE_ENV) or NAMESPACE
+        header = {
+            "namespace": namespace,
+            "name": job.jobid,
+            "inputs": [dataset_name(d, variables, namespace) for d in job.inputs],
+            "outputs": [dataset_name(d, variables, namespace) for d in job.outputs],
+            "store": store,
+            "producer": f"urn:opendataflow:{version}",
+        }
+        self.open: dict[int, Any] = {}  # the runs started and not yet ended: their claims
+        self.dropped = 0  # events the pipe could not take (the sender hangs on its input)
+        self._pending = b""
+        # a process group of its own: a terminal's ^C to RunJob does not cut its last events
+        self.process = subprocess.Popen(
+            [sys.executable, "-P", SENDER],
+            process_group=0,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_environment({}),  # (less the passkey)
+        )
+        assert self.process.stdin is not None
+        os.set_blocking(self.process.stdin.fileno(), False)
+        self._write(header)
+
+    def watch(self, notify: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``notify``, which also tells the sender of each run's start and end."""
+
+        def both(event: Any) -> None:
+            notify(event)
+            try:
+                self.see(event)
+            except Exception:  # never a reason to stop a drain
+                self.dropped += 1
+
+        return both
+
+    def see(self, event: Any) -> None:
+        claim = event.claim
+        if event.kind == "launch":
+            self.open[claim.runid] = claim
+            self._event("START", claim)
+        elif event.kind in ("ended", "fenced") and claim.runid in self.open:
+            del self.open[claim.runid]
+            kind = ENDS.get(event.status, "FAIL") if event.kind == "ended" else "ABORT"
+            self._event(kind, claim, event.status if event.kind == "ended" else "")
+
+    def _event(self, kind: str, claim: Any, status: str = "") -> None:
+        fields = {"dataid": claim.dataid, "attempt": claim.attempt, "runid": claim.runid}
+        self._write({"type": kind, "time": time.time(), **fields, "status": status})
+
+    def _write(self, fields: dict) -> None:
+        """One line to the sender, without ever waiting: what the pipe cannot take now is
+        kept for the next write (a line at most: past that, events are dropped)."""
+        line = (json.dumps(fields) + "\n").encode("utf-8", "surrogateescape")
+        if self._pending:
+            self.dropped += 1  # the sender is not reading: this one is lost
+        else:
+            self._pending = line
+        assert self.process.stdin is not None
+        try:
+            while self._pending:
+                written = os.write(self.process.stdin.fileno(), self._pending)
+                self._pending = self._pending[written:]
+        except BlockingIOError:
+            pass
+        except OSError:  # the sender is gone
+            self.dropped += 1
+            self._pending = b""
+
+    def close(self, bound: float = FLUSH_S) -> str | None:
+        """Runs started and not seen ending (the drain failed) are told as ABORT; then
+        the sender is given ``bound`` seconds to send what is left, and killed past them.
+        What went wrong, in one line, or None."""
+        for claim in list(self.open.values()):
+            self._event("ABORT", claim)
+        self.open.clear()
+        process = self.process
+        assert process.stdin is not None
+        with contextlib.suppress(OSError):
+            os.set_blocking(process.stdin.fileno(), True)
+        late = False
+        try:
+            out, _ = process.communicate(self._pending, timeout=bound)
+        except subprocess.TimeoutExpired:
+            process.kill()  # (what it printed so far is still read)
+            out, late = process.communicate()[0], True
+        except (OSError, ValueError) as exc:
+            return f"OpenLineage events not all sent: {exc}"
+        return self._said(out, f"not all sent within {bound:g} s" if late else "")
+
+    def _said(self, out: bytes, late: str) -> str | None:
+        """The sender's last counts, in one line (None: all sent)."""
+        try:
+            report = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+            failed, problem = report["failed"] + self.dropped, report["problem"]
+        except (ValueError, IndexError, KeyError, TypeError):
+            report, failed, problem = None, self.dropped, None
+        if problem == "missing":
+            return MISSING
+        if late:
+            return f"OpenLineage events {late}" + (f" (first error: {problem})" if problem else "")
+        if report is None:
+            return "OpenLineage events not all sent: their sender failed"
+        if failed or problem:
+            total = report["sent"] + failed
+            return f"OpenLineage events: {failed} of {total} not sent ({problem or 'dropped'})"
+        return None
+
+
+class _Off:
+    """The feed where OpenLineage is not configured (nothing at all), or where its sender
+    cannot start (``why``: said at the end)."""
+
+    def __init__(self, why: str | None = None):
+        self.why = why
+
+    def watch(self, notify: Callable[[Any], None]) -> Callable[[Any], None]:
+        return notify
+
+    def close(self) -> str | None:
+        return self.why
+
+
+def feed(job: Any, env: Any, store: Any) -> Feed | _Off:
+    """The feed of a RunJob's drain of ``job`` (its variables in ``env``) on ``store``:
+    one that does nothing where OpenLineage is not configured, or cannot start."""
+    if not configured():
+        return _Off()
+    from .. import __version__
+
+    try:
+        return Feed(job, env.variables, str(store.identity), __version__)
+    except (OSError, ValueError) as exc:  # no process left...: no events, the run goes on
+        return _Off(f"OpenLineage events not sent: cannot start their sender ({exc})")
