@@ -128,21 +128,22 @@ def runs(jobs: Sequence[str], counts: list[Row]) -> list[CounterMetricFamily]:
 def histogram(
     name: str, what: str, jobs: Sequence[str], bounds: Sequence[float], rows: list[Row]
 ) -> HistogramMetricFamily:
-    """A histogram by job from a store's rows: (jobid, le, runs) the runs at most ``le``
-    seconds, and (jobid, None, runs, seconds) all of a job's runs and their seconds."""
-    within: dict[tuple[str, float], int] = {}
-    total: dict[str, tuple[int, float]] = {}
+    """A histogram by job from a store's rows (jobid, le, runs, seconds): the runs of one
+    bucket each (le: its bound, None above every bound), made cumulative here."""
+    within: dict[tuple[str, float | None], int] = {}
+    seconds: Counter[str] = Counter()
     for row in rows:
-        job = str(row["jobid"])
-        if row["le"] is None:
-            total[job] = (int(row["runs"]), float(row["seconds"] or 0))  # type: ignore[arg-type]
-        else:
-            within[(job, float(row["le"]))] = int(row["runs"])  # type: ignore[arg-type]
+        job, le = str(row["jobid"]), row["le"]
+        within[(job, None if le is None else float(le))] = int(row["runs"])  # type: ignore[arg-type]
+        seconds[job] += float(row["seconds"] or 0)  # type: ignore[arg-type]
     family = HistogramMetricFamily(name, what, labels=["job"])
-    for job in sorted({*jobs, *total}):
-        count, seconds = total.get(job, (0, 0.0))
-        buckets = [(floatToGoString(b), within.get((job, float(b)), 0)) for b in bounds]
-        family.add_metric([job], [*buckets, ("+Inf", count)], seconds)
+    for job in sorted({*jobs, *seconds}):
+        buckets, count = [], 0
+        for bound in bounds:
+            count += within.get((job, float(bound)), 0)
+            buckets.append((floatToGoString(bound), count))
+        count += within.get((job, None), 0)
+        family.add_metric([job], [*buckets, ("+Inf", count)], seconds[job])
     return family
 
 

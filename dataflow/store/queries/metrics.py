@@ -1,6 +1,6 @@
 """What ``/metrics`` reads of the run history at each scrape, as every backend runs it over
-its own named queries: counts grouped by job, and histograms counted in SQL (a bucket's
-count per job and bound), so a scrape reads a few rows per job however long the history."""
+its own named queries: counts grouped by job, and histograms counted in SQL in one pass
+(each run's bucket), so a scrape reads a few rows per job however long the history."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ class MetricQueries:
         return [dict(row) for row in rows]
 
     def run_durations(self, bounds: Sequence[float]) -> list[Row]:
-        """A histogram of the durations of finished runs, per job: a row per job and bound
-        ``le`` with the ``runs`` that took at most ``le`` seconds, and a row per job with
-        ``le`` None, its finished runs and their ``seconds`` in all."""
+        """The durations of finished runs, per job and bucket: a row per job and ``le``
+        (the smallest of ``bounds`` at or above a run's seconds; None: above them all)
+        with its ``runs`` and their ``seconds`` in all. Not cumulative."""
         params = {"bounds": json.dumps(list(bounds))}
         return [dict(row) for row in self.conn.execute(self.q.run_durations, params)]
 

@@ -9,16 +9,15 @@ SELECT jobid, count(*) AS started,
 FROM run GROUP BY jobid;
 
 -- name: run_durations
--- Per job and bound: the finished runs that took at most le seconds; then per job (le
--- NULL): its finished runs and their seconds in all.
+-- Finished runs per job and bucket (le: the smallest bound at or above their duration;
+-- NULL above every bound): how many, and their seconds in all. One pass over the runs.
 WITH bound(le) AS (
     SELECT value::float8 FROM jsonb_array_elements_text(%(bounds)s::jsonb)),
 timed AS (SELECT jobid, duration AS seconds FROM run
           WHERE status <> 'RUNNING' AND duration IS NOT NULL)
-SELECT t.jobid, b.le, count(*) AS runs, NULL::float8 AS seconds
-FROM timed t JOIN bound b ON t.seconds <= b.le GROUP BY t.jobid, b.le
-UNION ALL
-SELECT jobid, NULL::float8, count(*), sum(seconds) FROM timed GROUP BY jobid;
+SELECT jobid, (SELECT min(le) FROM bound WHERE le >= seconds) AS le, count(*) AS runs,
+       sum(seconds) AS seconds
+FROM timed GROUP BY 1, 2;
 
 -- name: claim_latencies
 -- As run_durations, of the seconds from the newest READY OUT row of a chunk's inputs to
@@ -37,7 +36,6 @@ waited AS (
         AND d.modified::timestamptz <= r.started::timestamptz
     WHERE r.attempt = 1
     GROUP BY r.runid, r.jobid)
-SELECT w.jobid, b.le, count(*) AS runs, NULL::float8 AS seconds
-FROM waited w JOIN bound b ON w.seconds <= b.le GROUP BY w.jobid, b.le
-UNION ALL
-SELECT jobid, NULL::float8, count(*), sum(seconds) FROM waited GROUP BY jobid;
+SELECT jobid, (SELECT min(le) FROM bound WHERE le >= seconds) AS le, count(*) AS runs,
+       sum(seconds) AS seconds
+FROM waited GROUP BY 1, 2;

@@ -10,15 +10,12 @@ SELECT jobid, COUNT(*) AS started,
 FROM run GROUP BY jobid;
 
 -- name: run_durations
--- Per job and bound: the finished runs that took at most le seconds; then per job (le
--- NULL): its finished runs and their seconds in all.
-WITH bound(le) AS (SELECT value FROM json_each(:bounds)),
-timed AS (SELECT jobid, duration AS seconds FROM run
-          WHERE status <> 'RUNNING' AND duration IS NOT NULL)
-SELECT t.jobid, b.le, COUNT(*) AS runs, NULL AS seconds
-FROM timed t JOIN bound b ON t.seconds <= b.le GROUP BY t.jobid, b.le
-UNION ALL
-SELECT jobid, NULL, COUNT(*), SUM(seconds) FROM timed GROUP BY jobid;
+-- Finished runs per job and bucket (le: the smallest bound at or above their duration;
+-- NULL above every bound): how many, and their seconds in all. One pass over the runs.
+WITH bound(le) AS (SELECT value FROM json_each(:bounds))
+SELECT jobid, (SELECT MIN(le) FROM bound WHERE le >= duration) AS le, COUNT(*) AS runs,
+       SUM(duration) AS seconds
+FROM run WHERE status <> 'RUNNING' AND duration IS NOT NULL GROUP BY jobid, le;
 
 -- name: claim_latencies
 -- As run_durations, of the seconds from the newest READY OUT row of a chunk's inputs to
@@ -36,7 +33,6 @@ waited AS (
         AND julianday(d.modified) <= julianday(r.started, 'localtime')
     WHERE r.attempt = 1
     GROUP BY r.runid, r.jobid)
-SELECT w.jobid, b.le, COUNT(*) AS runs, NULL AS seconds
-FROM waited w JOIN bound b ON w.seconds <= b.le GROUP BY w.jobid, b.le
-UNION ALL
-SELECT jobid, NULL, COUNT(*), SUM(seconds) FROM waited GROUP BY jobid;
+SELECT jobid, (SELECT MIN(le) FROM bound WHERE le >= seconds) AS le, COUNT(*) AS runs,
+       SUM(seconds) AS seconds
+FROM waited GROUP BY jobid, le;
