@@ -162,7 +162,7 @@ def test_a_large_laptop_store_moves_in_one_command(tmp_path, pg_database):
     script(tmp_path, "work.sh", "echo ran $dataid")
     assert "ran 1" in laptop.runjob("./work.sh").out
     assert laptop.ok("copy-store", "--to", pg_database).out.endswith(
-        ": 2 dataset, 2 job, 60001 datastatus, 1 run, 0 hold, 0 deploy, 0 runlog, 0 action\n"
+        ": 2 dataset, 2 job, 60001 datastatus, 1 run, 0 hold, 0 deploy, 1 runlog, 0 action\n"
     )
     with psycopg.connect(pg_database) as conn:
         first = "SELECT jobid, sortkey, dataid FROM candidate ORDER BY sortkey, dataid LIMIT 1"

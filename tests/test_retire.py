@@ -56,7 +56,10 @@ REFUSED = {
 }
 # what a retired store still does: read its history (for audit), take the mark back; and
 # the commands that never open a store
-ALLOWED = {"history", "log", "sql", "unretire", "where", "crypt", "validate", "deploys", "init"}
+ALLOWED = {
+    *("history", "actions", "log", "sql", "unretire", "where", "crypt", "validate", "deploys"),
+    "init",
+}
 
 
 def _laptop(cli: Cli) -> None:

@@ -4,16 +4,11 @@ chunk turns from RUNNING to READY on the open page, without a reload."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 import tempfile
 import time
 
-import httpx
-import pytest
-from test_board import FLAGS, rgb
+from browser import Browser, needed
+from test_board import rgb
 
 from dataflow.ops import board
 from serving import Server, token_file
@@ -27,68 +22,13 @@ return Array.from(document.querySelectorAll('tbody tr')).map(function (tr) {
 """
 
 
-def _needed(name: str) -> str:
-    found = shutil.which(name)
-    if found:
-        return found
-    message = f"{name} is needed to test the live board: apt-get install chromium chromium-driver"
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Browser:
-    """A headless Chromium session through chromedriver's WebDriver endpoint."""
-
-    def __init__(self, driver: str, binary: str, profile: str):
-        port = _free_port()
-        self.driver = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)  # fmt: skip
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
-        wait_for(self._ready, timeout=60, what="chromedriver")
-        options = {"binary": binary, "args": [*FLAGS, f"--user-data-dir={profile}"]}
-        capabilities = {"browserName": "chrome", "goog:chromeOptions": options}
-        answer = self.http.post("/session", json={"capabilities": {"alwaysMatch": capabilities}})
-        assert answer.status_code == 200, answer.text
-        self.session = f"/session/{answer.json()['value']['sessionId']}"
-
-    def _ready(self) -> bool:
-        try:
-            return self.http.get("/status").json()["value"]["ready"]
-        except httpx.TransportError:
-            return False
-
-    def open(self, url: str) -> None:
-        answer = self.http.post(f"{self.session}/url", json={"url": url})
-        assert answer.status_code == 200, answer.text
-
-    def run(self, code: str):
-        answer = self.http.post(f"{self.session}/execute/sync", json={"script": code, "args": []})
-        assert answer.status_code == 200, answer.text
-        return answer.json()["value"]
-
-    def close(self) -> None:
-        try:
-            self.http.delete(self.session)
-        finally:
-            self.http.close()
-            self.driver.terminate()
-            self.driver.wait(30)
-
-
 def cell(browser: Browser, job: str, at: int = 0) -> list[str]:
     rows = dict(browser.run(CELLS))
     return rows[job][at] if job in rows and len(rows[job]) > at else ["", ""]
 
 
 def test_the_live_board_turns_a_chunk_ready_without_a_reload(tmp_path):
-    driver, binary = _needed("chromedriver"), _needed("chromium")
+    driver, binary = needed("chromedriver"), needed("chromium")
     cli = Cli(tmp_path)
     cli.ok("createtables")
     cli.ok("register-dataset", "src")

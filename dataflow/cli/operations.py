@@ -1,5 +1,5 @@
 """``utility`` commands for operations and forensics: explain, status, lineage, resubmit,
-hold, release, purge, check (freshness), deploys."""
+hold, release, actions (the audit of those), purge, check (freshness), deploys."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 
 from ..errors import UsageError
-from ..ops import drops, freshness, housekeeping, lineage, reruns, status
+from ..ops import audit, drops, freshness, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
 from . import brief, output, say, say_lines, warn
@@ -149,8 +149,9 @@ def resubmit(options: argparse.Namespace) -> int:
             options.last,
         )
         changes = reruns.resubmit(
-            store, options.jobid, dataids, options.cascade, options.dry_run, backfill=missing
-        )
+            store, options.jobid, dataids, options.cascade, options.dry_run, missing,
+            audit.operator(),
+        )  # fmt: skip
     _print_changes(changes, options.dry_run)
     return 0
 
@@ -194,14 +195,34 @@ def ready(options: argparse.Namespace) -> int:
 )
 def hold(options: argparse.Namespace) -> int:
     with open_store(options) as store:
-        _print_changes([reruns.hold(store, options.jobid, options.dataid)])
+        _print_changes([reruns.hold(store, options.jobid, options.dataid, by=audit.operator())])
     return 0
 
 
 @command("release", "unfreeze a held chunk, restoring its statuses", positional("jobid", "dataid"))
 def release(options: argparse.Namespace) -> int:
     with open_store(options) as store:
-        _print_changes([reruns.release(store, options.jobid, options.dataid)])
+        _print_changes([reruns.release(store, options.jobid, options.dataid, by=audit.operator())])
+    return 0
+
+
+def _actions_arguments(parser: argparse.ArgumentParser) -> None:
+    positional(optional=("jobid", "dataid"))(parser)
+    parser.add_argument("--limit", type=count, default=50, help="how many (default 50)")
+
+
+@command(
+    "actions",
+    "list what was done to chunks by hand (resubmit, hold, release, recover, endjob; the CLI's"
+    " and the live board's), newest first",
+    _actions_arguments,
+)
+def actions(options: argparse.Namespace) -> int:
+    with open_store(options, readonly=True, retired_ok=True) as store:
+        if options.jobid:
+            lifecycle.known(store, options.jobid)  # an unknown job is an error, not "no rows"
+        rows = store.actions(options.jobid, options.dataid, options.limit)
+    say(output.records(rows, options.json) if rows or options.json else "no actions recorded")
     return 0
 
 

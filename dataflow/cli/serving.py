@@ -75,6 +75,11 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--token-file", metavar="FILE", help="file holding the bearer token clients send (required)"
     )
     parser.add_argument(
+        "--write-token-file", action="append", default=[], metavar="LABEL=FILE",
+        help="a file holding a write token: the live board's actions (resubmit, hold, release,"
+        " recover) for whoever sends it, recorded as LABEL (repeatable; the read token never acts)",
+    )  # fmt: skip
+    parser.add_argument(
         "--open-read", action="store_true", help="let anyone read the board and the read-only API"
     )
     parser.add_argument(
@@ -129,11 +134,12 @@ def serve(options: argparse.Namespace) -> int:
     if not 0 <= options.port <= 65535:
         raise UsageError(f"--port {options.port}: give 0 to 65535")
     token, warning = access.read_token(access.check_token_path(options.token_file))
+    writers, warnings = access.read_writers(options.write_token_file, token)
     landing_roots = roots(options.landing_root)
     with open_store(options, readonly=True):  # no store: one clear error, not 503s
         pass
-    if warning:
-        warn(warning)
+    for problem in ([warning] if warning else []) + warnings:
+        warn(problem)
     settings = app.Settings(
         db=options.db,
         token=token,
@@ -143,8 +149,10 @@ def serve(options: argparse.Namespace) -> int:
         datasets=frozenset(options.dataset),
         live=options.refresh,
         roots=landing_roots,
+        writers=writers,
     )
-    log = access.Bearer(token).masking(say)  # whatever a client sends, never the token
+    secrets = [t for _, t in writers.tokens]
+    log = access.Bearer(token, secrets).masking(say)  # whatever a client sends, no token
     application = app.create(settings, log)
     sock = server.listen(options.host, options.port)
     if not server.is_loopback(sock):
@@ -162,6 +170,9 @@ def serve(options: argparse.Namespace) -> int:
     say(
         f"serving {server.url_of(sock)}: POST /stream/<dataset>; GET / is the board (reads {reads})"
     )
+    if writers:
+        labels = ", ".join(label for label, _ in writers.tokens)
+        say(f"the board's actions are taken for the write tokens of: {labels}")
     say("stop with Ctrl-C or SIGTERM: requests under way finish first")
     server.run(application, sock, log, limits)
     say("stopped")

@@ -9,8 +9,8 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import UsageError
-from ..ops import copystore, housekeeping
-from ..run import alerts, lifecycle, liveness, logs, recovery, sparkconnect
+from ..ops import audit, copystore, reruns
+from ..run import alerts, lifecycle, logs, sparkconnect
 from ..store import create_store, files_of, locate, now, refuse_if_moved, same_store, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
@@ -220,8 +220,8 @@ def _shown_value(itemtype: str, value: str | None) -> str | None:
 def endjob(options: argparse.Namespace) -> int:
     status = options.status.upper()
     with open_store(options) as store:
-        updated, released = lifecycle.end_chunk(
-            store, options.jobid, options.dataid, status, force=options.force
+        updated, released = reruns.end(
+            store, options.jobid, options.dataid, status, options.force, audit.operator()
         )
     rows = "row" if updated == 1 else "rows"
     # a chunk ended by hand has no consumer lock to release, as a rule: say so only if it had
@@ -263,19 +263,13 @@ def deleterun(options: argparse.Namespace) -> int:
 )
 def recover(options: argparse.Namespace) -> int:
     with open_store(options) as store:
-        if options.jobid:
-            lifecycle.known(store, options.jobid)  # an unknown job is an error, not "0"
-        with store.transaction():
-            recovered = recovery.recover(store, options.jobid)
-        recovery.discard(recovered)  # after the commit: deleting a large output takes a while
-        dead = recovered.dead
-        runs = [store.last_run(*chunk) for chunk in dead]
-        for problem in housekeeping.alert_recovered(store, dead):  # after the commit
-            warn(problem)
-    for (jobid, dataid), last in zip(dead, runs, strict=True):
-        where = f" ({liveness.where(store, last)})" if last else ""
-        say(f"{jobid} {dataid}: its run{where} died; marked FAILED (abandoned)")
-    say(f"{len(dead)} abandoned chunk{'' if len(dead) == 1 else 's'} recovered")
+        done = reruns.recover(store, options.jobid, audit.operator())
+    for problem in done.problems:
+        warn(problem)
+    for change, place in zip(done.changes, done.places, strict=True):
+        where = f" ({place})" if place else ""
+        say(f"{change.jobid} {change.dataid}: its run{where} died; marked FAILED (abandoned)")
+    say(f"{len(done.changes)} abandoned chunk{'' if len(done.changes) == 1 else 's'} recovered")
     return 0
 
 
@@ -292,17 +286,26 @@ def _log_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attempt", type=count, help="which attempt (default: the last)")
 
 
-@command("history", "list runs (one row per attempt), newest first", _history_arguments)
+@command(
+    "history",
+    "list runs (one row per attempt), newest first; for a chunk, what was done to it by hand",
+    _history_arguments,
+)
 def history(options: argparse.Namespace) -> int:
     with open_store(options, readonly=True, retired_ok=True) as store:
         if options.jobid:
             lifecycle.known(store, options.jobid)  # an unknown job is an error, not "no rows"
         rows = store.history(options.jobid, options.dataid, options.limit)
+        acts = store.actions(options.jobid, options.dataid) if options.dataid else []
     if not options.json:
         for row in rows:
             del row["command"], row["logpath"]
         brief.cut(rows, "reason")
     say(output.records(rows, options.json))
+    if acts and not options.json:  # a chunk's: what was done to it by hand, newest first
+        say("")
+        say(f"actions on {options.jobid} {options.dataid} (utility actions):")
+        say(output.records(acts, False))
     return 0
 
 

@@ -1,19 +1,25 @@
-"""Operator actions on chunks: resubmit (with its downstream), hold and release.
+"""Operator actions on chunks: resubmit (with its downstream), hold, release, recover
+and end by hand, for the CLI and the live board alike.
 
-Each action is one transaction: all of it happens, or none of it.
+Each action is one transaction: all of it happens, with its rows in the audit (``by``:
+who acts, see :mod:`.audit`), or none of it. ``dry_run``: what would change, nothing
+changed nor recorded.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..dataids import CLOCKS, check_name, clock_of, natural_key
 from ..errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
-from ..run import lifecycle, liveness
+from ..run import lifecycle, liveness, recovery
 from ..run.lifecycle import ABANDONED, FAILED, HOLD, RESUBMIT, RUNNING
 from ..store import Store
+from .audit import Actor
+from .housekeeping import alert_recovered
 from .lineage import downstream
 
 
@@ -26,8 +32,30 @@ class Change:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Recovered:
+    """What :func:`recover` did: its changes, where each chunk's run was (``host h pid
+    p``, or "" without a run), and the alerts it could not send."""
+
+    changes: list[Change]
+    places: list[str]
+    problems: list[str]
+
+
 class _Rollback(Exception):
     pass
+
+
+@contextmanager
+def _changing(store: Store, dry_run: bool) -> Iterator[None]:
+    """One write transaction, rolled back at its end if ``dry_run``."""
+    try:
+        with store.transaction():
+            yield
+            if dry_run:
+                raise _Rollback
+    except _Rollback:
+        pass
 
 
 def select_dataids(
@@ -88,37 +116,35 @@ def resubmit(
     cascade: bool = False,
     dry_run: bool = False,
     backfill: Sequence[str] = (),
+    by: Actor | None = None,
 ) -> list[Change]:
     """Set chunks to RESUBMIT and, with ``cascade``, every downstream chunk built from them;
     ``backfill``: periods a job run by a clock never ran, created as RESUBMIT."""
     job = lifecycle.load_job(store, jobid)
     changes: list[Change] = []
-    try:
-        with store.transaction():
-            for day in backfill:
-                store.put_out_status(jobid, day, job.outputs, RESUBMIT)
-                unit = CLOCKS[clock_of(day) or "today"][1]
-                changes.append(Change(jobid, day, "none", RESUBMIT, f"backfill of a missed {unit}"))
-            for dataid in dataids:
-                before = _joined(store.out_status(jobid, dataid))
-                if not before:
-                    raise UnknownChunk(jobid, dataid)
-                if HOLD in before:
-                    raise ChunkBusy(jobid, dataid, before)
-                lifecycle.refuse_live(store, jobid, dataid)  # names what lives
-                if RUNNING in before:  # its run died: nothing will end it but recovery
-                    store.finish(jobid, dataid, RESUBMIT)
-                    store.abandon_runs(jobid, dataid, ABANDONED)
-                    changes.append(Change(jobid, dataid, before, RESUBMIT, "its run had died"))
-                else:
-                    store.set_out_status(jobid, dataid, RESUBMIT)
-                    changes.append(Change(jobid, dataid, before, RESUBMIT))
-                if cascade:
-                    changes += _cascade(store, jobid, dataid)
-            if dry_run:
-                raise _Rollback
-    except _Rollback:
-        pass
+    with _changing(store, dry_run):
+        for day in backfill:
+            store.put_out_status(jobid, day, job.outputs, RESUBMIT)
+            unit = CLOCKS[clock_of(day) or "today"][1]
+            changes.append(Change(jobid, day, "none", RESUBMIT, f"backfill of a missed {unit}"))
+        for dataid in dataids:
+            before = _joined(store.out_status(jobid, dataid))
+            if not before:
+                raise UnknownChunk(jobid, dataid)
+            if HOLD in before:
+                raise ChunkBusy(jobid, dataid, before)
+            lifecycle.refuse_live(store, jobid, dataid)  # names what lives
+            if RUNNING in before:  # its run died: nothing will end it but recovery
+                store.finish(jobid, dataid, RESUBMIT)
+                store.abandon_runs(jobid, dataid, ABANDONED)
+                changes.append(Change(jobid, dataid, before, RESUBMIT, "its run had died"))
+            else:
+                store.set_out_status(jobid, dataid, RESUBMIT)
+                changes.append(Change(jobid, dataid, before, RESUBMIT))
+            if cascade:
+                changes += _cascade(store, jobid, dataid)
+        if by and not dry_run:
+            by.record_changes(store, "resubmit --cascade" if cascade else "resubmit", changes)
     return changes
 
 
@@ -147,25 +173,77 @@ def _cascade(store: Store, jobid: str, dataid: str) -> list[Change]:
     return changes
 
 
-def hold(store: Store, jobid: str, dataid: str) -> Change:
+def hold(
+    store: Store, jobid: str, dataid: str, dry_run: bool = False, by: Actor | None = None
+) -> Change:
     """Freeze a chunk (existing or future): nobody runs or consumes it until released."""
     job = lifecycle.load_job(store, jobid)
-    with store.transaction():
+    with _changing(store, dry_run):
         if store.held(jobid, dataid):
             raise DataflowError(f"{jobid} {dataid} is already on hold")
         current = dict(store.out_status(jobid, dataid))
         if RUNNING in current.values():
             raise ChunkBusy(jobid, dataid, RUNNING)
         store.hold_chunk(jobid, dataid, [(d, current.get(d)) for d in job.outputs])
-        return Change(jobid, dataid, ",".join(sorted(set(current.values()))) or "none", HOLD)
+        change = Change(jobid, dataid, ",".join(sorted(set(current.values()))) or "none", HOLD)
+        if by and not dry_run:
+            by.record_changes(store, "hold", [change])
+    return change
 
 
-def release(store: Store, jobid: str, dataid: str) -> Change:
+def release(
+    store: Store, jobid: str, dataid: str, dry_run: bool = False, by: Actor | None = None
+) -> Change:
     """Unfreeze a chunk: its outputs get back the statuses they had."""
-    with store.transaction():
+    with _changing(store, dry_run):
         restored = store.release_chunk(jobid, dataid)
         if not restored:
             lifecycle.known(store, jobid)
             raise DataflowError(f"{jobid} {dataid} is not on hold")
         after = ",".join(sorted({status or "none" for _, status in restored}))
-        return Change(jobid, dataid, HOLD, after)
+        change = Change(jobid, dataid, HOLD, after)
+        if by and not dry_run:
+            by.record_changes(store, "release", [change])
+    return change
+
+
+def end(
+    store: Store, jobid: str, dataid: str, status: str, force: bool = False,
+    by: Actor | None = None,
+) -> tuple[int, int]:  # fmt: skip
+    """``utility endjob``: :func:`lifecycle.end_chunk`, recorded for ``by``. The rows
+    updated and the IN locks released."""
+    then = None
+    if by:
+        detail = f"set to {status.upper()}" + (" (--force)" if force else "")
+        then = lambda: by.record(store, "end", jobid, dataid, detail)  # noqa: E731
+    return lifecycle.end_chunk(store, jobid, dataid, status, force=force, then=then)
+
+
+def dead_runs(store: Store, jobid: str | None = None) -> list[Change]:
+    """What :func:`recover` would change now: the RUNNING chunks none of whose run's
+    processes lives (read only; recover judges them again in its transaction)."""
+    if jobid:
+        lifecycle.known(store, jobid)
+    running = store.running(jobid)
+    live = liveness.live_runs(store, running) if running else set()
+    return [Change(j, d, RUNNING, FAILED, "its run died") for j, d in running if (j, d) not in live]
+
+
+def recover(store: Store, jobid: str | None = None, by: Actor | None = None) -> Recovered:
+    """``utility recover``: mark FAILED every RUNNING chunk (of ``jobid``) whose run has
+    died, delete what those runs staged, and alert their jobs' alerts."""
+    if jobid:
+        lifecycle.known(store, jobid)  # an unknown job is an error, not "0"
+    with store.transaction():
+        found = recovery.recover(store, jobid)
+        changes = [Change(j, d, RUNNING, FAILED, "its run died; abandoned") for j, d in found.dead]
+        if by:
+            by.record_changes(store, "recover", changes)
+    recovery.discard(found)  # after the commit: deleting a large output takes a while
+    places = []
+    for chunk in found.dead:
+        last = store.last_run(*chunk)
+        places.append(liveness.where(store, last) if last else "")
+    problems = alert_recovered(store, found.dead)  # after the commit
+    return Recovered(changes, places, problems)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterable
@@ -47,11 +48,12 @@ def read_token(path: str) -> tuple[bytes, str | None]:
 
 
 class Bearer:
-    """Checks ``Authorization: Bearer <token>`` against the server's token."""
+    """Checks ``Authorization: Bearer <token>`` against the server's token; ``others``
+    (the write tokens) are masked and refused in URLs as it is."""
 
-    def __init__(self, token: bytes):
+    def __init__(self, token: bytes, others: Iterable[bytes] = ()):
         self._token = token
-        self._shown = token.decode("latin-1")  # printable ASCII (read_token)
+        self._secrets = [t.decode("latin-1") for t in (token, *others)]  # printable ASCII
 
     def admits(self, authorization: str | None) -> bool:
         scheme, _, given = (authorization or "").partition(" ")
@@ -63,7 +65,9 @@ class Bearer:
 
     def hide(self, text: str) -> str:
         """``text`` with the token masked (a path a client put it in, a log line)."""
-        return text.replace(self._shown, MASK) if self._shown in text else text
+        for secret in self._secrets:
+            text = text.replace(secret, MASK) if secret in text else text
+        return text
 
     def masking(self, log: Callable[[str], None]) -> Callable[[str], None]:
         """``log``, every line of it with the token masked."""
@@ -75,8 +79,68 @@ class Bearer:
         found = False
         for name, value in pairs:
             found |= name.lower() in QUERY_NAMES
-            found |= hmac.compare_digest(value.encode("utf-8", "replace"), self._token)
+            given = value.encode("utf-8", "replace")
+            for secret in self._secrets:
+                found |= hmac.compare_digest(given, secret.encode("latin-1"))
         return found
+
+
+def given_token(authorization: str | None) -> bytes | None:
+    """The token of an ``Authorization: Bearer`` header (its bytes as they came)."""
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != SCHEME:
+        return None
+    return given.strip().encode("latin-1", "replace")
+
+
+class Writers:
+    """The write tokens (``--write-token-file LABEL=FILE``): who may act on chunks from
+    the live board, each known by its label (the name the audit records)."""
+
+    def __init__(self, tokens: Iterable[tuple[str, bytes]] = ()):
+        self.tokens = tuple(tokens)
+
+    def __bool__(self) -> bool:
+        return bool(self.tokens)
+
+    def label_of(self, authorization: str | None) -> str | None:
+        """The label of the write token a request sends, or None. Every token is compared
+        (in constant time), whichever matches."""
+        given = given_token(authorization)
+        found = None
+        for label, token in self.tokens:
+            if given is not None and hmac.compare_digest(given, token):
+                found = label
+        return found
+
+
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+
+
+def read_writers(specs: Iterable[str], read: bytes) -> tuple[Writers, list[str]]:
+    """The ``--write-token-file LABEL=FILE`` options as write tokens, and the warnings of
+    their files. ServeError if one has no label, a label twice, an unusable file, or a
+    token that another (the read token included) has: the read token never acts."""
+    tokens: list[tuple[str, bytes]] = []
+    warnings = []
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not LABEL.fullmatch(label) or not path:
+            raise ServeError(
+                f"--write-token-file {spec}: give LABEL=FILE (e.g. oncall=/etc/dataflow/oncall"
+                ".token); the label, letters, digits and . _ @ -, names who acted in the audit"
+            )
+        if any(label == known for known, _ in tokens):
+            raise ServeError(f"--write-token-file: the label {label} is given twice")
+        token, warning = read_token(check_token_path(path))
+        if token == read or any(token == known for _, known in tokens):
+            raise ServeError(
+                f"the write token file {path} holds a token given already (the read token, "
+                "or another write token's): each write token must be its own"
+            )
+        tokens.append((label, token))
+        warnings += [warning] if warning else []
+    return Writers(tokens), warnings
 
 
 class RateLimit:

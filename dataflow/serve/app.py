@@ -3,8 +3,9 @@
 - ``POST /stream/<dataset>``: items land (see ``intake``); ``202`` and what landed, only
   once they are durably on disk. Needs the bearer token, always.
 - ``GET /`` (the live board), ``/api/board``, ``/api/status``, ``/api/runs``,
-  ``/api/history``, ``/api/log/<job>/<dataid>``: read-only; they need the token unless
-  the server was started with ``--open-read``.
+  ``/api/history``, ``/api/log/<job>/<dataid>``, ``/api/actions``: read-only; they need
+  the token unless the server was started with ``--open-read``.
+- ``POST /api/actions/<action>``: the board's actions, for a write token (``actions``).
 
 Every refusal is one line of JSON, ``{"error": "..."}``, and lands nothing. A token in a
 URL's query is refused even where none is needed. One line is logged per request (who,
@@ -33,8 +34,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import DataflowError, Refused, StoreMissing, StoreUnavailable, UnknownJob
 from ..store import DRIVER_ERRORS
-from . import intake, items, metrics, views
-from .access import Bearer, RateLimit
+from . import actions, intake, items, metrics, views
+from .access import Bearer, RateLimit, Writers
 
 Log = Callable[[str], None]
 MAX_BODY = 1024 * 1024  # bytes of one request, by default
@@ -54,6 +55,7 @@ class Settings:
     datasets: Collection[str] = field(default_factory=frozenset)  # empty: every landing
     live: float = 5.0  # seconds between two refreshes of the board page
     roots: tuple[Path, ...] = ()  # folders items may land under (resolved); none: no items
+    writers: Writers = field(default_factory=Writers)  # who may act from the board
 
 
 def _answer(status: int, body: bytes, media: str, extra: dict | None = None) -> Response:
@@ -81,7 +83,7 @@ class Service:
 
     def __init__(self, settings: Settings, log: Log):
         self.settings = settings
-        self.bearer = Bearer(settings.token)
+        self.bearer = Bearer(settings.token, [token for _, token in settings.writers.tokens])
         self.log = self.bearer.masking(log)
         self.limit = RateLimit(settings.rate)
         self._targets: dict[str, tuple[float, intake.Target]] = {}  # read in worker threads
@@ -110,6 +112,12 @@ class Service:
         refused = self.refusal(request, writes)
         if refused is not None:
             return refused
+        return await self.answered(request, answer)
+
+    async def answered(
+        self, request: Request, answer: Callable[[], Awaitable[Response]]
+    ) -> Response:
+        """``answer()``, or a refusal of one line if it fails (a bug: 500, logged)."""
         try:
             return await answer()
         except (DataflowError, *DRIVER_ERRORS) as exc:
@@ -199,7 +207,7 @@ class Service:
         return handle
 
     def page(self, db: str | None, query: dict) -> bytes:
-        return views.board_page(db, query, self.settings.live)
+        return views.board_page(db, query, self.settings.live, bool(self.settings.writers))
 
 
 def shown_path(path: str, most: int = 200) -> str:
@@ -260,7 +268,9 @@ def create(settings: Settings, log: Log) -> ASGIApp:
             service.reader(views.log, "text/plain; charset=utf-8"),
             methods=["GET"],
         ),
+        Route("/api/actions", service.reader(views.actions), methods=["GET"]),
         Route("/metrics", service.reader(metrics.scrape, metrics.MEDIA), methods=["GET"]),
+        Route("/api/actions/{action}", actions.Actions(service, _answer).answer, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     return AccessLog(app, service.log, service.bearer.hide)

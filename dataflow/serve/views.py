@@ -73,11 +73,22 @@ def board_json(db: str | None, query: Mapping[str, str]) -> bytes:
         return as_json(board.as_json(board.collect(store, query.get("job") or None, last)))
 
 
-def board_page(db: str | None, query: Mapping[str, str], live: float) -> bytes:
-    """The status board, refreshing itself every ``live`` seconds."""
+def actions(db: str | None, query: Mapping[str, str]) -> bytes:
+    """What was done to chunks by hand (``utility actions --json``)."""
+    job, dataid = query.get("job") or None, query.get("dataid") or None
+    limit = count(query, "limit", HISTORY_LIMIT)
+    with open_store(locate(db), readonly=True) as store:
+        if job:
+            lifecycle.known(store, job)  # an unknown job is an error, not "no rows"
+        return as_json(store.actions(job, dataid, limit))
+
+
+def board_page(db: str | None, query: Mapping[str, str], live: float, acts: bool = False) -> bytes:
+    """The status board, refreshing itself every ``live`` seconds; ``acts``: with the
+    buttons of its actions (the server takes write tokens)."""
     last = count(query, "last", board.DEFAULT_LAST)
     address = locate(db)
     with open_store(address, readonly=True) as store:
         grid = board.collect(store, query.get("job") or None, last)
-    page = board.render(grid, generated=now()[:19], source=shown(address), live=live)
+    page = board.render(grid, generated=now()[:19], source=shown(address), live=live, acts=acts)
     return page.encode()
