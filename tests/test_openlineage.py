@@ -233,6 +233,21 @@ def test_a_receiver_down_or_hanging_never_fails_a_run(pipeline, hanging, tmp_pat
     assert len(said) == 1 and said[0].startswith("warning: OpenLineage events")
 
 
+def test_without_the_client_a_run_goes_on(pipeline, receiver, tmp_path):
+    """Configured, but the client cannot be imported (here: hidden by a package of that
+    name that fails): one line says how to install it, the run is as always."""
+    hidden = tmp_path / "hidden" / "openlineage"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('not installed')\n")
+    environ = {"OPENLINEAGE_URL": receiver.url, "PYTHONPATH": str(hidden.parent)}
+    ran = pipeline.runjob("./merge.sh", env=environ)
+    assert ran.code == 0, ran
+    assert statuses(tmp_path, "merge")["1"] == "READY"
+    said = [line for line in ran.err.splitlines() if "OpenLineage" in line]
+    assert said == ["warning: OpenLineage events need: pip install opendataflow[lineage]"]
+    assert receiver.got == []
+
+
 def test_not_configured_imports_nothing_of_it(pipeline, receiver, tmp_path):
     """Without its configuration RunJob neither imports the client nor starts a sender;
     with it, RunJob itself still does not import the client (its sender does)."""

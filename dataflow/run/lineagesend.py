@@ -7,8 +7,9 @@ an event (``{"type": "START" | "COMPLETE" | "FAIL" | "ABORT", "time": epoch seco
 "runid", "dataid", "attempt", "status"}``), and sends each as it comes, in order. It
 prints its counts as a JSON line, ``{"sent": n, "failed": n, "problem": why}``, after
 each event that failed and at the end of its input. It reads its input in a thread of its own, so that a receiver that hangs never
-fills the pipe its RunJob writes to; its RunJob bounds it in time and kills it past
-the bound, and it bounds itself too (a RunJob that died with no time to kill it).
+fills the pipe its RunJob writes to. Its RunJob bounds it in time once its drain has
+ended, and kills it past the bound; it bounds itself too from the end of its input (a
+RunJob that died with no time to kill it).
 
 The client is configured as it always is (``OPENLINEAGE_URL``, ``OPENLINEAGE_CONFIG``,
 ``openlineage.yml``, ``OPENLINEAGE__...``): this process is the only one that imports it.
@@ -25,8 +26,7 @@ import threading
 import uuid
 from datetime import UTC, datetime
 
-LIFETIME_S = 24 * 3600.0  # a sender outlives no drain by more than this after its end
-AFTER_END_S = 10.0  # once its input has ended, it gives up after this
+AFTER_END_S = 10.0  # once its input has ended (its RunJob is done, or died), at most this
 FACET = "opendataflow_chunk"  # the custom run facet that names the chunk
 FACET_SCHEMA = "urn:opendataflow:facets:chunk:1-0-0"  # described in docs/lineage.md
 INTEGRATION = "OPENDATAFLOW"  # the jobType facet's integration
@@ -119,7 +119,6 @@ def _ended(_signal: int, _frame: object) -> None:
 
 def main() -> int:
     signal.signal(signal.SIGALRM, _ended)
-    signal.alarm(int(LIFETIME_S))
     for name in ("openlineage", "urllib3", "requests"):  # no log line of theirs on stderr
         logging.getLogger(name).addHandler(logging.NullHandler())
         logging.getLogger(name).propagate = False
