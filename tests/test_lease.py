@@ -456,6 +456,29 @@ def test_purge_keeps_a_run_whose_helper_lives_and_tokens_are_never_reused(pair, 
 
 
 @pytest.mark.both_stores
+def test_purge_keeps_a_run_whose_helper_lives_though_it_is_not_its_chunks_last(pair, tmp_path):
+    """The run whose helper lives is not its chunk's last (a later attempt, written here by
+    SQL): only its process keeps it from purge, which deletes it once the helper ended."""
+    a, _ = pair
+    _one_job(a, tmp_path, JOB + HELPER)
+    assert a.runjob("./work.sh").code == 0
+    helper = _pid(tmp_path, "helper.pid")
+    (first,) = rows(tmp_path, "select runid from run")
+    a.ok(
+        "dml",
+        "insert into run (jobid, dataid, attempt, status, started, ended) "
+        "values ('work', '1', 2, 'FAILED', '2026-01-01 00:00:00', '2026-01-01 00:00:01')",
+    )
+    a.ok("purge", "--days-old", "0")
+    assert first in rows(tmp_path, "select runid from run")  # kept: its helper lives
+    (tmp_path / "go").touch()
+    wait_for(lambda: not alive(helper), what="the helper to end")
+    _let_go(tmp_path)
+    a.ok("purge", "--days-old", "0")
+    assert first not in rows(tmp_path, "select runid from run")
+
+
+@pytest.mark.both_stores
 def test_a_caller_reading_runjobs_output_never_waits_for_a_helper(pair, tmp_path):
     """Fault 9: the keeper kept RunJob's standard error, so ``out=$(RunJob ...)`` waited
     until a helper the job left had ended."""
