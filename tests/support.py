@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import sqlite3
 import subprocess
@@ -400,3 +401,51 @@ retries = 2
 ready_by = "06:00"
 env = { region = "eu" }
 """
+
+
+@contextmanager
+def lineage_receiver():
+    """An OpenLineage HTTP receiver on 127.0.0.1 (its ``url``, for OPENLINEAGE_URL);
+    ``got``: (path, body) of each POST it took, in the order it took them."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Taking(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.server.got.append((self.path, body.decode()))  # type: ignore[attr-defined]
+            self.send_response(201)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Taking)
+    server.got = []  # type: ignore[attr-defined]
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def lineage_events(receiver, secrets: tuple[str, ...] = ()) -> list[dict]:
+    """The events a :func:`lineage_receiver` took, each checked against the OpenLineage
+    RunEvent schema (tests/data, its formats too), sent to the client's path and holding
+    none of ``secrets``."""
+    from jsonschema import Draft202012Validator
+
+    schema = (Path(__file__).parent / "data" / "openlineage-runevent.schema.json").read_text()
+    checker = Draft202012Validator.FORMAT_CHECKER
+    validator = Draft202012Validator(json.loads(schema), format_checker=checker)
+    events = []
+    for path, body in receiver.got:
+        assert path == "/api/v1/lineage"
+        assert not [secret for secret in secrets if secret in body]
+        event = json.loads(body)
+        validator.validate(event)
+        events.append(event)
+    return events

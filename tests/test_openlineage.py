@@ -8,48 +8,36 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
 
-from support import ROOT, rows, script, start_runjob, statuses, wait_for
+from dataflow.run import lineagefeed
+from support import (
+    ROOT,
+    lineage_events,
+    lineage_receiver,
+    rows,
+    script,
+    start_runjob,
+    statuses,
+    wait_for,
+)
 
 pytestmark = pytest.mark.both_stores
 
-SCHEMA = json.loads(
-    (Path(__file__).parent / "data" / "openlineage-runevent.schema.json").read_text()
+VALIDATOR = Draft202012Validator(
+    json.loads((ROOT / "tests" / "data" / "openlineage-runevent.schema.json").read_text()),
+    format_checker=Draft202012Validator.FORMAT_CHECKER,
 )
-VALIDATOR = Draft202012Validator(SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
 PASSKEY, PASSWORD = "k3yOfTheHost", "s3cretPassw0rd"
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.server.got.append((self.path, body.decode()))  # type: ignore[attr-defined]
-        self.send_response(201)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def receiver():
-    """An OpenLineage HTTP receiver on 127.0.0.1; ``receiver.got``: (path, body) of each
-    POST, in the order received."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    server.got = []  # type: ignore[attr-defined]
-    server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with lineage_receiver() as server:
+        yield server
 
 
 @pytest.fixture
@@ -91,15 +79,7 @@ def pipeline(cli, tmp_path):
 
 
 def _events(receiver) -> list[dict]:
-    """Every event received, each checked against the schema, sent to the client's path."""
-    events = []
-    for path, body in receiver.got:
-        assert path == "/api/v1/lineage"
-        assert PASSWORD not in body and PASSKEY not in body
-        event = json.loads(body)
-        VALIDATOR.validate(event)
-        events.append(event)
-    return events
+    return lineage_events(receiver, (PASSWORD, PASSKEY))
 
 
 def _chunk(event: dict) -> dict:
@@ -120,6 +100,27 @@ def test_schema_checks_the_formats():
                 "job": {"namespace": "a", "name": "b"},
             }
         )
+
+
+@pytest.mark.parametrize(
+    ("row", "named"),
+    [
+        (("db1", "shop", "public", "orders"), ["db1", "shop.public.orders"]),
+        (("", "warehouse", "", "daily"), ["etl", "warehouse.daily"]),
+        (("", "", "", ""), ["etl", "rates"]),
+        (("", "parquet", "/data/lake", "clean"), ["file", "/data/lake/clean"]),
+        (("nn", "csv", "file:///srv/in/", "raw"), ["file", "/srv/in/raw"]),
+        (("", "orc", "s3a://bucket/lake", "t"), ["s3a://bucket", "/lake/t"]),
+        (("", "parquet", "hdfs://nn:8020/x", ""), ["hdfs://nn:8020", "/x"]),
+    ],
+)
+def test_how_datasets_are_named(row, named):
+    """A dataset's name in an event, from its row (docs/lineage.md): a table by its host
+    and dotted name, a file dataset by its folder."""
+    columns = ("hostname", "database", "schemaname", "tablename")
+    variables = {f"rates_{column}": value for column, value in zip(columns, row, strict=True)}
+    variables["rates_password"] = PASSWORD
+    assert lineagefeed.dataset_name("rates", variables, "etl") == named
 
 
 @pytest.mark.parametrize("fails", [False, True], ids=["complete", "fail"])
@@ -167,9 +168,13 @@ def test_the_next_run_of_a_chunk_is_another_run(pipeline, receiver, tmp_path):
     assert [_chunk(e)["attempt"] for e in events] == [1, 1, 2, 2]
 
 
-def test_a_parallel_drain_tells_each_run(pipeline, receiver, tmp_path):
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["runjob", "workers"])
+def test_a_parallel_drain_tells_each_run(pipeline, receiver, tmp_path, workers):
+    """--parallel 2, in RunJob (on PostgreSQL: in a worker a core) or in two workers,
+    whose events RunJob relays."""
     (tmp_path / "fail-2").touch()
-    ran = pipeline.runjob("--parallel", "2", "./merge.sh", env={"OPENLINEAGE_URL": receiver.url})
+    environ = {"OPENLINEAGE_URL": receiver.url}
+    ran = pipeline.runjob("--parallel", "2", *workers, "./merge.sh", env=environ)
     assert ran.code == 1, ran
     events = _events(receiver)
     runs: dict[str, list[dict]] = {}

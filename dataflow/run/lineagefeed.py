@@ -17,9 +17,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from .. import layout
 
 NAMESPACE_ENV = "OPENLINEAGE_NAMESPACE"  # the jobs' namespace, if not NAMESPACE
 NAMESPACE = "opendataflow"
@@ -47,15 +50,27 @@ def configured(environ: Mapping[str, str] | None = None) -> bool:
 
 def dataset_name(datasetid: str, variables: Mapping[str, str], namespace: str) -> list[str]:
     """A dataset as OpenLineage names it, [namespace, name], from its row in table
-    ``dataset`` (as the job's variables carry it): its hostname, else the jobs'
-    namespace; its database, schemaname and tablename joined by dots (those set), else
-    its datasetid. Never its username nor anything of its password."""
-    host = variables.get(f"{datasetid}_hostname", "")
-    parts = (variables.get(f"{datasetid}_{column}", "") for column in _NAME_COLUMNS)
+    ``dataset`` (as the job's variables carry it). A file dataset (its ``database`` a
+    format: :func:`.layout.is_file`) by its folder, ``schemaname/tablename``: namespace
+    ``file`` and its path, or the scheme and authority of a URL (``s3a://bucket``) and
+    the path in it. Any other: namespace its hostname, else the jobs' namespace; name its
+    database, schemaname and tablename joined by dots (those set), else its datasetid.
+    Never its username nor anything of its password."""
+    host, database, schema, table = (
+        variables.get(f"{datasetid}_{column}", "") for column in _COLUMNS
+    )
+    if layout.is_file(database) and (schema or table):
+        path = layout.table_path(schema, table)
+        if layout.local(path) is None and "://" in path:  # s3a://bucket/..., hdfs://...
+            scheme, _, rest = path.partition("://")
+            authority, slash, inside = rest.partition("/")
+            return [f"{scheme}://{authority}", slash + inside]
+        return ["file", layout.local(path) or path]
+    parts = (database, schema, table)
     return [host or namespace, ".".join(part for part in parts if part) or datasetid]
 
 
-_NAME_COLUMNS = ("database", "schemaname", "tablename")
+_COLUMNS = ("hostname", "database", "schemaname", "tablename")
 
 
 class Feed:
@@ -77,6 +92,7 @@ class Feed:
         self.open: dict[int, Any] = {}  # the runs started and not yet ended: their claims
         self.dropped = 0  # events the pipe could not take (the sender hangs on its input)
         self._pending = b""
+        self._lock = threading.Lock()  # (a drain tells of events from one thread: in case)
         # a process group of its own: a terminal's ^C to RunJob does not cut its last events
         self.process = subprocess.Popen(
             [sys.executable, "-P", SENDER],
@@ -96,7 +112,8 @@ class Feed:
         def both(event: Any) -> None:
             notify(event)
             try:
-                self.see(event)
+                with self._lock:
+                    self.see(event)
             except Exception:  # never a reason to stop a drain
                 self.dropped += 1
 
