@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..store import Store
+from ..store.address import host_name
 
 
 class Changed(Protocol):
@@ -35,8 +36,8 @@ class Actor:
     ) -> None:
         """One row of the audit (inside the caller's transaction, if any)."""
         store.add_action(
-            who=self.who, client=self.client, action=action, jobid=jobid, dataid=dataid,
-            detail=detail,
+            host=host_name(), who=self.who, client=self.client, action=action, jobid=jobid,
+            dataid=dataid, detail=detail,
         )  # fmt: skip
 
     def record_changes(self, store: Store, action: str, changes: Iterable[Changed]) -> None:

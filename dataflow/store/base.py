@@ -17,8 +17,8 @@ from pathlib import Path
 
 from .address import Address, busy_timeout, is_url, liveness_timeout, locate, same_store, shown  # noqa: F401 (the interface's names)
 from .columns import DATASET_COLUMNS, TABLES  # noqa: F401 (the interface's names)
+from .records import Records, Row
 
-Row = dict[str, object]
 # named tuples, not dataclasses: see run.settings.Settings
 JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
 ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
@@ -44,7 +44,7 @@ def zoned_now() -> str:
     return datetime.now().astimezone().isoformat(sep=" ", timespec="microseconds")
 
 
-class Store(ABC):
+class Store(Records, ABC):
     """An open store. ``files`` is the local folder of its run logs, ``lockfile`` the
     local file of its chunk locks, ``identity`` names the store the same way whatever
     address reached it, ``version`` is the schema version it is at."""
@@ -359,52 +359,6 @@ class Store(ABC):
     @abstractmethod
     def waiting_upstream(self, datasetid: str) -> list[Row]:
         """Rows of a dataset that are not READY: chunks a consumer is waiting for."""
-
-    # -- deploys of a project (utility apply, utility deploys) ----------------------------
-
-    @abstractmethod
-    def add_deploy(
-        self, host: str, project: str, digest: str, revision: str | None, changes: str
-    ) -> int:
-        """Record a deploy at the store's clock (inside the caller's transaction): the host
-        that applied, the project folder, its project file's sha256, the git commit (None:
-        not a checkout), a one-line summary of the changes. Returns its deployid."""
-
-    @abstractmethod
-    def deploys(self, limit: int) -> list[Row]:
-        """The newest ``limit`` deploys, newest first, each with every column of ``deploy``."""
-
-    # -- what an operator reads of any host (runlog, action) --------------------------------
-
-    @abstractmethod
-    def put_log(self, runid: int, size: int, kept: int, body: bytes, done: bool) -> bool:
-        """Keep the last part of a run's log: ``body`` is its last ``kept`` bytes, zlib-
-        compressed, of ``size`` in all. While it runs (``done`` False) only a RUNNING
-        run's log is written; a log once done is never written again. True if written."""
-
-    @abstractmethod
-    def run_output(self, runid: int) -> Row | None:
-        """A run's log as the store keeps it (size, kept, done, updated, body), or None."""
-
-    @abstractmethod
-    def add_action(
-        self,
-        *,
-        who: str,
-        client: str | None,
-        action: str,
-        jobid: str | None,
-        dataid: str | None,
-        detail: str | None,
-    ) -> None:
-        """Record an action taken by hand at the store's clock, from this host: who (the
-        OS user, or a write token's label), the client's address (None: the CLI)."""
-
-    @abstractmethod
-    def actions(
-        self, jobid: str | None = None, dataid: str | None = None, limit: int = 50
-    ) -> list[Row]:
-        """The newest ``limit`` actions, newest first, of a job or a chunk if given."""
 
     # -- whole tables (utility copy-store) -------------------------------------------------
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
-from ..address import host_name, liveness_timeout, state_folder
+from ..address import liveness_timeout, state_folder
 from ..base import TABLES, Row, zoned_now
 from ..leases import LeaseStore
 from ..queries import NamedQueries
@@ -235,20 +235,9 @@ class PostgresStore(
         elif table == "action":
             self.conn.execute(self.q.renumber_actions)
 
-    def add_action(
-        self,
-        *,
-        who: str,
-        client: str | None,
-        action: str,
-        jobid: str | None,
-        dataid: str | None,
-        detail: str | None,
-    ) -> None:
-        """Record an action taken by hand at the server's clock, from this host."""
-        self.conn.execute(
-            self.q.add_action, (host_name(), who, client, action, jobid, dataid, detail)
-        )
+    def add_action(self, **action: str | None) -> None:
+        """Record an action taken by hand at the server's clock."""
+        self.conn.execute(self.q.add_action, tuple(action[name] for name in TABLES["action"][2:]))
 
     def add_deploy(
         self, host: str, project: str, digest: str, revision: str | None, changes: str

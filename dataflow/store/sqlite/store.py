@@ -17,8 +17,7 @@ from pathlib import Path
 
 from ...dataids import natural_key
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing, StoreVersion
-from ..address import host_name
-from ..base import Row, Store, zoned_now
+from ..base import TABLES, Row, Store, zoned_now
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
 from ..queries.deploys import DeployQueries
@@ -225,20 +224,10 @@ class SqliteStore(
         sql = self.q.start_run.format(columns=", ".join(run), marks=marks(len(run)))
         return self.conn.execute(sql, (zoned_now(), *run.values())).lastrowid
 
-    def add_action(
-        self,
-        *,
-        who: str,
-        client: str | None,
-        action: str,
-        jobid: str | None,
-        dataid: str | None,
-        detail: str | None,
-    ) -> None:
-        """Record an action taken by hand at this host's clock, with its UTC offset, from this host."""
+    def add_action(self, **action: str | None) -> None:
+        """Record an action taken by hand at this host's clock, with its UTC offset."""
         self.conn.execute(
-            self.q.add_action,
-            (zoned_now(), host_name(), who, client, action, jobid, dataid, detail),
+            self.q.add_action, (zoned_now(), *(action[name] for name in TABLES["action"][2:]))
         )
 
     def add_deploy(
