@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from ..errors import Refused, UsageError
 from ..ops import board, status
-from ..run import lifecycle, logs
+from ..run import lifecycle, storedlogs
 from ..store import locate, now, open_store, shown
 
 RUNS_LIMIT = 20  # as `utility runs`
@@ -57,14 +57,9 @@ def log(db: str | None, jobid: str, dataid: str, query: Mapping[str, str]) -> by
     attempt = count(query, "attempt", None)
     with open_store(locate(db), readonly=True) as store:
         try:
-            path = logs.find(store, jobid, dataid, attempt)
-        except UsageError as exc:  # no such run, or its log is elsewhere
+            return storedlogs.read(store, storedlogs.run_of(store, jobid, dataid, attempt))
+        except UsageError as exc:  # no such run, or its log is on a host that sent none
             raise Refused(404, str(exc)) from None
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read that run's log: {exc.strerror}") from None
 
 
 def board_json(db: str | None, query: Mapping[str, str]) -> bytes:
