@@ -213,11 +213,13 @@ def end(
 ) -> tuple[int, int]:  # fmt: skip
     """``utility endjob``: :func:`lifecycle.end_chunk`, recorded for ``by``. The rows
     updated and the IN locks released."""
-    then = None
-    if by:
-        detail = f"set to {status.upper()}" + (" (--force)" if force else "")
-        then = lambda: by.record(store, "end", jobid, dataid, detail)  # noqa: E731
-    return lifecycle.end_chunk(store, jobid, dataid, status, force=force, then=then)
+    detail = f"set to {status.upper()}" + (" (--force)" if force else "")
+
+    def record() -> None:
+        if by:
+            by.record(store, "end", jobid, dataid, detail)
+
+    return lifecycle.end_chunk(store, jobid, dataid, status, force=force, then=record)
 
 
 def dead_runs(store: Store, jobid: str | None = None) -> list[Change]:
