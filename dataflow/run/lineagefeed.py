@@ -4,8 +4,8 @@ FAIL or ABORT when it ends, with its job, its input and output datasets and its 
 
 On only where the openlineage-python client is configured (:func:`configured`);
 otherwise nothing is started and the client is never imported. Events are sent by a
-child process (:mod:`.lineagesend`) fed one JSON line each through a pipe that never
-blocks: a receiver that is down, slow or hangs never fails a run nor holds it up, and
+child process (:mod:`.lineagesend`, started at the first run: an idle RunJob starts
+none) fed one JSON line each through a pipe that never blocks: a receiver that is down, slow or hangs never fails a run nor holds it up, and
 RunJob waits at most :data:`FLUSH_S` for the events still unsent when its drain has
 ended. What went wrong is one line, said once, by :meth:`Feed.close`'s caller.
 """
@@ -78,10 +78,8 @@ class Feed:
     :meth:`close` once the drain has ended."""
 
     def __init__(self, job: Any, variables: Mapping[str, str], store: str, version: str):
-        from .runner import child_environment
-
         namespace = os.environ.get(NAMESPACE_ENV) or NAMESPACE
-        header = {
+        self.header = {
             "namespace": namespace,
             "name": job.jobid,
             "inputs": [dataset_name(d, variables, namespace) for d in job.inputs],
@@ -91,20 +89,33 @@ class Feed:
         }
         self.open: dict[int, Any] = {}  # the runs started and not yet ended: their claims
         self.dropped = 0  # events the pipe could not take (the sender hangs on its input)
+        self.process: subprocess.Popen | None = None  # started at the first run: an idle
+        self.unstarted: str | None = None  # RunJob (a cron tick) starts none; why not
         self._pending = b""
         self._lock = threading.Lock()  # (a drain tells of events from one thread: in case)
-        # a process group of its own: a terminal's ^C to RunJob does not cut its last events
-        self.process = subprocess.Popen(
-            [sys.executable, "-P", SENDER],
-            process_group=0,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=child_environment({}),  # (less the passkey)
-        )
-        assert self.process.stdin is not None
-        os.set_blocking(self.process.stdin.fileno(), False)
-        self._write(header)
+
+    def _start(self) -> bool:
+        """Start the sender and give it the job; False if it cannot start."""
+        from .runner import child_environment
+
+        if self.unstarted is not None:
+            return False
+        try:  # a process group of its own: a ^C to RunJob does not cut its last events
+            self.process = subprocess.Popen(
+                [sys.executable, "-P", SENDER],
+                process_group=0,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=child_environment({}),  # (less the passkey)
+            )
+            assert self.process.stdin is not None
+            os.set_blocking(self.process.stdin.fileno(), False)
+        except (OSError, ValueError) as exc:  # no process left: no events, the run goes on
+            self.unstarted = f"OpenLineage events not sent: their sender cannot start ({exc})"
+            return False
+        self._write(self.header)
+        return True
 
     def watch(self, notify: Callable[[Any], None]) -> Callable[[Any], None]:
         """``notify``, which also tells the sender of each run's start and end."""
@@ -130,6 +141,8 @@ class Feed:
             self._event(kind, claim, event.status if event.kind == "ended" else "")
 
     def _event(self, kind: str, claim: Any, status: str = "") -> None:
+        if self.process is None and not self._start():
+            return
         fields = {"dataid": claim.dataid, "attempt": claim.attempt, "runid": claim.runid}
         self._write({"type": kind, "time": time.time(), **fields, "status": status})
 
@@ -141,7 +154,7 @@ class Feed:
             self.dropped += 1  # the sender is not reading: this one is lost
         else:
             self._pending = line
-        assert self.process.stdin is not None
+        assert self.process is not None and self.process.stdin is not None
         try:
             while self._pending:
                 written = os.write(self.process.stdin.fileno(), self._pending)
@@ -160,6 +173,8 @@ class Feed:
             self._event("ABORT", claim)
         self.open.clear()
         process = self.process
+        if process is None:  # no run started (or its sender could not)
+            return self.unstarted
         assert process.stdin is not None
         with contextlib.suppress(OSError):
             os.set_blocking(process.stdin.fileno(), True)
@@ -193,27 +208,24 @@ class Feed:
 
 
 class _Off:
-    """The feed where OpenLineage is not configured (nothing at all), or where its sender
-    cannot start (``why``: said at the end)."""
-
-    def __init__(self, why: str | None = None):
-        self.why = why
+    """The feed where OpenLineage is not configured: nothing at all."""
 
     def watch(self, notify: Callable[[Any], None]) -> Callable[[Any], None]:
         return notify
 
-    def close(self) -> str | None:
-        return self.why
+    def close(self) -> None:
+        return None
 
 
 def feed(job: Any, env: Any, store: Any) -> Feed | _Off:
     """The feed of a RunJob's drain of ``job`` (its variables in ``env``) on ``store``:
-    one that does nothing where OpenLineage is not configured, or cannot start."""
+    one that does nothing where OpenLineage is not configured."""
     if not configured():
         return _Off()
     from .. import __version__
 
     try:
-        return Feed(job, env.variables, str(store.identity), __version__)
-    except (OSError, ValueError) as exc:  # no process left...: no events, the run goes on
-        return _Off(f"OpenLineage events not sent: cannot start their sender ({exc})")
+        identity = str(store.identity)  # (a file's device and inode; a server's address)
+    except OSError:  # the file is gone from under its path: its runs still get their UUIDs
+        identity = "unknown"
+    return Feed(job, env.variables, identity, __version__)
