@@ -6,6 +6,7 @@ Messages never contain a passkey or a password.
 from __future__ import annotations
 
 import difflib
+import shlex
 from collections.abc import Iterable
 
 
@@ -153,8 +154,20 @@ class ChunkLive(DataflowError):
 
 
 class UnknownDataset(DataflowError):
-    def __init__(self, datasetid: str):
-        super().__init__(f"unknown dataset '{datasetid}' (see 'utility datasets')")
+    """A dataset name that is not registered; ``register``: the unknown names of a job
+    being registered, given with the command lines that register them."""
+
+    def __init__(self, datasetid: str, register: Iterable[str] = ()):
+        self.datasetid = datasetid
+        names = list(register)
+        if len(names) > 1:
+            listed = ", ".join(f"'{name}'" for name in names)
+            message = f"unknown datasets {listed} (see 'utility datasets'); register them first: "
+        else:
+            message = f"unknown dataset '{datasetid}' (see 'utility datasets')"
+            message += "; register it first: " if names else ""
+        message += " && ".join(shlex.join(["utility", "register-dataset", n]) for n in names)
+        super().__init__(message)
 
 
 class RegistrationError(DataflowError):

@@ -107,7 +107,8 @@ def test_register_job_validates_everything(store, tmp_path):
     before = rows(tmp_path, "select * from job order by 1, 2, 3")
     error(
         store.utility("register-job", "x", "--in", "nope", "--out", "out"),
-        "unknown dataset 'nope' (see 'utility datasets')",
+        "unknown dataset 'nope' (see 'utility datasets'); register it first: "
+        "utility register-dataset nope",
     )
     error(
         store.utility("register-job", "x", "--in", "src", "--out", "mid"),

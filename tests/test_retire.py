@@ -46,6 +46,7 @@ REFUSED = {
     "dml": ["delete from job"],
     "ddl": ["create table t(x int)"],
     "runs": [],
+    "chunks": [],
     "jobs": [],
     "datasets": [],
     "getjob": ["work"],

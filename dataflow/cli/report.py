@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ..run import lifecycle
 from ..run.events import Event, Summary
 from . import printable, say, stamp, warn
+from .output import plural
 
 
 def live(count: int, jobid: str) -> str:
@@ -24,6 +25,7 @@ class Report:
         self.left = lambda: 0
         self.summary: Summary | None = None
         self.lost_said: set[str] = set()  # output destinations already reported as failed
+        self.ends: dict[str, str] = {}  # each chunk's last status in this drain (its retries)
         self.handlers = {
             "abandoned": self._abandoned,
             "fenced": self._warn_status,
@@ -87,6 +89,7 @@ class Report:
                 f"{', '.join(event.outcome.lost)} (recorded in its history)"
             )
         if self.drain:
+            self.ends[event.dataid] = event.status
             self._drain_line(event)
         else:
             updated, released = event.counts
@@ -132,10 +135,21 @@ class Report:
         if self.bar:
             sys.stdout.write("\n")
         if summary.started == 0 and not summary.cap_full and not summary.interrupted:
-            say(f"{stamp()}: no suitable data available for job. Not running it")
+            # the seed's line; a drain names its job (a folder's drains print one each)
+            job = f"{self.jobid}: " if self.drain else ""
+            say(f"{stamp()}: {job}no suitable data available for job. Not running it")
         elif self.drain:
-            rate = (summary.ready + summary.failed) / summary.elapsed if summary.elapsed else 0
-            say(
-                f"{stamp()}: {self.jobid}: {summary.ready} READY, {summary.failed} FAILED "
-                f"in {summary.elapsed:.1f} s ({rate:.1f}/s); {left()} waiting"
-            )
+            say(f"{stamp()}: {self.jobid}: {self.counted(summary, left())}")
+
+    def counted(self, summary: Summary, waiting: int) -> str:
+        """A drain's chunks by their last status, then its attempts apart (a chunk
+        retried in the drain is one chunk, run twice)."""
+        ends = list(self.ends.values())
+        ready, failed = ends.count(lifecycle.READY), len(ends) - ends.count(lifecycle.READY)
+        attempts = summary.ready + summary.failed
+        rate = attempts / summary.elapsed if summary.elapsed else 0
+        return (
+            f"{ready} READY, {failed} FAILED ({plural(len(ends), 'chunk')}, "
+            f"{plural(attempts, 'attempt')}) in {summary.elapsed:.1f} s ({rate:.1f}/s); "
+            f"{waiting} waiting"
+        )

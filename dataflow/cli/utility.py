@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (they register commands)
     Parser,
     board,
     brief,
+    chunks,
     exiting,
     guarded,
     operations,
@@ -135,18 +136,6 @@ command(
 
 
 # -- listings ---------------------------------------------------------------------------
-
-
-@command(
-    "runs",
-    "list the newest status rows (OUT rows of datastatus), newest first; runs: see history",
-    lambda p: p.add_argument("--limit", type=count, default=20, help="how many (default 20)"),
-)
-def runs(options: argparse.Namespace) -> int:
-    with open_store(options, readonly=True) as store:
-        rows = store.runs(options.limit)
-    say(output.records(rows, options.json))
-    return 0
 
 
 @command("jobs", "list every registered job row")

@@ -110,6 +110,7 @@ def main(argv: list[str]) -> int:
                 secrets=env.secrets,
                 timeout=job.settings.timeout,
                 footer=footer,
+                entry=engine.entry_for,
             )
 
         size = batch_size(options.batch, job.settings.batch, engine.batch_entry is not None)

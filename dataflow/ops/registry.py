@@ -162,7 +162,12 @@ def register_job(
     items = _job_items(jobid, inputs, outputs, settings or {}, env or {})
     with store.transaction():
         refuse_if_locked(store, f"job '{jobid}' not registered")
-        _validate_job(store, jobid, items)
+        try:
+            _validate_job(store, jobid, items)
+        except UnknownDataset as exc:  # said with the command lines that register them
+            known = store.datasets()
+            unknown = [d for d in inputs + outputs if d not in CLOCKS and d not in known]
+            raise UnknownDataset(exc.datasetid, unknown or [exc.datasetid]) from None
         new = not store.job_items(jobid)
         store.put_job(jobid, items)
         return new

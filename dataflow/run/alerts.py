@@ -34,6 +34,17 @@ MISSING = "alerts need: pip install opendataflow[alerts]"
 SENDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "alertsend.py")
 
 Alert = namedtuple("Alert", "dataid what detail runid")  # one chunk's change, for people
+# Apprise's notification types (NotifyType): what a receiver shows as an icon or a colour
+INFO, SUCCESS, WARNING, FAILURE = "info", "success", "warning", "failure"
+# the type of each kind of alert; a message of several kinds has the gravest one's
+KINDS = {
+    "FAILED": FAILURE,
+    "validation failed": FAILURE,
+    "abandoned": FAILURE,
+    "fenced": WARNING,
+    "recovered": SUCCESS,
+}
+GRAVITY = (INFO, SUCCESS, WARNING, FAILURE)
 Delivery = namedtuple("Delivery", "url result why")  # url masked; result: sent/failed/...
 
 
@@ -102,8 +113,9 @@ def urls_for(store: Store, setting: str) -> list[str]:
     return split(next((i.itemvalue for i in items if i.itemtype == ALERTS), ""))
 
 
-def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
-    """Send one message to each URL, within :func:`timeout` seconds in all; never raises."""
+def deliver(urls: list[str], title: str, body: str, kind: str = INFO) -> list[Delivery]:
+    """Send one message of Apprise type ``kind`` (:data:`FAILURE`...) to each URL, within
+    :func:`timeout` seconds in all; never raises."""
     import importlib.util  # only when there is something to send
 
     try:
@@ -112,7 +124,7 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
         return [Delivery(masked(url), "refused", str(exc)) for url in urls]
     if refused:  # sent to the others only
         allowed = [url for i, url in enumerate(urls) if i not in refused]
-        sent = iter(deliver(allowed, title, body) if allowed else [])
+        sent = iter(deliver(allowed, title, body, kind) if allowed else [])
         return [
             Delivery(masked(url), "refused", refused[i]) if i in refused else next(sent)
             for i, url in enumerate(urls)
@@ -121,7 +133,8 @@ def deliver(urls: list[str], title: str, body: str) -> list[Delivery]:
         return [Delivery(masked(url), "missing", MISSING) for url in urls]
     bound = timeout()
     wait = bound / (len(urls) + 1)
-    request = {"urls": urls, "title": title, "body": body, "wait": wait, "bound": bound}
+    request = {"urls": urls, "title": title, "body": body, "type": kind}
+    request |= {"wait": wait, "bound": bound}
     heard: dict[int, tuple[str, str]] = {}
     late = ("failed", f"no answer within {bound:g} s ({address.ALERT_TIMEOUT_ENV})")
     try:
@@ -234,6 +247,10 @@ class Pager:
             return False
         return (run["retry"] or 0) >= self.job.settings.retries
 
+    def kind(self) -> str:
+        """The Apprise type of the message: the gravest of what was collected."""
+        return max((KINDS.get(a.what, INFO) for a in self.alerts), key=GRAVITY.index, default=INFO)
+
     def message(self) -> tuple[str, str]:
         """The title and body of the one message for what was collected."""
         jobid, alerts = self.job.jobid, self.alerts
@@ -259,7 +276,7 @@ class Pager:
         if not self.alerts or not self._urls:
             return None
         title, body = self.message()
-        problem = failures(deliver(self._urls, title, body))
+        problem = failures(deliver(self._urls, title, body, self.kind()))
         runids = [a.runid for a in self.alerts if a.runid is not None]
         self.alerts = []
         if problem and problem != MISSING and runids:

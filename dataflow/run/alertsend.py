@@ -1,6 +1,7 @@
 """The process that sends one alert with Apprise: ``python -m dataflow.run.alertsend``.
 
-It reads ``{"urls": [...], "title": ..., "body": ..., "wait": s, "bound": s}`` as JSON on
+It reads ``{"urls": [...], "title": ..., "body": ..., "type": ..., "wait": s, "bound": s}``
+(``type``: Apprise's notification type, ``info``, ``success``, ``warning`` or ``failure``) as JSON on
 stdin (a URL may hold a token: never on a command line) and prints, per URL in order,
 one JSON line ``[index, "sent" | "failed" | "unknown", why]`` as soon as it is known;
 ``[-1, "missing", ""]`` when Apprise is not installed. ``why`` never holds the URL.
@@ -80,6 +81,9 @@ def main() -> int:
     logging.getLogger("apprise").addHandler(heard)
     logging.getLogger("apprise").setLevel(logging.INFO)
     wait = min(float(request.get("wait", WAIT_S)), WAIT_S)
+    kind = request.get("type", "info")
+    if kind not in {str(t.value) for t in apprise.NotifyType}:  # never a reason to send none
+        kind = "info"
     for index, url in enumerate(request["urls"]):
         heard.messages.clear()
         # no plugin folders, nothing kept on disk: the URL (allowed by the host's policy,
@@ -94,7 +98,7 @@ def main() -> int:
         for server in sender:
             server.socket_connect_timeout = server.socket_read_timeout = wait
         try:
-            sent = sender.notify(title=request["title"], body=request["body"])
+            sent = sender.notify(title=request["title"], body=request["body"], notify_type=kind)
         except Exception as exc:  # a plugin's bug: this URL failed, the others still go
             sent, heard.messages = False, [type(exc).__name__]
         _say(index, "sent" if sent else "failed", "" if sent else _why(heard.messages, url))

@@ -80,7 +80,8 @@ class ChunkView:
 
 class BatchRun:
     """``work(variables of each chunk, group)`` for a batch of chunks, in a thread,
-    split on failure; each chunk's end an :class:`~.runner.Outcome`."""
+    split on failure; each chunk's end an :class:`~.runner.Outcome`. ``entry(n)``: the
+    name of the function ``work`` calls for n chunks, as each chunk's log says it."""
 
     def __init__(
         self,
@@ -92,8 +93,10 @@ class BatchRun:
         secrets: list[str] | tuple[str, ...] = (),
         timeout: float | None = None,
         footer: str | None = None,
+        entry: Callable[[int], str] = lambda count: "run_batch",
     ):
         self.work, self.chunks, self.group, self.cancel = work, list(chunks), group, cancel
+        self.entry = entry  # the name of what ``work`` calls for so many chunks, for the log
         self.secrets, self.timeout, self.footer = secrets, timeout, footer
         self.interrupted: int | None = None
         self._outcomes: list[Outcome | None] = [None] * len(self.chunks)
@@ -153,9 +156,13 @@ class BatchRun:
         self._parts += 1
         group = f"{self.group}-{self._parts}"
         chunks = [self.chunks[index] for index in part]
-        if len(self.chunks) > 1:
-            dataids = " ".join(c.variables.get("dataid", "") for c in chunks)
-            self._say(part, f"running {len(part)} chunks as one batch: {dataids}")
+        # what really runs: a part of one chunk may be the job's run(), not its run_batch()
+        dataids = " ".join(c.variables.get("dataid", "") for c in chunks)
+        called = self.entry(len(part))
+        if len(part) == 1:
+            self._say(part, f"running chunk {dataids} alone, in {called}()")
+        else:
+            self._say(part, f"running {len(part)} chunks as one batch, in {called}(): {dataids}")
         held = [os.dup(c.lock_fd) for c in chunks if c.lock_fd is not None]
         done = threading.Event()
         result: list[tuple[int, str | None]] = [(1, "the chunk's thread never ran")]

@@ -137,6 +137,11 @@ class Engine:
             self.spark.conf.set(_MIN_SPLITS, 4 * self.spark.sparkContext.defaultParallelism)
         return self.spark
 
+    def entry_for(self, count: int) -> str:
+        """The name of the entry point a call of ``count`` chunks runs: ``run`` for one
+        chunk of a job that defines it, else ``run_batch``."""
+        return ENTRY_POINT if count == 1 and self.entry is not None else BATCH_ENTRY_POINT
+
     def call(self, environ: Mapping[str, str], group: str) -> None:
         """Run the entry point for the chunk ``environ`` describes, in this thread, its
         Spark jobs in job group ``group``."""
@@ -148,7 +153,7 @@ class Engine:
         for one chunk of a job that defines it."""
         assert self.spark is not None, "start() first"
         jobs = [JobContext.from_environ({**os.environ, **environ}) for environ in environs]
-        if len(jobs) == 1 and self.entry is not None:
+        if self.entry_for(len(jobs)) == ENTRY_POINT:
             job = jobs[0]
 
             def work() -> None:
