@@ -15,8 +15,8 @@ import tempfile
 
 import httpx
 import pytest
-from browser import Browser, needed
 
+from browser import Browser, needed
 from serving import Server, token_file
 from support import script, start_runjob, statuses, wait_for
 

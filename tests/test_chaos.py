@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hosts import processes_of
 
+from hosts import processes_of
 from support import ADDRESSES, rows, script, two_hosts
 
 CHUNKS = 200  # x 2 jobs: at least 300 runs

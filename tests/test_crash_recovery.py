@@ -9,7 +9,6 @@ import signal
 from pathlib import Path
 
 import pytest
-from hosts import alive
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +17,7 @@ from dataflow.run.drain import MANY_AHEAD
 from dataflow.run.locks import safe_name
 from dataflow.store import now
 from dataflow.store.sqlite.filesystems import mount_type, require_local
+from hosts import alive
 from support import (
     BIN,
     history,

@@ -15,12 +15,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from hosts import alive
 from test_hosts import _children
 from test_lease import _keeper_of, _pid
 
 from dataflow import layout
 from dataflow.run import processes
+from hosts import alive
 from support import BIN, BOUND, rows, script, start_runjob, wait_for
 
 # the job: writes its host's name into its chunk; host A's then waits for "go" and

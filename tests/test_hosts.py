@@ -14,9 +14,9 @@ import time
 from collections import Counter
 
 import pytest
-from hosts import Proxy, alive, keeper_backends, processes_of
 from test_stress import CHUNKS, JOBS, LOOP, OUTPUT, STALL_S, finished
 
+from hosts import Proxy, alive, keeper_backends, processes_of
 from support import BOUND, rows, script, start_runjob, wait_for, written
 
 

@@ -20,12 +20,12 @@ import sys
 import time
 
 import pytest
-from hosts import alive, keeper_backends
 from hypothesis import given
 from hypothesis import strategies as st
 from test_hosts import _children, _one_job
 
 from dataflow.run.holder import TICK_S, reconnect_wait
+from hosts import alive, keeper_backends
 from support import (
     ADDRESSES,
     BOUND,

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from hosts import keeper_backends
 
 from dataflow.run import claims, keeper, lifecycle, patience, recorder
 from dataflow.run.runner import Outcome
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
+from hosts import keeper_backends
 from support import InProcessCli, wait_for
 
 

@@ -9,14 +9,17 @@ import json
 import os
 import pty
 import subprocess
+import tempfile
 import zlib
 from pathlib import Path
 
 import pytest
 
+from browser import Browser, needed
+from serving import Server, token_file
 from support import BIN, history, rows, script, start_runjob, two_hosts, wait_for
 
-pytestmark = pytest.mark.both_stores
+pytestmark = [pytest.mark.both_stores, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
 WHY = "bad amount 'N/A' for store 2 on 2026-11-26"
 
@@ -231,3 +234,37 @@ def test_a_piece_sent_after_its_run_ended_never_replaces_its_log(store):
         store.end_run(other, "FAILED")
         assert not store.put_log(other, 1, 1, zlib.compress(b"x"), False)  # not RUNNING
     assert store.run_output(other) is None
+
+
+def test_the_live_board_shows_and_follows_a_log_of_another_host(fleet, tmp_path):
+    """The live board served on host B: click a chunk host A runs, show its log (the
+    store's copy), follow it as it grows, then read the failure's own words."""
+    a, b = fleet
+    driver, binary = needed("chromedriver"), needed("chromium")
+    gate = tmp_path / "gate"
+    body = f'echo "step one"\nwhile [ ! -e {gate} ]; do sleep 0.05; done\necho "{WHY}" >&2\nexit 3'
+    script(tmp_path, "work.sh", body)
+    job = start_runjob(a, "./work.sh", env={"DATAFLOW_LOG_EVERY": "0.2"})
+    read_path, _ = token_file(tmp_path)
+    server = Server(b, read_path, "--open-read", "--refresh", "1").start()
+    shown = "return document.getElementById('log-text').textContent"
+    try:
+        wait_for(lambda: _stored(tmp_path), 30, "the first piece in the store")
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
+            browser = Browser(driver, binary, profile)
+            try:
+                browser.open(server.url + "/")
+                browser.click('tr[data-job="work"] td:nth-child(2)')
+                browser.click("#log-follow")
+                browser.click("#log-show")
+                wait_for(lambda: browser.run(shown) == "step one\n", 60, "the running log")
+                gate.touch()
+                wait_for(lambda: WHY in browser.run(shown), 60, "the log followed to its end")
+                assert browser.run(shown) == f"step one\n{WHY}\n"
+            finally:
+                browser.close()
+    finally:
+        gate.touch()
+        job.communicate(timeout=60)
+        assert server.stop() == 0
+    assert job.returncode == 3

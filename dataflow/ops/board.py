@@ -17,7 +17,7 @@ from ..dataids import natural_key
 from ..errors import UsageError
 from ..run import lifecycle
 from ..store import Store
-from . import boardactions, boardnotes, freshness, lineage
+from . import boardactions, boardlog, boardnotes, freshness, lineage
 from .status import first_line
 
 # Okabe-Ito colours: told apart by people with the common colour-vision deficiencies.
@@ -276,7 +276,8 @@ def render(
     """The whole page as one HTML string: inline CSS and JS, nothing fetched. ``live``:
     the page refreshes itself from where it was served every ``live`` seconds (the one
     fetch its Content-Security-Policy then allows: its own origin); ``acts`` (a live
-    page only): with the panel of its actions (``boardactions``)."""
+    page only): with the panel of its actions (``boardactions``); a live page shows a
+    chunk's log (``boardlog``)."""
     counts = Counter(cell["status"] for cell in board.cells.values())
     colours = "\n".join(f"td.s-{s} {{ background: {c}; }}" for s, c in COLOURS.items())
     legend = "".join(
@@ -331,7 +332,7 @@ def render(
         live_attr = f' data-live="{live:g}"'
         live_note = f'<p class="note" id="live">live: refreshed every {live:g} s</p>\n'
         live_script = f"<script>{_LIVE}</script>"
-        live_note += boardactions.panel() if acts else ""
+        live_note += boardlog.panel() + (boardactions.panel() if acts else "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'{connect}">
