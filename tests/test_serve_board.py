@@ -7,9 +7,9 @@ from __future__ import annotations
 import tempfile
 import time
 
-from browser import Browser, needed
 from test_board import rgb
 
+from browser import Browser, needed
 from dataflow.ops import board
 from serving import Server, token_file
 from support import Cli, script, start_runjob, statuses, wait_for

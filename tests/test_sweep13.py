@@ -240,11 +240,11 @@ def test_a_keeper_takes_again_the_run_locks_a_hostile_writer_held_at_its_reconne
     import time
 
     import psycopg
-    from hosts import keeper_backends
     from test_hosts import _one_job
     from test_lease import JOB, WAIT_GO, _ledger
 
     from dataflow.store.postgres.claims import run_key
+    from hosts import keeper_backends
     from support import BOUND, start_runjob, wait_for
 
     a, b = hosts
@@ -287,10 +287,10 @@ def test_keeper_sessions_ended_again_and_again_under_two_draining_hosts(hosts, t
     import threading
 
     import psycopg
-    from hosts import keeper_backends
     from test_hosts import _one_job
     from test_lease import JOB, _ledger
 
+    from hosts import keeper_backends
     from support import start_runjob
 
     a, _ = hosts
@@ -333,10 +333,10 @@ def test_a_keeper_whose_retry_finds_the_server_refusing_ends_the_drain_in_one_li
     """Host A reaches the store through a proxy that stops accepting connections, then
     its keeper's session is ended: the keeper's retry cannot connect. RunJob ends in one
     line, non-zero, without hanging; nothing is left RUNNING."""
-    from hosts import Proxy, keeper_backends
     from test_hosts import _one_job
     from test_lease import JOB, _ledger
 
+    from hosts import Proxy, keeper_backends
     from support import ADDRESSES, BOUND, start_runjob, two_hosts, wait_for
 
     proxy = Proxy(pg_server.port)

@@ -82,9 +82,9 @@ import subprocess
 import time
 
 import pytest
-from hosts import alive
 from test_workers import chunks, workers_of
 
+from hosts import alive
 from support import (
     BIN,
     BOUND,

@@ -259,7 +259,6 @@ def _ahead_lapsed(hosts, tmp_path, monkeypatch):
     server ends host A's keeper session. Yields host A's RunJob and host B's claim (None
     if it took nothing), held until the block ends."""
     from hosts import keeper_backends
-
     from support import BOUND
 
     a, b = hosts

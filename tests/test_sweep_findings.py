@@ -130,9 +130,9 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
     import time
 
     import psycopg
-    from hosts import keeper_backends
     from test_lease import _ledger, _pid
 
+    from hosts import keeper_backends
     from support import start_runjob
 
     a, b = hosts
@@ -213,9 +213,10 @@ def test_an_abandoned_runs_attempt_folder_is_deleted(cli, tmp_path):
 
 def test_deleterun_force_never_starts_the_chunk_beside_a_live_helper(cli, tmp_path):
     """On SQLite, statement 5: --force still never starts the chunk beside them."""
-    from hosts import alive
     from test_hosts import _one_job
     from test_lease import HELPER, JOB, _ledger, _pid
+
+    from hosts import alive
 
     a = b = cli  # on PostgreSQL the lease holds (the same test on two hosts passes)
     _one_job(a, tmp_path, JOB + HELPER + "\nexit 1")
@@ -245,9 +246,9 @@ def test_a_stopped_runjob_whose_keeper_is_killed_never_lets_the_chunk_run_twice(
     import os
     import signal
 
-    from hosts import alive
     from test_lease import _keeper_of, _ledger, _pid
 
+    from hosts import alive
     from support import BOUND, start_runjob
 
     a, b = hosts
@@ -276,9 +277,10 @@ def test_a_stopped_runjob_whose_keeper_is_killed_never_lets_the_chunk_run_twice(
 def test_a_token_rewritten_by_a_store_writer_never_starts_a_chunk_beside_its_helper(cli, tmp_path):
     """On SQLite, statement 3: a retry of a FAILED chunk waits until no process of the
     failed run lives."""
-    from hosts import alive
     from test_hosts import _one_job
     from test_lease import HELPER, JOB, RETRY, _ledger, _pid
+
+    from hosts import alive
 
     _one_job(cli, tmp_path, JOB + HELPER + "\nexit 1")
     cli.ok("dml", RETRY)
@@ -345,10 +347,10 @@ def test_a_keeper_killed_after_runjob_ended_never_lets_a_retry_start_beside_a_he
     import signal
     import time
 
-    from hosts import alive
     from test_hosts import _one_job
     from test_lease import HELPER, JOB, RETRY, _ledger, _pid
 
+    from hosts import alive
     from support import BOUND
 
     a, _ = hosts
@@ -387,9 +389,10 @@ def test_a_process_in_the_jobs_group_keeps_its_chunk_live(pair, tmp_path):
     descriptor *and* leaves the job's process group is not seen (statements 1 and 5)."""
     import sys
 
-    from hosts import alive
     from test_hosts import _one_job
     from test_lease import JOB, _ledger
+
+    from hosts import alive
 
     a, b = pair
     child = (  # no setsid: it stays in the job's process group

@@ -10,11 +10,11 @@ import signal
 import time
 
 import pytest
-from hosts import alive
 
 from dataflow.run import workers
 from dataflow.run.events import Event, Tally
 from dataflow.run.runner import Outcome
+from hosts import alive
 from support import history, rows, script, start_runjob, statuses, wait_for
 
 on_postgres = pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)

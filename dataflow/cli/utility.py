@@ -10,7 +10,7 @@ import sys
 from .. import __version__, crypto
 from ..errors import UsageError
 from ..ops import audit, copystore, reruns
-from ..run import alerts, lifecycle, logs, sparkconnect
+from ..run import alerts, lifecycle, sparkconnect, storedlogs
 from ..store import create_store, files_of, locate, now, refuse_if_moved, same_store, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
@@ -22,6 +22,7 @@ from . import (  # noqa: F401  (they register commands)
     operations,
     output,
     passwords,
+    printable_lines,
     projects,
     registration,
     retirement,
@@ -273,6 +274,12 @@ def _history_arguments(parser: argparse.ArgumentParser) -> None:
 def _log_arguments(parser: argparse.ArgumentParser) -> None:
     positional("jobid", "dataid")(parser)
     parser.add_argument("--attempt", type=count, help="which attempt (default: the last)")
+    parser.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="print the log as it grows, until the run ends (from any host: the store's copy)",
+    )
 
 
 @command(
@@ -298,16 +305,25 @@ def history(options: argparse.Namespace) -> int:
     return 0
 
 
-@command("log", "print the log of a chunk's last run (or of --attempt K)", _log_arguments)
+@command(
+    "log",
+    "print the log of a chunk's last run (or of --attempt K), from any host",
+    _log_arguments,
+)
 def log(options: argparse.Namespace) -> int:
+    terminal = sys.stdout.isatty()  # piped, the bytes as written (for less -R, grep)
+
+    def write(data: bytes) -> None:
+        sys.stdout.buffer.write(printable_lines(data) if terminal else data)
+        sys.stdout.buffer.flush()
+
     with open_store(options, readonly=True, retired_ok=True) as store:
         lifecycle.known(store, options.jobid)
-        path = logs.find(store, options.jobid, options.dataid, options.attempt)
-    try:
-        with open(path, "rb") as handle:
-            sys.stdout.buffer.write(handle.read())
-    except OSError as exc:
-        raise UsageError(f"cannot read log {path}: {exc.strerror}") from None
+        run = storedlogs.run_of(store, options.jobid, options.dataid, options.attempt)
+        if options.follow:
+            storedlogs.follow(store, run, write)
+        else:
+            write(storedlogs.read(store, run))
     return 0
 
 
