@@ -135,7 +135,8 @@ def _pipeline(chain, tmp_path, chunks: int = 3, failing: str = "") -> None:
             f"from ({values}) AS chunks",
         )
     (tmp_path / "failing").write_text(failing)
-    script(tmp_path, "work.sh", 'grep -qx "$dataid" failing && exit 3; echo "did $dataid"')
+    failed = 'grep -qx "$dataid" failing && { echo "no rows for $dataid in src" >&2; exit 3; }'
+    script(tmp_path, "work.sh", failed + '\necho "did $dataid"')
 
 
 def _titles(received: list[dict]) -> list[str]:
@@ -157,7 +158,10 @@ def test_a_failure_alerts_once_with_no_retry_left_and_its_recovery_too(chain, tm
     assert second.code == 3, second
     assert _titles(hook.got) == ["dataflow: work 1 FAILED"]
     (alert,) = hook.got
-    assert "exit code 3" in alert["message"] and "1.2.log" in alert["message"], alert
+    # the failure's own words, and where to read its log from any host
+    assert alert["message"].startswith("exit code 3: no rows for 1 in src; log: "), alert
+    assert "utility log work 1 (any host)" in alert["message"], alert
+    assert "1.2.log (this host)" in alert["message"], alert
     assert alert["path"] == "/hook" and alert["auth"].startswith("Basic ")  # the URL's own
 
     (tmp_path / "failing").write_text("")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections import namedtuple
@@ -216,9 +217,12 @@ class Pager:
             return Alert(dataid, "fenced", event.status, claim.runid)
         if event.status == "FAILED":
             if outcome.validation == "failed":
-                return Alert(dataid, "validation failed", _where(outcome.note, claim), claim.runid)
+                where = _where(outcome.note, self.job.jobid, claim)
+                return Alert(dataid, "validation failed", where, claim.runid)
             if self._last_try(dataid, claim.attempt):
-                return Alert(dataid, "FAILED", _where(outcome.note, claim), claim.runid)
+                return Alert(
+                    dataid, "FAILED", _where(outcome.note, self.job.jobid, claim), claim.runid
+                )
         elif self._last_try(dataid, claim.attempt - 1, failed=True):
             return Alert(dataid, "recovered", "READY after FAILED", claim.runid)
         return None
@@ -289,8 +293,11 @@ class Pager:
         return problem
 
 
-def _where(note: str | None, claim) -> str:
-    return f"{note or 'failed'}; log: {claim.logpath}"
+def _where(note: str | None, jobid: str, claim) -> str:
+    """Why a run failed (its reason: the job's last words), and where its log is read:
+    on any host from the store, or its file on the host that ran it."""
+    read = shlex.join(["utility", "log", jobid, claim.dataid])
+    return f"{note or 'failed'}; log: {read} (any host), {claim.logpath} (this host)"
 
 
 def test(urls: list[str], where: str) -> list[Delivery]:
