@@ -6,7 +6,7 @@ On only where the openlineage-python client is configured (:func:`configured`);
 otherwise nothing is started and the client is never imported. Events are sent by a
 child process (:mod:`.lineagesend`, started at the first run: an idle RunJob starts
 none) fed one JSON line each through a pipe that never blocks: a receiver that is down, slow or hangs never fails a run nor holds it up, and
-RunJob waits at most :data:`FLUSH_S` for the events still unsent when its drain has
+RunJob waits at most :func:`flush_timeout` for the events still unsent when its drain has
 ended. What went wrong is one line, said once, by :meth:`Feed.close`'s caller.
 """
 
@@ -27,6 +27,7 @@ from .. import layout
 NAMESPACE_ENV = "OPENLINEAGE_NAMESPACE"  # the jobs' namespace, if not NAMESPACE
 NAMESPACE = "opendataflow"
 FLUSH_S = 3.0  # at its end, RunJob waits this long at most for the events still unsent
+FLUSH_ENV = "DATAFLOW_LINEAGE_TIMEOUT"  # ...or this many seconds (0.5 to 600)
 SENDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lineagesend.py")
 MISSING = "OpenLineage events need: pip install opendataflow[lineage]"
 ENDS = {"READY": "COMPLETE", "RESUBMIT": "COMPLETE"}  # any other status a run ends with: FAIL
@@ -46,6 +47,17 @@ def configured(environ: Mapping[str, str] | None = None) -> bool:
     if any(name.startswith("OPENLINEAGE__TRANSPORT") for name in environ):
         return True
     return any(os.path.isfile(os.path.expanduser(path)) for path in CONFIG_FILES)
+
+
+def flush_timeout() -> float:
+    """Seconds RunJob gives its sender at its end: ``DATAFLOW_LINEAGE_TIMEOUT``, else
+    :data:`FLUSH_S` (also for a value that is not 0.5 to 600 seconds: lineage never
+    fails a run, not even for its own setting)."""
+    try:
+        seconds = float(os.environ.get(FLUSH_ENV, FLUSH_S))
+    except ValueError:
+        return FLUSH_S
+    return seconds if 0.5 <= seconds <= 600 else FLUSH_S
 
 
 def dataset_name(datasetid: str, variables: Mapping[str, str], namespace: str) -> list[str]:
@@ -165,13 +177,14 @@ class Feed:
             self.dropped += 1
             self._pending = b""
 
-    def close(self, bound: float = FLUSH_S) -> str | None:
+    def close(self, bound: float | None = None) -> str | None:
         """Runs started and not seen ending (the drain failed) are told as ABORT; then
         the sender is given ``bound`` seconds to send what is left, and killed past them.
         What went wrong, in one line, or None."""
         for claim in list(self.open.values()):
             self._event("ABORT", claim)
         self.open.clear()
+        bound = flush_timeout() if bound is None else bound
         process = self.process
         if process is None:  # no run started (or its sender could not)
             return self.unstarted

@@ -64,6 +64,7 @@ def test_chunks_of_a_driver_are_runs_of_their_own(cli, entry):
     with lineage_receiver() as receiver:
         options = ["--batch", "3"] if entry == "run_batch" else ["--all"]
         env = {"OPENLINEAGE_URL": receiver.url, "POISON_CHUNK": "2"}
+        env["DATAFLOW_LINEAGE_TIMEOUT"] = "60"  # a sender that works, on a busy machine
         ran = cli.runjob(*options, "./job.py", env=env, timeout=900)
         assert ran.code == 1, ran  # chunk 2 FAILED
         events = lineage_events(receiver)
