@@ -149,7 +149,7 @@ class Report:
         attempts = summary.ready + summary.failed
         rate = attempts / summary.elapsed if summary.elapsed else 0
         return (
-            f"{ready} READY, {failed} FAILED ({plural(len(ends), 'chunk')}, "
-            f"{plural(attempts, 'attempt')}) in {summary.elapsed:.1f} s ({rate:.1f}/s); "
+            f"{ready} READY, {failed} FAILED in {summary.elapsed:.1f} s "
+            f"({plural(len(ends), 'chunk')}, {plural(attempts, 'attempt')}, {rate:.1f}/s); "
             f"{waiting} waiting"
         )
