@@ -110,7 +110,7 @@ class _State:
         from ..store import open_store
 
         self._drop()
-        store = open_store(self.address)
+        store = open_store(self.address, session=True)  # straight to the server, past a pooler
         assert isinstance(store, LeaseStore)  # a keeper is started for such a store only
         store.keep_alive()
         chunks = list(self.chunks)  # lost with the old session; leases held on

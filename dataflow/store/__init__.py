@@ -28,7 +28,6 @@ from .base import (
     same_store,
     shown,
 )
-from .leases import LeaseStore
 from .moved import refuse_if_moved
 
 __all__ = [
@@ -52,6 +51,15 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str):
+    """``LeaseStore``, imported at its first use: a lock's store (SQLite) never needs it."""
+    if name == "LeaseStore":
+        from .leases import LeaseStore
+
+        return LeaseStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _backend(address: Address) -> type[Store]:
     """The backend class for a store address (imported only when it is used)."""
     if is_url(address):
@@ -63,13 +71,19 @@ def _backend(address: Address) -> type[Store]:
     return SqliteStore
 
 
-def open_store(address: Address, readonly: bool = False, retired_ok: bool = False) -> Store:
+def open_store(
+    address: Address, readonly: bool = False, retired_ok: bool = False, session: bool = False
+) -> Store:
     """Open an existing store at its current schema version; never creates one.
     ``readonly``: for commands that only read (it then opens on a read-only disk too).
     A store that ``copy-store --retire`` retired is refused (:class:`~dataflow.errors.StoreMoved`)
-    unless ``retired_ok``: for reading its history, and for ``utility unretire``."""
+    unless ``retired_ok``: for reading its history, and for ``utility unretire``.
+    ``session``: for what needs a session of its own (a keeper's run locks), which goes
+    straight to the server when the address is a pooler's (:meth:`LeaseStore.open_session`)."""
     check_environment()
-    store = _backend(address).open(address, readonly)
+    backend = _backend(address)
+    opener = getattr(backend, "open_session", None) if session else None  # LeaseStore's
+    store: Store = opener(address) if opener else backend.open(address, readonly)
     if not retired_ok:
         try:
             refuse_if_moved(store)

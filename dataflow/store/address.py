@@ -81,6 +81,36 @@ def check_url(address: str) -> None:
         )
 
 
+DIRECT_ENV = "DATAFLOW_DB_DIRECT"  # the server's own address, when the store's is a pooler's
+
+
+def direct_address() -> str | None:
+    """``$DATAFLOW_DB_DIRECT``: the PostgreSQL server's own address of the store, set when
+    the store's address (``--db``, ``DATAFLOW_DB``) is a pooler's in transaction mode
+    (PgBouncer): what needs a session of its own (a keeper's run locks and heartbeats)
+    goes there, the rest through the pooler. None when not set (or empty); one that is not a
+    ``postgresql://`` URL is refused."""
+    found = os.environ.get(DIRECT_ENV)
+    if not found:
+        return None
+    if not found.startswith(URL_SCHEMES):
+        from ..errors import UsageError
+
+        shown_value = shown(found[:80]).encode("unicode_escape").decode("ascii")
+        raise UsageError(
+            f"{DIRECT_ENV} must be the PostgreSQL server's own postgresql:// URL of the store "
+            f"(the store's address being its pooler's), not '{shown_value}'"
+        )
+    check_url(found)
+    return found
+
+
+def pooled(address: Address) -> bool:
+    """Is this store address a pooler's (``$DATAFLOW_DB_DIRECT`` set, naming another)?"""
+    direct = direct_address()
+    return direct is not None and is_url(address) and str(address) != direct
+
+
 LIVENESS_ENV = "DATAFLOW_LIVENESS_TIMEOUT"
 LIVENESS_S = 20.0  # the default bound: a dead host's runs are recoverable after at most this
 BUSY_ENV = "DATAFLOW_BUSY_TIMEOUT"
@@ -217,6 +247,7 @@ def check_environment() -> None:
     is opened: one line naming the variable and what it accepts."""
     liveness_timeout()
     busy_timeout()
+    direct_address()
     host_name()
     log_max_mb()
     log_keep_bytes()

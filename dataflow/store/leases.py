@@ -8,11 +8,18 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Sequence
 
-from .base import Store
+from .base import Address, Store
 
 
 class LeaseStore(Store):
     liveness = "lease"
+
+    @classmethod
+    def open_session(cls, address: Address) -> LeaseStore:
+        """The store for what needs a session of its own (a keeper's run locks, heartbeats
+        and session settings): where the store's address is a pooler's in transaction mode,
+        a connection straight to the server; else :meth:`Store.open`'s."""
+        return cls.open(address)
 
     # Run locks: a keeper process holds them, one session-level lock per chunk.
 

@@ -18,7 +18,7 @@ import psycopg
 from psycopg.pq import ExecStatus
 
 from ...errors import BadSQL, NotAStore, StoreMissing, StoreUnavailable
-from ..address import check_url, liveness_timeout
+from ..address import DIRECT_ENV, check_url, liveness_timeout, pooled
 from ..address import shown as display
 from ..base import DRIVER_ERRORS
 
@@ -28,21 +28,38 @@ IDLED_IN_TRANSACTION = "25P03"  # the server ended a session idle inside a trans
 LOCK_TIMED_OUT = "55P03"  # a statement waited for a lock longer than lock_timeout
 # (ours: a wait only a stalled session makes so long, PostgresStore.job_turn)
 IDLE_S = 1.0  # a connection unused this long is checked before a pipelined transaction
+# a pooled transaction's own idle timeout (what a direct session's options set once)
+_STALL_LOCAL = "SET LOCAL idle_in_transaction_session_timeout = {ms}"
 # psycopg warns, through logging, of a second error while a failed pipeline ends; the
 # first is raised, and nothing of ours configures logging: no stray line on stderr
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
-def conninfo(address: str) -> str:
+def conninfo(address: str, through_pooler: bool = False) -> str:
     """The libpq connection string for a store address, with keepalives on both ends:
     the client notices a dead server, the server a dead client, within the bound. A
     session idle inside a transaction for a quarter of the bound, at least a second (its
     process stopped or starved: ours never idle there, but :meth:`.Store.unhurried`'s),
     is ended by the server, so that the row and advisory locks it holds hold nobody up
-    longer: its next statement fails in a way that passes."""
+    longer: its next statement fails in a way that passes.
+
+    ``through_pooler``: a pooler in transaction mode passes no session settings on (a
+    pooled session is anyone's): the client's keepalives only; each transaction sets its
+    own idle timeout (:meth:`Connection.transaction`), the pooler its keepalives."""
     check_url(address)
     bound = liveness_timeout()
     probe = max(1, int(bound / 4))
+    client = {
+        "connect_timeout": str(max(2, int(bound / 2))),
+        "keepalives": "1",
+        "keepalives_idle": str(probe),
+        "keepalives_interval": str(probe),
+        "keepalives_count": "3",
+        "tcp_user_timeout": str(int(bound * 1000)),
+        "application_name": f"dataflow/{stall_ms()}",  # what end_stalled allows it
+    }
+    if through_pooler:  # (which sets the application_name on the sessions it lends)
+        return psycopg.conninfo.make_conninfo(address, **client)
     server = [
         f"-c idle_in_transaction_session_timeout={stall_ms()}",
         f"-c tcp_keepalives_idle={probe}",
@@ -51,17 +68,7 @@ def conninfo(address: str) -> str:
         f"-c tcp_user_timeout={int(bound * 1000)}",
         "-c DateStyle=ISO",
     ]
-    return psycopg.conninfo.make_conninfo(
-        address,
-        connect_timeout=str(max(2, int(bound / 2))),
-        keepalives="1",
-        keepalives_idle=str(probe),
-        keepalives_interval=str(probe),
-        keepalives_count="3",
-        tcp_user_timeout=str(int(bound * 1000)),
-        options=" ".join(server),
-        application_name=f"dataflow/{stall_ms()}",  # what end_stalled allows it
-    )
+    return psycopg.conninfo.make_conninfo(address, options=" ".join(server), **client)
 
 
 def stall_ms() -> int:
@@ -160,11 +167,15 @@ class Cursor:
 
 class Connection:
     """A psycopg connection in autocommit mode (transactions are ours), opened again when
-    it was lost between transactions."""
+    it was lost between transactions. ``pooled``: to a pooler in transaction mode, where
+    a session is ours for one transaction only: no statement is prepared on the server
+    (the next transaction's session would not know it), and each transaction sets the
+    idle timeout that a direct connection's options set once."""
 
-    def __init__(self, raw: psycopg.Connection, address: str):
+    def __init__(self, raw: psycopg.Connection, address: str, pooled: bool = False):
         self.raw = raw
         self.address = address
+        self.pooled = pooled
         self._pipeline: psycopg.Pipeline | None = None
         self._used = time.monotonic()  # when the last transaction ended
 
@@ -179,20 +190,20 @@ class Connection:
         after an idle spell BEGIN is sent alone, so that a connection lost meanwhile is
         opened again before anything runs, as without."""
         if self.broken:
-            self.raw = _reopen(self.address)
+            self.raw = _reopen(self.address, self.pooled)
         together = pipeline and time.monotonic() - self._used < IDLE_S
         if not together:
             try:
-                self.execute("BEGIN")
+                self._begin()
             except psycopg.OperationalError:
                 self.raw.close()
-                self.raw = _reopen(self.address)
-                self.execute("BEGIN")
+                self.raw = _reopen(self.address, self.pooled)
+                self._begin()
         try:
             if pipeline:
                 with self.raw.pipeline() as self._pipeline:
                     if together:
-                        self.execute("BEGIN")
+                        self._begin()
                     yield
                     self.execute("COMMIT")
             else:
@@ -207,10 +218,23 @@ class Connection:
             self._pipeline = None
             self._used = time.monotonic()
 
+    def _begin(self) -> None:
+        """BEGIN; through a pooler, with this transaction's idle timeout (one round trip:
+        two statements in one query, or both in the pipeline)."""
+        if not self.pooled:
+            self.execute("BEGIN")
+        elif self._pipeline is not None:
+            self.execute("BEGIN")
+            self.execute(_STALL_LOCAL.format(ms=stall_ms()))
+        else:
+            self.raw.execute(f"BEGIN; {_STALL_LOCAL.format(ms=stall_ms())}")
+
     @contextmanager
     def read_only(self) -> Iterator[None]:
         """A read-only transaction, rolled back at its end."""
         with self.raw.transaction(force_rollback=True):
+            if self.pooled:
+                self.execute(_STALL_LOCAL.format(ms=stall_ms()))
             self.execute("SET TRANSACTION READ ONLY")
             self.execute("SELECT 1")  # after a query, nothing may make it read-write
             yield
@@ -220,7 +244,12 @@ class Connection:
 
     def execute_text(self, sql: str) -> Cursor:
         """A statement typed by a user, sent as it is: one statement (the extended protocol
-        refuses more), no placeholders."""
+        refuses more), no placeholders. Through a pooler, unnamed (a pipeline's statement
+        is never prepared under a name, and is one statement too)."""
+        if self.pooled:
+            with self.raw.pipeline():
+                cursor = self.raw.execute(sql)
+            return Cursor(cursor)
         return Cursor(self.raw.execute(sql, prepare=True))  # one statement, no more
 
     def execute_script(self, sql: str) -> None:
@@ -246,13 +275,18 @@ class Connection:
 
 
 def connect(address: str) -> Connection:
-    """An autocommit connection to the store's database."""
-    return Connection(_open(address), address)
+    """An autocommit connection to the store's database (through its pooler when
+    ``$DATAFLOW_DB_DIRECT`` names the server's own address: :func:`..address.pooled`)."""
+    through_pooler = pooled(address)
+    return Connection(_open(address, through_pooler), address, through_pooler)
 
 
-def _open(address: str) -> psycopg.Connection:
+def _open(address: str, through_pooler: bool = False) -> psycopg.Connection:
+    # through a pooler: never a statement prepared under a name (psycopg prepares one run
+    # five times by default; PgBouncer before 1.21 passes it to a session that lacks it)
+    prepare = {"prepare_threshold": None} if through_pooler else {}
     try:
-        raw = psycopg.connect(conninfo(address), autocommit=True)
+        raw = psycopg.connect(conninfo(address, through_pooler), autocommit=True, **prepare)
     except psycopg.Error as exc:
         raise unavailable(address, exc) from None
     raw.cursor_factory = psycopg.Cursor
@@ -260,12 +294,12 @@ def _open(address: str) -> psycopg.Connection:
     return raw
 
 
-def _reopen(address: str) -> psycopg.Connection:
+def _reopen(address: str, through_pooler: bool = False) -> psycopg.Connection:
     """The connection again, lost since it was opened: a server that refuses it now (it
     restarts) may take it in a moment, so the failure passes (the store's patience says
     for how long it is tried)."""
     try:
-        return _open(address)
+        return _open(address, through_pooler)
     except StoreUnavailable as exc:
         exc.passing = True
         raise
@@ -318,6 +352,8 @@ def unavailable(address: str, exc: psycopg.Error) -> StoreUnavailable | StoreMis
             display(address),
             f"the server has no database '{name}': create it (createdb {name}), then ",
         )
+    if "unsupported startup parameter" in reason:  # PgBouncer's word for our options
+        reason += f" (a pooler's address: set {DIRECT_ENV} to the server's own, docs/stores.md)"
     return StoreUnavailable("connect to", display(address), reason)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
-from ..address import liveness_timeout, state_folder
+from ..address import direct_address, liveness_timeout, state_folder
 from ..base import TABLES, Row, zoned_now
 from ..leases import LeaseStore
 from ..queries import NamedQueries
@@ -129,15 +129,50 @@ class PostgresStore(
 
     @classmethod
     def open(cls, address: str, readonly: bool = False) -> PostgresStore:  # type: ignore[override]
-        store = cls(address, connect(address))
+        return cls._checked(cls(address, connect(address)))
+
+    @classmethod
+    def open_session(cls, address: str) -> PostgresStore:  # type: ignore[override]
+        """Straight to the server (``$DATAFLOW_DB_DIRECT``) when ``address`` is a pooler's;
+        this host's files and runs' tokens stay named by ``address``. The two must reach
+        the same database: checked when the pooler answers (the lease does not need it)."""
+        direct = direct_address()
+        if direct is None or direct == address:
+            return cls.open(address)
+        store = cls._checked(cls(address, connect(direct)))
+        try:
+            store._same_database(direct)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    def _checked(cls, store: PostgresStore) -> PostgresStore:
         found = store._version()
         if found != schema.VERSION:
             store.close()
             if found == 0:
                 why = "it has no dataflow tables; run 'utility createtables'"
-                raise NotAStore(display(address), why)
-            raise StoreVersion(display(address), found, schema.VERSION)
+                raise NotAStore(display(store.address), why)
+            raise StoreVersion(display(store.address), found, schema.VERSION)
         return store
+
+    def _same_database(self, direct: str) -> None:
+        here = tuple(self.conn.execute(self.q.server_identity).fetchone())
+        try:
+            pooler = connect(self.address)
+        except StoreUnavailable:
+            return
+        try:
+            there = tuple(pooler.execute(self.q.server_identity).fetchone())
+        except psycopg.Error:
+            return
+        finally:
+            pooler.close()
+        if here != there:
+            why = f"$DATAFLOW_DB_DIRECT ({display(direct)}) reaches another server or database"
+            raise StoreUnavailable("use", display(self.address), why)
 
     @classmethod
     def create(cls, address: str) -> tuple[PostgresStore, int]:  # type: ignore[override]

@@ -18,6 +18,11 @@ DELETE FROM dataflow_schema;
 -- name: add_schema_version
 INSERT INTO dataflow_schema VALUES (%s);
 
+-- name: server_identity
+-- Which server and database a session reached: a pooler's and the server's own address
+-- of one store agree.
+SELECT current_database(), pg_postmaster_start_time(), to_regclass('dataflow_schema')::oid;
+
 -- name: ping
 SELECT 1;
 

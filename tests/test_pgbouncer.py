@@ -1,0 +1,185 @@
+"""A fleet's hosts behind PgBouncer in transaction mode (docs/stores.md): everything but
+the leases goes through the pooler (``DATAFLOW_DB``), the keepers straight to the server
+(``DATAFLOW_DB_DIRECT``). A real PgBouncer (Debian's ``pgbouncer``, the ini of the docs)
+in front of the test session's PostgreSQL server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+
+import psycopg
+import pytest
+from pooler import POOL_SIZE, Pooler
+
+from dataflow.run.holder import LOG_NAME
+from support import ADDRESSES, Cli, rows, script, start_runjob, wait_for
+
+CHUNKS = 36
+
+
+@pytest.fixture
+def pooler(pg_server):
+    found = Pooler(pg_server)
+    found.start()
+    yield found
+    found.stop()
+
+
+@pytest.fixture
+def behind(tmp_path, pg_database, pooler):
+    """The CLIs of a host whose store's address is the pooler's; the server's own in
+    ``DATAFLOW_DB_DIRECT``. Tests read the store straight from the server."""
+    dbname = pg_database.rsplit("/", 1)[1]
+    cli = Cli(tmp_path, pooler.url(dbname))
+    cli.env["DATAFLOW_DB_DIRECT"] = pg_database
+    ADDRESSES[tmp_path] = pg_database
+    yield cli
+    ADDRESSES.pop(tmp_path, None)
+
+
+def _setup(cli, tmp_path, chunks: int, body: str) -> None:
+    """createtables, register, ready: through the pooler."""
+    cli.ok("createtables")
+    cli.ok("register-dataset", "src")
+    cli.ok("register-dataset", "dst")
+    cli.ok("register-job", "work", "--in", "src", "--out", "dst")
+    cli.ok("ready", "src", *[str(n) for n in range(1, chunks + 1)])
+    script(tmp_path, "work.sh", body)
+
+
+def _ledger(tmp_path) -> Counter:
+    return Counter((tmp_path / "ledger").read_text().split())
+
+
+def _statuses(tmp_path) -> dict[str, str]:
+    found = rows(tmp_path, "select dataid, status from datastatus where jobid='work'")
+    return dict(found)
+
+
+class Sessions:
+    """What the server says of the test database's sessions, looked at until stopped:
+    the pooled ones (no client address: the pooler's Unix socket), ours straight to the
+    server (127.0.0.1), and which of them held a run lock (a session-level advisory lock
+    of one bigint key: objsubid 1)."""
+
+    def __init__(self, direct: str):
+        self.conn = psycopg.connect(direct, autocommit=True)
+        self.pooled: set[int] = set()
+        self.direct: set[int] = set()
+        self.locking_pooled: set[int] = set()
+        self.locking_direct: set[int] = set()
+        self.most_pooled = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.done.is_set():
+            self.look()
+            self.done.wait(0.05)
+
+    def look(self) -> None:
+        found = self.conn.execute(
+            """SELECT a.pid, a.client_addr IS NULL,
+                      EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.granted
+                              AND l.locktype = 'advisory' AND l.objsubid = 1)
+               FROM pg_stat_activity a WHERE a.datname = current_database()
+                 AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()"""
+        ).fetchall()
+        pooled = {pid for pid, local, _ in found if local}
+        self.most_pooled = max(self.most_pooled, len(pooled))
+        self.pooled |= pooled
+        self.direct |= {pid for pid, local, _ in found if not local}
+        self.locking_pooled |= {pid for pid, local, locks in found if local and locks}
+        self.locking_direct |= {pid for pid, local, locks in found if not local and locks}
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=30)
+        self.conn.close()
+
+
+def test_a_drain_and_the_operators_commands_work_through_pgbouncer(behind, tmp_path, pg_database):
+    """createtables, register, ready, a drain of --parallel 2, the operator's reads, a
+    resubmit and its rerun, all through PgBouncer in transaction mode: no chunk runs
+    twice (the job's own ledger); the server sees the pooled work on the pooler's few
+    sessions, and the run locks held only by sessions straight to it (the keepers)."""
+    cli = behind
+    _setup(cli, tmp_path, CHUNKS, 'echo "$dataid" >> ledger; echo "did $dataid"; sleep 0.2')
+    sessions = Sessions(pg_database)
+    try:
+        runner = start_runjob(cli, "--all", "--parallel", "2", "./work.sh")
+        out, err = runner.communicate(timeout=300)
+    finally:
+        sessions.stop()
+    assert runner.returncode == 0, (out, err)
+    assert _ledger(tmp_path) == Counter(str(n) for n in range(1, CHUNKS + 1))
+    assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, CHUNKS + 1)}
+    assert sessions.pooled and 1 <= sessions.most_pooled <= POOL_SIZE
+    assert sessions.locking_direct and not sessions.locking_pooled
+    # every session straight to the server was a keeper's: it held run locks
+    assert sessions.direct == sessions.locking_direct
+
+    status = json.loads(cli.ok("status", "--json").out)
+    assert status, status
+    history = cli.ok("history", "work").out
+    assert history.count("READY") == CHUNKS, history
+    board = json.loads(cli.ok("board", "--json").out)
+    assert board, board
+    assert "did 7" in cli.ok("log", "work", "7").out
+
+    cli.ok("resubmit", "work", "7")
+    assert _statuses(tmp_path)["7"] == "RESUBMIT"
+    again = cli.runjob("./work.sh")
+    assert again.code == 0, again
+    assert _ledger(tmp_path)["7"] == 2 and sum(_ledger(tmp_path).values()) == CHUNKS + 1
+    assert _statuses(tmp_path)["7"] == "READY"
+    # nothing of ours is left on the server: the keepers' sessions ended with them
+    left = rows(
+        tmp_path,
+        "select count(*) from pg_stat_activity where datname = current_database()"
+        " and client_addr is not null and pid <> pg_backend_pid()",
+    )
+    assert left == [(0,)]
+
+
+def test_a_poolers_address_without_the_direct_one_is_refused_in_one_line(
+    tmp_path, pg_store, pooler
+):
+    """PgBouncer refuses the session settings of a direct connection: the line says
+    which variable is missing."""
+    cli = Cli(tmp_path, pooler.url(pg_store.rsplit("/", 1)[1]))
+    result = cli.utility("status")
+    assert result.code == 3, result
+    assert result.err.count("\n") == 1 and "DATAFLOW_DB_DIRECT" in result.err, result.err
+    wrong = cli.utility("status", env={"DATAFLOW_DB_DIRECT": "db1:5432"})
+    assert wrong.code != 0 and wrong.err.count("\n") == 1, wrong
+    assert "DATAFLOW_DB_DIRECT must be" in wrong.err, wrong
+
+
+@pytest.mark.slow
+def test_a_drain_outlives_its_pooler_down_for_seconds(behind, tmp_path, pooler):
+    """PgBouncer killed under a drain and started again 3 s later: the drain's pooled
+    connections are cut, refused meanwhile, and made again within its patience (the
+    bound), said in one line, as for a server restarting (test_store_failures); the
+    keepers, straight to the server, never lose their session, and the job that runs
+    through it is not fenced. Every chunk ends READY, once."""
+    cli = behind
+    first = 'if [ "$dataid" = 1 ]; then sleep 5; else sleep 0.2; fi'
+    _setup(cli, tmp_path, 8, f'echo "$dataid" >> ledger; touch started; {first}')
+    runner = start_runjob(cli, "--all", "--parallel", "2", "./work.sh")
+    wait_for(lambda: (tmp_path / "started").exists(), what="the first job")
+    port = pooler.port
+    pooler.kill()
+    time.sleep(3)
+    pooler.start(port)
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, (out, err, pooler.log())
+    assert err.startswith("warning: the store failed for ") and err.count("\n") == 1, err
+    assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 9)}
+    assert _ledger(tmp_path) == Counter(str(n) for n in range(1, 9))
+    (log,) = tmp_path.rglob(LOG_NAME)
+    assert "store out of reach" not in log.read_text(), log.read_text()
