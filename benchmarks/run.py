@@ -4,7 +4,7 @@ Environment:
   BENCH_QUICK=1        reduced sizes and repeats, for a smoke run (~1-2 min);
                        RESULTS.md and README are then left alone unless BENCH_WRITE=1
   BENCH_ONLY=a,b       only these benchmarks (runjob, claim, contention, spark, sparkdrain,
-                       streaming, serve, views, drain, postgres, peers, backfill); also leaves the
+                       streaming, serve, views, scale, drain, postgres, peers, backfill); also leaves the
                        files alone unless BENCH_WRITE=1
   BENCH_SIZES=...      claim benchmark store sizes in rows, e.g. 10000,100000
   BENCH_K=1,5,10,...   backfill: a sweep of the batch size K (RunJob --all --batch K ÷
@@ -34,6 +34,7 @@ import bench_serve
 import bench_spark
 import bench_sparkdrain
 import bench_streaming
+import bench_views
 import report
 from measure import Config, Row, Section, load_average
 
@@ -47,6 +48,7 @@ BENCHMARKS = (
     ("streaming", bench_streaming.bench),
     ("serve", bench_serve.bench),
     ("views", bench_drain.bench_views),
+    ("scale", bench_views.bench),
     ("drain", bench_drain.bench_drain),
     ("postgres", bench_postgres.bench),
     ("peers", bench_peers.bench),

@@ -108,6 +108,34 @@ class Chain:
                 _insert_rows(store, ((datasetid, jobid, str(i), "READY") for i in range(done)))
         return settle(store)
 
+    def run_rows(self) -> Iterator[tuple]:
+        """A run history for the chain: one READY attempt per produced chunk, and every
+        fifth one failed once first (attempt 1 FAILED, attempt 2 READY): about 1.2 runs
+        per produced chunk, so ``with_rows(1_000_000)`` has about a million runs.
+        Rows of (jobid, dataid, attempt, status, started, ended, duration, exitcode,
+        host, pid, command, reason), oldest first, as runids give them."""
+        for k, jobid in enumerate(self.jobs, start=1):
+            for i in range(self.done(k)):
+                stamp = f"2026-01-01 00:00:00.{i % 1_000_000:06d}+00:00"
+                if i % 5 == 0:
+                    yield (jobid, str(i), 1, "FAILED", stamp, stamp, 1.5, 1, "bench", 4242,
+                           "run.sh", "exit code 1")  # fmt: skip
+                    yield (jobid, str(i), 2, "READY", stamp, stamp, 2.5, 0, "bench", 4243,
+                           "run.sh", None)  # fmt: skip
+                else:
+                    yield (jobid, str(i), 1, "READY", stamp, stamp, 2.5, 0, "bench", 4242,
+                           "run.sh", None)  # fmt: skip
+
+    def add_runs(self, store: Store) -> Store:
+        """The chain's run history (:meth:`run_rows`) into a SQLite store, one transaction."""
+        with store.transaction():
+            store.conn.executemany(
+                "INSERT INTO run(jobid, dataid, attempt, status, started, ended, duration, "
+                "exitcode, host, pid, command, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                self.run_rows(),
+            )
+        return settle(store)
+
 
 # -- query plans ------------------------------------------------------------------------------
 

@@ -282,7 +282,7 @@ def test_last_n_shows_the_newest_dataids_and_says_so(chromium, made):
     seen = probe(chromium, cli.cwd / "last.html")
     assert seen["headers"] == ["10", ODD]
     assert len(seen["cells"]) == 4 * 2
-    assert "showing only the newest 2 of 5 dataids" in seen["scope"]
+    assert "showing only the newest 2 dataids (utility board --last N)" in seen["scope"]
 
 
 def test_job_option_and_a_self_contained_page(made):

@@ -41,7 +41,7 @@ class Board:
 
     jobs: list[str]
     dataids: list[str]
-    total_dataids: int
+    total_dataids: int | None  # None: more than shown, how many not read (see collect)
     cells: dict[tuple[str, str], dict] = field(default_factory=dict)
     late: dict[tuple[str, str], str] = field(default_factory=dict)  # chunk: why, in words
     blocked: dict[tuple[str, str], str] = field(default_factory=dict)  # no chunk: why
@@ -49,7 +49,13 @@ class Board:
 
     @property
     def truncated(self) -> bool:
-        return len(self.dataids) < self.total_dataids
+        return self.total_dataids is None or len(self.dataids) < self.total_dataids
+
+
+def column_order(dataid: str) -> tuple[str, str]:
+    """The natural order, and the text where it ties ("007" and "7"): the same columns
+    however the dataids were found."""
+    return natural_key(dataid), dataid
 
 
 def build(
@@ -65,7 +71,7 @@ def build(
     }
     others = {row["jobid"] for row in rows}.difference(jobs)
     jobs = [*dict.fromkeys(jobs), *sorted(others, key=natural_key)]
-    dataids = sorted({row["dataid"] for row in rows} | {d for _, d in due}, key=natural_key)
+    dataids = sorted({row["dataid"] for row in rows} | {d for _, d in due}, key=column_order)
     shown = dataids[-last:] if last > 0 else []
     keep = set(shown)
     cells = {(r["jobid"], r["dataid"]): r for r in rows if r["dataid"] in keep}
@@ -83,8 +89,10 @@ def collect(store: Store, job: str | None = None, last: int = DEFAULT_LAST) -> B
     else:
         jobs = lineage.pipeline_order(job_rows)  # with or without chunks
     late = [c for c in freshness.late(store) if not job or c.jobid == job]
-    rows = store.board()  # every job's: a failure upstream of --job blocks it
+    shown, total = newest(store, jobs, job_rows, last, {c.dataid for c in late})
+    rows = store.board_at(shown)  # every job's: a failure upstream of --job blocks it
     board = build([r for r in rows if not job or r["jobid"] == job], last, jobs, late)
+    board.total_dataids = total
     order = lineage.pipeline_order(job_rows)
     every = boardnotes.blocked(rows, job_rows, order, board.dataids)
     board.blocked = {k: why for k, why in every.items() if k[0] in board.jobs}
@@ -93,6 +101,29 @@ def collect(store: Store, job: str | None = None, last: int = DEFAULT_LAST) -> B
         for c in failures(board)[:MAX_FAILURES]
     }
     return board
+
+
+def newest(
+    store: Store, jobs: Sequence[str], job_rows: list[dict], last: int, due: set[str]
+) -> tuple[list[str], int | None]:
+    """The newest ``last`` dataids (natural order) of ``jobs``' OUT rows and ``due``, read
+    from the end of each job's index, never every row: each of them is among the newest
+    ``last`` of some job. And how many dataids there are in all, or None when a job had
+    more than were read (counting them would read them all)."""
+    outs = Counter(r["jobid"] for r in job_rows if r["itemtype"] == "OUT")
+    found, complete = set(due), True
+    for job in jobs:
+        limit = last * max(outs[job], 1) + 1  # a row per OUT dataset at each dataid
+        while True:
+            ordered, unordered = store.newest_dataids(job, limit)
+            cut = len(ordered) == limit  # rows left unread
+            if not cut or len(set(ordered)) > last:
+                break
+            limit *= 2  # more rows a dataid than the job has OUT datasets (a user's SQL)
+        found.update(ordered, unordered)
+        complete = complete and not cut
+    ordered = sorted(found, key=column_order)
+    return ordered[-last:], len(ordered) if complete else None
 
 
 def _count(number: int, noun: str) -> str:
@@ -296,8 +327,9 @@ def render(
         )
     scope = f"{_count(len(board.jobs), 'job')} \u00d7 {_count(len(board.dataids), 'dataid')}"
     if board.truncated:
+        total = "" if board.total_dataids is None else f" of {board.total_dataids:,}"
         scope += (
-            f" \u2014 showing only the newest {len(board.dataids):,} of {board.total_dataids:,}"
+            f" \u2014 showing only the newest {len(board.dataids):,}{total}"
             " dataids (utility board --last N)"
         )
     header = "".join(f'<th scope="col">{escape(d)}</th>' for d in board.dataids)

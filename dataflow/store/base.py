@@ -341,6 +341,15 @@ class Store(Records, ABC):
         """Per registered job and dataid: the status of its OUT rows and its last run."""
 
     @abstractmethod
+    def newest_dataids(self, jobid: str, limit: int) -> tuple[list[str], list[str]]:
+        """Dataids of a job's newest ``limit`` OUT rows in natural order, read from an
+        index; and those of its rows the store cannot order (all of them)."""
+
+    @abstractmethod
+    def board_at(self, dataids: Sequence[str]) -> list[Row]:
+        """As :meth:`board`, at these dataids only."""
+
+    @abstractmethod
     def status_counts(self) -> list[Row]:
         """Chunks per registered job and OUT status."""
 

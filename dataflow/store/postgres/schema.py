@@ -40,7 +40,7 @@ def _bucket(dataid: str) -> str:
     return f"hashtext({dataid}) & {OFFER_LOCKS - 1}"
 
 
-VERSION = 6  # the number of files in migrations/
+VERSION = 7  # the number of files in migrations/
 
 
 def migration(version: int) -> str:

@@ -3,6 +3,7 @@ over its own named queries."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -64,3 +65,17 @@ class HistoryQueries:
     def board(self, jobid: str | None = None) -> list[Row]:
         """Per registered job and dataid: the status of its OUT rows and its last run."""
         return [dict(row) for row in self.conn.execute(self.q.board, {"jobid": jobid})]
+
+    def newest_dataids(self, jobid: str, limit: int) -> tuple[list[str], list[str]]:
+        """Dataids of a job's OUT rows (one per row): the newest ``limit`` in natural
+        order, read from the end of an index; and every one whose order only Python knows
+        (:func:`dataflow.dataids.natural_key`), which the index does not place."""
+        params = {"jobid": jobid, "limit": limit}
+        newest = [row[0] for row in self.conn.execute(self.q.board_newest, params)]
+        unkeyed = [row[0] for row in self.conn.execute(self.q.board_unkeyed, params)]
+        return newest, unkeyed
+
+    def board_at(self, dataids: Sequence[str]) -> list[Row]:
+        """As :meth:`board`, at these dataids only."""
+        params = {"dataids": json.dumps(list(dataids))}
+        return [dict(row) for row in self.conn.execute(self.q.board_at, params)]

@@ -58,6 +58,27 @@ FROM (SELECT jobid, dataid, MIN(status) AS status FROM datastatus
 LEFT JOIN run r ON r.runid = (
     SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid);
 
+-- name: board_newest
+-- A job's dataids, the newest first in natural order, from the end of the index
+-- datastatus_by_natkey: at most %(limit)s rows.
+SELECT dataid FROM datastatus WHERE jobid = %(jobid)s AND locktype = 'OUT'
+ORDER BY dataflow_natkey(dataid) COLLATE "C" DESC, dataid DESC LIMIT %(limit)s;
+
+-- name: board_unkeyed
+-- dataflow_natkey orders every dataid exactly: board_newest leaves none for this.
+SELECT dataid FROM datastatus WHERE false AND jobid = %(jobid)s LIMIT %(limit)s;
+
+-- name: board_at
+-- As board, at the dataids of the JSON array %(dataids)s only.
+SELECT d.jobid, d.dataid, d.status, r.attempt, r.duration, r.exitcode, r.signal,
+       r.reason, r.started, r.ended, r.host, r.pid
+FROM (SELECT jobid, dataid, MIN(status) AS status FROM datastatus
+      WHERE locktype = 'OUT' AND jobid IN (SELECT jobid FROM job)
+        AND dataid IN (SELECT jsonb_array_elements_text(%(dataids)s::jsonb))
+      GROUP BY jobid, dataid) d
+LEFT JOIN run r ON r.runid = (
+    SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid);
+
 -- name: purgeable_runs
 -- A chunk's last run stays: the next attempt's number follows it (it fences outputs).
 -- A run whose lease is fresh keeps its history (a shortened lease does not free it).

@@ -9,13 +9,12 @@ GROUP BY jobid, status;
 SELECT DISTINCT jobid FROM job WHERE jobid <> '*' ORDER BY 1;
 
 -- name: last_failure
--- Newest failures first (index run_failures); one that a later run or an operator has
--- fixed is passed over.
-SELECT r.dataid, r.attempt, r.ended, r.reason FROM run r
-WHERE r.jobid = %(jobid)s AND r.status = 'FAILED'
-  AND r.runid = (SELECT MAX(runid) FROM run WHERE jobid = %(jobid)s AND dataid = r.dataid)
-  AND EXISTS (SELECT 1 FROM datastatus d WHERE d.jobid = %(jobid)s AND d.dataid = r.dataid
-              AND d.locktype = 'OUT' AND d.status = 'FAILED')
+-- From the chunks FAILED now (index datastatus_by_job_status), not from every failure of
+-- the history: a failure a later run or an operator has fixed is not read at all. The
+-- newest of those whose last run FAILED.
+SELECT r.dataid, r.attempt, r.ended, r.reason FROM datastatus d
+JOIN run r ON r.runid = (SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)
+WHERE d.jobid = %(jobid)s AND d.locktype = 'OUT' AND d.status = 'FAILED' AND r.status = 'FAILED'
 ORDER BY r.runid DESC LIMIT 1;
 
 -- name: chunk_of_dataset

@@ -62,6 +62,30 @@ WHERE d.locktype = 'OUT' AND d.jobid IN (SELECT jobid FROM job)
   AND (:jobid IS NULL OR d.jobid = :jobid)
 GROUP BY d.jobid, d.dataid;
 
+-- name: board_newest
+-- A job's dataids, the newest first in natural order, from the end of the index
+-- datastatus_by_natkey (its key expression, repeated here exactly, so that the index
+-- serves the order): at most :limit rows. The key is '' for a dataid that is neither a
+-- shard number nor an ISO date: those come last, and board_unkeyed reads them all.
+SELECT dataid FROM datastatus WHERE jobid = :jobid AND locktype = 'OUT'
+ORDER BY (CASE WHEN (dataid <> '' AND dataid NOT GLOB '*[^0-9]*') THEN char(1) || printf('%03d', length((CASE WHEN ltrim(dataid, '0') = '' THEN '0' ELSE ltrim(dataid, '0') END))) || (CASE WHEN ltrim(dataid, '0') = '' THEN '0' ELSE ltrim(dataid, '0') END) WHEN (dataid GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]') THEN char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 1, 4), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 1, 4), '0') END))) || (CASE WHEN ltrim(substr(dataid, 1, 4), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 1, 4), '0') END) || '-' || char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 6, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 6, 2), '0') END))) || (CASE WHEN ltrim(substr(dataid, 6, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 6, 2), '0') END) || '-' || char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 9, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 9, 2), '0') END))) || (CASE WHEN ltrim(substr(dataid, 9, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 9, 2), '0') END) ELSE '' END) DESC, dataid DESC LIMIT :limit;
+
+-- name: board_unkeyed
+-- A job's dataids whose key board_newest cannot order (see there): one range of the index.
+SELECT dataid FROM datastatus WHERE jobid = :jobid AND locktype = 'OUT'
+  AND (CASE WHEN (dataid <> '' AND dataid NOT GLOB '*[^0-9]*') THEN char(1) || printf('%03d', length((CASE WHEN ltrim(dataid, '0') = '' THEN '0' ELSE ltrim(dataid, '0') END))) || (CASE WHEN ltrim(dataid, '0') = '' THEN '0' ELSE ltrim(dataid, '0') END) WHEN (dataid GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]') THEN char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 1, 4), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 1, 4), '0') END))) || (CASE WHEN ltrim(substr(dataid, 1, 4), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 1, 4), '0') END) || '-' || char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 6, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 6, 2), '0') END))) || (CASE WHEN ltrim(substr(dataid, 6, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 6, 2), '0') END) || '-' || char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 9, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 9, 2), '0') END))) || (CASE WHEN ltrim(substr(dataid, 9, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 9, 2), '0') END) ELSE '' END) = '';
+
+-- name: board_at
+-- As board, at the dataids of the JSON array :dataids only.
+SELECT d.jobid, d.dataid, MIN(d.status) AS status, r.attempt, r.duration,
+       r.exitcode, r.signal, r.reason, r.started, r.ended, r.host, r.pid
+FROM datastatus d
+LEFT JOIN run r ON r.runid = (
+    SELECT MAX(runid) FROM run WHERE jobid = d.jobid AND dataid = d.dataid)
+WHERE d.locktype = 'OUT' AND d.jobid IN (SELECT jobid FROM job)
+  AND d.dataid IN (SELECT value FROM json_each(:dataids))
+GROUP BY d.jobid, d.dataid;
+
 -- name: purgeable_runs
 -- A chunk's last run stays: the next attempt's number follows it (it fences outputs).
 SELECT r.runid, r.jobid, r.dataid, r.attempt, r.logpath, r.token FROM run r
