@@ -67,12 +67,15 @@ GROUP BY d.jobid, d.dataid;
 -- datastatus_by_natkey (its key expression, repeated here exactly, so that the index
 -- serves the order): at most :limit rows. The key is '' for a dataid that is neither a
 -- shard number nor an ISO date: those come last, and board_unkeyed reads them all.
-SELECT dataid FROM datastatus WHERE jobid = :jobid AND locktype = 'OUT'
+SELECT dataid FROM datastatus INDEXED BY datastatus_by_natkey
+WHERE jobid = :jobid AND locktype = 'OUT'
 ORDER BY (CASE WHEN (dataid <> '' AND dataid NOT GLOB '*[^0-9]*') THEN char(1) || printf('%03d', length((CASE WHEN ltrim(dataid, '0') = '' THEN '0' ELSE ltrim(dataid, '0') END))) || (CASE WHEN ltrim(dataid, '0') = '' THEN '0' ELSE ltrim(dataid, '0') END) WHEN (dataid GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]') THEN char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 1, 4), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 1, 4), '0') END))) || (CASE WHEN ltrim(substr(dataid, 1, 4), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 1, 4), '0') END) || '-' || char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 6, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 6, 2), '0') END))) || (CASE WHEN ltrim(substr(dataid, 6, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 6, 2), '0') END) || '-' || char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 9, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 9, 2), '0') END))) || (CASE WHEN ltrim(substr(dataid, 9, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 9, 2), '0') END) ELSE '' END) DESC, dataid DESC LIMIT :limit;
 
 -- name: board_unkeyed
--- A job's dataids whose key board_newest cannot order (see there): one range of the index.
-SELECT dataid FROM datastatus WHERE jobid = :jobid AND locktype = 'OUT'
+-- A job's dataids whose key board_newest cannot order (see there): one range of the index
+-- (named: else the planner, blind to the key's values, reads the job's every row).
+SELECT dataid FROM datastatus INDEXED BY datastatus_by_natkey
+WHERE jobid = :jobid AND locktype = 'OUT'
   AND (CASE WHEN (dataid <> '' AND dataid NOT GLOB '*[^0-9]*') THEN char(1) || printf('%03d', length((CASE WHEN ltrim(dataid, '0') = '' THEN '0' ELSE ltrim(dataid, '0') END))) || (CASE WHEN ltrim(dataid, '0') = '' THEN '0' ELSE ltrim(dataid, '0') END) WHEN (dataid GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]') THEN char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 1, 4), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 1, 4), '0') END))) || (CASE WHEN ltrim(substr(dataid, 1, 4), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 1, 4), '0') END) || '-' || char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 6, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 6, 2), '0') END))) || (CASE WHEN ltrim(substr(dataid, 6, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 6, 2), '0') END) || '-' || char(1) || printf('%03d', length((CASE WHEN ltrim(substr(dataid, 9, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 9, 2), '0') END))) || (CASE WHEN ltrim(substr(dataid, 9, 2), '0') = '' THEN '0' ELSE ltrim(substr(dataid, 9, 2), '0') END) ELSE '' END) = '';
 
 -- name: board_at
