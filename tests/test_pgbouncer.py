@@ -183,3 +183,35 @@ def test_a_drain_outlives_its_pooler_down_for_seconds(behind, tmp_path, pooler):
     assert _ledger(tmp_path) == Counter(str(n) for n in range(1, 9))
     (log,) = tmp_path.rglob(LOG_NAME)
     assert "store out of reach" not in log.read_text(), log.read_text()
+
+
+@pytest.mark.slow
+def test_a_direct_address_of_another_database_is_refused_before_any_job(behind, tmp_path, pg_store):
+    """DATAFLOW_DB_DIRECT naming another store's database: the keeper would hold leases
+    nobody else looks at. RunJob refuses, in one line, before the job runs (once its
+    patience, the bound, is spent: a keeper's failure to hold a lock passes, as a rule)."""
+    cli = behind
+    _setup(cli, tmp_path, 1, 'echo "$dataid" >> ledger')
+    result = cli.runjob("./work.sh", env={"DATAFLOW_DB_DIRECT": pg_store}, timeout=300)
+    assert result.code != 0, result
+    assert "reaches another server or database" in result.err, result
+    assert result.err.count("\n") == 1, result.err
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_a_pooled_transaction_sets_its_own_idle_timeout(pooler, pg_store, monkeypatch):
+    """The pooler passes no session settings on: each transaction through it sets the
+    server's idle timeout for itself (a quarter of the bound: 5 s), a user's read-only
+    statement's too, and the keepers' store (open_session) goes straight to the server."""
+    from dataflow.store import open_store
+
+    monkeypatch.setenv("DATAFLOW_DB_DIRECT", pg_store)
+    show = "SHOW idle_in_transaction_session_timeout"
+    with open_store(pooler.url(pg_store.rsplit("/", 1)[1])) as store:
+        with store.transaction():
+            assert store.conn.execute(show).fetchone()[0] == "5s"
+        assert store.query(show)[1] == [("5s",)]
+        assert store.conn.execute(show).fetchone()[0] == "0"  # the pooled session's own
+    with open_store(pooler.url(pg_store.rsplit("/", 1)[1]), session=True) as store:
+        assert store.conn.address == pg_store
+        assert store.conn.execute(show).fetchone()[0] == "5s"  # its options
