@@ -5,7 +5,6 @@ Messages never contain a passkey or a password.
 
 from __future__ import annotations
 
-import difflib
 import shlex
 from collections.abc import Iterable
 
@@ -66,6 +65,8 @@ class UnknownJob(DataflowError):
     """A job name that is not registered; ``known``: the registered names, for a guess."""
 
     def __init__(self, jobid: str, known: Iterable[str] = ()):
+        import difflib  # only for the guess: not on every RunJob's start
+
         close = difflib.get_close_matches(jobid, list(known), n=3)
         guess = " or ".join(f"'{name}'" for name in close)
         hint = f"did you mean {guess}? " if close else "it has no rows in table job "

@@ -10,18 +10,7 @@ import sys
 
 from .. import __version__, crypto
 from ..errors import DriverFailed, UsageError, WorkerFailed
-from ..run import (
-    alerts,
-    claims,
-    foreground,
-    jobenv,
-    launch,
-    lifecycle,
-    lineagefeed,
-    scripts,
-    sparkconnect,
-    sparksubmit,
-)
+from ..run import claims, foreground, jobenv, launch, lifecycle, listeners, scripts
 from ..store import Store, locate, open_store
 from ..store.address import for_job
 from . import exiting, guarded, say, seed_passkey_given, stamp, text_arguments, warn
@@ -145,6 +134,8 @@ def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, plan: launch.
         return 0
     dataid = result.claim.dataid
     say(f"would claim dataid {dataid} for {job.jobid} and run: {shlex.join(argv)}")
+    from ..run import sparkconnect
+
     if remote:
         say(sparkconnect.describe(remote))
     for name, value in sorted(env.for_chunk(dataid).items()):
@@ -187,7 +178,7 @@ def run(options: argparse.Namespace) -> int:
     script = options.script
     jobid = scripts.job_name(script)
     path = scripts.resolve(script)
-    if options.workers is not None and sparksubmit.is_spark_job(path):
+    if options.workers is not None and scripts.is_spark_job(path):
         raise UsageError(
             f"--workers is for a job run as a process a chunk, not through Spark: {script}"
         )
@@ -202,8 +193,8 @@ def run(options: argparse.Namespace) -> int:
             return _dry_run(store, job, env, plan)
         plan.check(script)
         report = Report(script, jobid, drain_mode)
-        pager = alerts.Pager(store, job)  # told of every event, it sends when the drain ends
-        lineage = lineagefeed.feed(job, env, store)  # OpenLineage events, where configured
+        pager = listeners.Alerts(store, job)  # told of every event, sends when the drain ends
+        lineage = listeners.lineage(job, env, store)  # OpenLineage events, where configured
         validate = (
             [scripts.resolve(options.validate, submitted=False)] if options.validate else None
         )

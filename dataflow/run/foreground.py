@@ -6,10 +6,11 @@ locks is closed, and the signals handled as before."""
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import keeper, suspend
+from . import suspend
 from .events import Summary
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -27,4 +28,6 @@ def run(drain: Any, early: Sequence[int] = ()) -> Summary:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-        keeper.close_all()
+        keeper = sys.modules.get(f"{__package__}.keeper")  # imported by a lease's liveness
+        if keeper is not None:  # (else none was started: a lock's run imports nothing of it)
+            keeper.close_all()

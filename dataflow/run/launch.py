@@ -13,26 +13,30 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..store import Store
 from ..store.address import Address
-from . import claims, runner, sparkconnect, sparksubmit, workers
+from . import claims, runner
 from .drain import Drain
-from .driven import DriverDrain
 from .events import Event
 from .jobenv import JobEnv
 from .lifecycle import Job
 from .runner import Run
+from .scripts import is_spark_job
+
+if TYPE_CHECKING:  # a plain script's RunJob imports nothing of Spark, nor of workers
+    from .driven import DriverDrain
+    from .workers import WorkerDrain
 
 # the launcher spark-submit (or a Connect client's Python) runs to call an entry point:
 # a path, never imported here
 LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "driver", "sparkmain.py")
 
 
-@dataclass
-class Plan:
-    """How one script is launched."""
+class Plan(NamedTuple):
+    """How one script is launched. (A named tuple, not a dataclass: ``dataclasses``
+    imports ``inspect``, ~5 ms of every RunJob's start.)"""
 
     script: str  # its resolved path
     args: Sequence[str]
@@ -48,6 +52,8 @@ class Plan:
 
     def driver(self, options: Sequence[str]) -> list[str]:
         """The command of one driver (or Connect client) that drains the job's chunks."""
+        from . import sparkconnect, sparksubmit
+
         launcher = [LAUNCHER, "drain", *options]
         if self.remote:
             return sparkconnect.client_argv(self.script, self.args, launcher)
@@ -56,6 +62,8 @@ class Plan:
     def check(self, script: str) -> None:
         """A Spark Connect server that does not answer costs no attempt: refused now."""
         if self.remote:
+            from . import sparkconnect
+
             sparkconnect.check(script, self.remote)
 
 
@@ -63,9 +71,11 @@ def plan(path: str, args: Sequence[str], job: Job, env: JobEnv) -> Plan:
     """The launch plan of the script at ``path`` for ``job``; a Connect server's URL is
     put in the job's environment, its token among the secrets."""
     spark_args = {"spark_args": job.settings.spark_args}
-    remote = None
-    if sparksubmit.is_spark_job(path):
-        remote = sparkconnect.remote({"spark_remote": job.settings.spark_remote}, os.environ, path)
+    if not is_spark_job(path):  # itself, a job process per chunk
+        return Plan(path, args, spark_args, None, False, [path, *args], Run)
+    from . import sparkconnect, sparksubmit
+
+    remote = sparkconnect.remote({"spark_remote": job.settings.spark_remote}, os.environ, path)
     if remote:  # this Python runs the client, the server does the work
         env.variables[sparkconnect.REMOTE_ENV] = remote
         env.secrets += sparkconnect.secrets(remote)
@@ -100,7 +110,7 @@ def drain(
     batch: int = 0,
     notify: Callable[[Event], None],
     validate: list[str] | None,
-) -> Drain | DriverDrain | workers.WorkerDrain:
+) -> Drain | DriverDrain | WorkerDrain:
     """The drain that runs the job's chunks: one (``every`` false) or all of them;
     ``batch``: chunks a driver claims together for ``run_batch`` (0: the job's setting);
     ``processes``: how many the slots are spread over (None: :func:`.workers.shares`).
@@ -111,14 +121,18 @@ def drain(
     only when there is work: a chunk that turns up meanwhile is run by a job process of
     its own, at the cost of a shell job. A job process per chunk: in this process, or
     in worker processes (:mod:`.workers`)."""
-    plain = not sparksubmit.is_spark_job(launch.script)  # a process per chunk, no Spark
-    slots = workers.shares(store, job, parallel, processes) if every and plain else []
+    plain = not is_spark_job(launch.script)  # a process per chunk, no Spark
+    slots = _shares(store, job, parallel, processes) if every and plain else []
     claims.prepare(store, job.jobid, keeper=not slots)  # the workers' own keepers claim
     if slots:
-        return workers.WorkerDrain(
+        from .workers import WorkerDrain
+
+        return WorkerDrain(
             store, address, job, env, launch.argv, slots=slots, notify=notify, validate=validate
         )
     if launch.entry and every and claims.anything_to_do(store, job):
+        from .driven import DriverDrain
+
         return DriverDrain(
             store,
             address,
@@ -145,3 +159,10 @@ def drain(
         validate=validate,
         run_with=launch.run_with,
     )
+
+
+def _shares(store: Store, job: Job, parallel: int, processes: int | None) -> list[int]:
+    """:func:`.workers.shares`, imported only by a drain that may spread (``--all``)."""
+    from .workers import shares
+
+    return shares(store, job, parallel, processes)

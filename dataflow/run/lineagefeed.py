@@ -2,8 +2,9 @@
 OpenLineage receiver (Marquez, DataHub, ...) as START when its job starts, and COMPLETE,
 FAIL or ABORT when it ends, with its job, its input and output datasets and its chunk.
 
-On only where the openlineage-python client is configured (:func:`configured`);
-otherwise nothing is started and the client is never imported. Events are sent by a
+On only where the openlineage-python client is configured
+(:func:`.listeners.lineage_configured`); otherwise neither this module nor the client is
+imported. Events are sent by a
 child process (:mod:`.lineagesend`, started at the first run: an idle RunJob starts
 none) fed one JSON line each through a pipe that never blocks: a receiver that is down, slow or hangs never fails a run nor holds it up, and
 RunJob waits at most :func:`flush_timeout` for the events still unsent when its drain has
@@ -31,22 +32,6 @@ FLUSH_ENV = "DATAFLOW_LINEAGE_TIMEOUT"  # ...or this many seconds (0.5 to 600)
 SENDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lineagesend.py")
 MISSING = "OpenLineage events need: pip install opendataflow[lineage]"
 ENDS = {"READY": "COMPLETE", "RESUBMIT": "COMPLETE"}  # any other status a run ends with: FAIL
-CONFIG_FILES = ("openlineage.yml", os.path.join("~", ".openlineage", "openlineage.yml"))
-
-
-def configured(environ: Mapping[str, str] | None = None) -> bool:
-    """Is the openlineage-python client configured, as it reads its configuration:
-    ``OPENLINEAGE_URL``, ``OPENLINEAGE_CONFIG``, ``OPENLINEAGE__TRANSPORT...`` variables
-    or an ``openlineage.yml`` in the working folder or ``~/.openlineage``; and not
-    turned off by ``OPENLINEAGE_DISABLED=true``?"""
-    environ = os.environ if environ is None else environ
-    if environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
-        return False
-    if environ.get("OPENLINEAGE_URL") or environ.get("OPENLINEAGE_CONFIG"):
-        return True
-    if any(name.startswith("OPENLINEAGE__TRANSPORT") for name in environ):
-        return True
-    return any(os.path.isfile(os.path.expanduser(path)) for path in CONFIG_FILES)
 
 
 def flush_timeout() -> float:
@@ -220,21 +205,9 @@ class Feed:
         return None
 
 
-class _Off:
-    """The feed where OpenLineage is not configured: nothing at all."""
-
-    def watch(self, notify: Callable[[Any], None]) -> Callable[[Any], None]:
-        return notify
-
-    def close(self) -> None:
-        return None
-
-
-def feed(job: Any, env: Any, store: Any) -> Feed | _Off:
-    """The feed of a RunJob's drain of ``job`` (its variables in ``env``) on ``store``:
-    one that does nothing where OpenLineage is not configured."""
-    if not configured():
-        return _Off()
+def feed(job: Any, env: Any, store: Any) -> Feed:
+    """The feed of a RunJob's drain of ``job`` (its variables in ``env``) on ``store``,
+    where OpenLineage is configured (:func:`.listeners.lineage`)."""
     from .. import __version__
 
     try:

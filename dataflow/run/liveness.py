@@ -17,10 +17,14 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from typing import TYPE_CHECKING
 
 from ..errors import StoreUnavailable
-from ..store import DRIVER_ERRORS, LeaseStore, Row, Store, address
+from ..store import DRIVER_ERRORS, Row, Store, address
 from . import locks, patience, processes
+
+if TYPE_CHECKING:  # a lock's run (SQLite) imports nothing of the lease
+    from ..store.leases import LeaseStore
 
 HOST_ENV = address.HOST_ENV
 host_name = address.host_name  # $DATAFLOW_HOST, else the node name; checked

@@ -18,6 +18,12 @@ def job_name(script: str) -> str:
     return stem if dot and stem else name
 
 
+def is_spark_job(script: str) -> bool:
+    """A ``.py`` script is a PySpark job, run through ``spark-submit``. (Here, not in
+    :mod:`.sparksubmit`: a plain script's RunJob imports nothing of Spark.)"""
+    return script.endswith(".py")
+
+
 def resolve(script: str, submitted: bool = True) -> str:
     """The path to execute for ``script``; a clear error if it cannot run. ``submitted``:
     a ``.py`` script goes to spark-submit (a job); else it is executed (a ``--validate``)."""
@@ -32,7 +38,7 @@ def resolve(script: str, submitted: bool = True) -> str:
         raise ScriptError(
             script, "it is a folder (RunJob --all FOLDER runs every job script in it)"
         )
-    if submitted and path.endswith(".py"):  # spark-submit reads it: need not be executable
+    if submitted and is_spark_job(path):  # spark-submit reads it: need not be executable
         _check_python(script, path)
         return path
     if not os.access(path, os.X_OK):

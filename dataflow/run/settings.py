@@ -145,7 +145,13 @@ def _retry_delay(jobid: str, value: str) -> tuple[float, float]:
     return (float(found[1]), float(found[2] or 1)) if found else (0.0, 1.0)
 
 
+# A setting a job does not have is not checked: its checker (of Spark, of the alerts) is
+# not even imported, as a plain job's RunJob needs neither.
+
+
 def _spark_args(jobid: str, value: str) -> str:
+    if not value:
+        return value
     from .sparksubmit import split_args
 
     try:
@@ -156,14 +162,18 @@ def _spark_args(jobid: str, value: str) -> str:
 
 
 def _spark_remote(jobid: str, value: str) -> str:
+    if not value:
+        return value
     from .sparkconnect import not_an_address, parse
 
-    if value and parse(value) is None:
+    if parse(value) is None:
         raise JobConfigError(jobid, f"setting spark_remote: {not_an_address(value)}")
     return value
 
 
 def _alerts(jobid: str, value: str) -> str:
+    if not value:
+        return value
     from .alerts import invalid
 
     if why := invalid(value):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BadSparkArgs, SparkUnavailable
 from ..policy import load, spark_options
+from .scripts import is_spark_job  # (there: a plain job imports nothing of Spark)
 
 if TYPE_CHECKING:
     from .sparkcluster import Submission
@@ -27,11 +28,6 @@ SPARK_ARGS_ENV = "DATAFLOW_SPARK_ARGS"
 SPARK_ARGS_SETTING = "spark_args"
 ENTRY_POINT = "run"  # ``def run(spark, job)``: a job one Spark driver can call per chunk
 BATCH_ENTRY_POINT = "run_batch"  # ``def run_batch(spark, batch)``: many chunks per call
-
-
-def is_spark_job(script: str) -> bool:
-    """A ``.py`` script is a PySpark job, run through ``spark-submit``."""
-    return script.endswith(".py")
 
 
 def has_entry_point(script: str) -> bool:

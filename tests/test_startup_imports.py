@@ -1,0 +1,104 @@
+"""A cron tick's RunJob on SQLite imports only what its run needs (issue 46).
+
+``RunJob ./job.sh`` that runs one chunk which ends well, and ``RunJob`` with nothing to
+do, are the toolkit's most common calls: each one pays Python's import of every module
+it loads (benchmarks/bench_runjob.py measures it). These runs are real processes,
+started as cron starts them (bin/RunJob), with Python's ``-X importtime`` turned on
+through its environment variable: every module the process imported is one line of
+its stderr. None of PostgreSQL's, Spark's, the alerts', the server's or OpenLineage's
+may be among them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from support import host_policy, script
+
+NOT_FOR_A_PLAIN_RUN = (
+    "psycopg",  # PostgreSQL: its driver, our backend and what only its leases need
+    "psycopg_pool",
+    "dataflow.store.postgres",
+    "dataflow.store.leases",
+    "dataflow.run.keeper",
+    "dataflow.run.holder",
+    "pyspark",  # Spark: the job side, and launching a .py job
+    "dataflow.spark",
+    "dataflow.driver",
+    "dataflow.run.spark",  # (sparksubmit, sparkconnect, sparkrun, sparkcluster)
+    "apprise",  # alerts: a run that ends well has none to send
+    "dataflow.run.alert",  # (alerts, alertsend)
+    "starlette",  # utility serve
+    "uvicorn",
+    "dataflow.serve",
+    "openlineage",  # OpenLineage: not configured here
+    "dataflow.run.lineage",  # (lineagefeed, lineagesend)
+    "prometheus_client",
+    "tabulate",
+    "dataflow.ops",  # operator commands
+    "dataflow.run.workers",  # a drain spread over processes (--parallel)
+    "dataflow.run.driven",  # a drain in one Spark driver
+)
+
+
+def imported(stderr: str) -> set[str]:
+    """The modules a process imported, from its ``-X importtime`` lines."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def unwanted(modules: set[str]) -> list[str]:
+    return sorted(
+        name
+        for name in modules
+        if any(name == prefix or name.startswith(prefix) for prefix in NOT_FOR_A_PLAIN_RUN)
+    )
+
+
+def _runjob(cli, *args: str):
+    ran = cli.runjob(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert ran.code == 0, ran
+    return ran, imported(ran.err)
+
+
+@pytest.fixture
+def jobs(chain, tmp_path):
+    """Job ``work`` of the chain (3 chunks waiting) and job ``idle``, whose input has no
+    chunk: nothing to do."""
+    chain.ok("dml", "insert into dataset (datasetid) values ('nothing'), ('idle_out')")
+    chain.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('idle','IN','nothing'), "
+        "('idle','OUT','idle_out')",
+    )
+    script(tmp_path, "work.sh", "exit 0")
+    script(tmp_path, "idle.sh", "exit 0")
+    return chain
+
+
+def test_a_run_that_ends_well_imports_nothing_it_does_not_need(jobs):
+    ran, modules = _runjob(jobs, "./work.sh")
+    assert "rows updated to READY for work" in ran.out
+    assert {"dataflow.run.claims", "dataflow.store.sqlite", "sqlite3"} <= modules  # it sees ours
+    assert unwanted(modules) == []
+
+
+def test_a_run_with_nothing_to_do_imports_nothing_it_does_not_need(jobs):
+    ran, modules = _runjob(jobs, "./idle.sh")
+    assert "no suitable data available for job" in ran.out
+    assert "dataflow.run.claims" in modules
+    assert unwanted(modules) == []
+
+
+def test_a_failure_with_alerts_set_imports_the_alerts(jobs, tmp_path):
+    """The other side: a run that fails, of a job with an ``alerts`` setting, imports the
+    alerts (and the check would see them)."""
+    script(tmp_path, "work.sh", "exit 3")
+    host_policy(tmp_path, '[alerts]\ntargets = ["json://127.0.0.1"]\n')
+    jobs.ok("set", "work", "alerts=json://127.0.0.1:9/nowhere")
+    ran = jobs.runjob("./work.sh", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert ran.code == 3, ran
+    assert "dataflow.run.alerts" in unwanted(imported(ran.err))
