@@ -1,6 +1,6 @@
 """OpenDataFlow for Python: run batch ETL jobs over partitioned data, safely.
 
-May import: errors, spark.
+May import: errors, layout, spark.
 
 The packages, in the direction data flows (``cli → ops/run → store``; ``spark`` on its
 own beside them):
@@ -11,7 +11,9 @@ own beside them):
 - ``store``: the store interface and its backends (``store.sqlite``), all the SQL;
 - ``spark``: the job side (``from dataflow import spark as df``), pipelines, testing.
 
-``errors``, ``dataids`` and ``crypto`` are shared by all of them; ``dataflow.pipeline``
+``errors``, ``dataids`` and ``crypto`` are shared by all of them, ``layout`` (where a file
+dataset's chunks live) and ``landing`` (where its items land, and how they land whole)
+by those that need them; ``dataflow.pipeline``
 and ``dataflow.testing`` are the public names of ``dataflow.spark.pipeline`` and
 ``dataflow.spark.testing``.
 """

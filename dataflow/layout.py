@@ -43,6 +43,12 @@ def is_file(database: str) -> bool:
     return database.strip().lower() in (*FORMATS, "file:", "file")
 
 
+def file_format(database: str) -> str:
+    """The format of a file dataset's files, from its ``database`` column."""
+    database = database.strip().lower()
+    return database if database in FORMATS else DEFAULT_FORMAT
+
+
 def table_path(schemaname: str, tablename: str) -> str:
     """``<base>/<table>``: the folder holding every chunk (``s3a://``, ``hdfs://`` kept)."""
     base = schemaname.rstrip("/") or "/"

@@ -1,6 +1,6 @@
 """Command-line entry points: ``RunJob`` and ``utility``. Thin: parse, call, print.
 
-May import: ops, run, spark, store, serve, errors, crypto, policy.
+May import: ops, run, spark, store, serve, errors, crypto, policy, landing.
 
 ``serve`` (Starlette, uvicorn) only inside ``utility serve``'s function: no other
 command imports it.

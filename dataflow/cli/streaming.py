@@ -8,10 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from .. import crypto
+from .. import crypto, landing
 from ..errors import StreamError, UsageError
 from ..run import jobenv, lifecycle, runner, scripts, sparksubmit
-from ..spark import landing
 from ..store import locate
 from . import say, warn
 from .commands import command, open_store
@@ -77,7 +76,9 @@ def _drop_arguments(parser: argparse.ArgumentParser) -> None:
 def drop(options: argparse.Namespace) -> int:
     # the dataset's row names its folder: items land only under a root of this host's
     roots = [Path(root).absolute() for root in options.landing_root] or [Path.cwd()]
-    folder, items = landing.drop(options.datasetid, options.files, options.db, roots)
+    with open_store(options, readonly=True) as store:
+        row = store.datasets([options.datasetid]).get(options.datasetid)
+    folder, items = landing.drop(options.datasetid, row, options.files, roots)
     noun = "item" if len(items) == 1 else "items"
     say(f"{len(items)} {noun} dropped into {options.datasetid} ({folder})")
     return 0

@@ -12,5 +12,8 @@ at each scrape), ``actions`` (the board's actions: who may act, and how), ``app`
 may take to arrive), ``server`` (the socket, uvicorn, SIGTERM). Only ``utility serve`` imports this package,
 inside its function: no other command pays for, or needs, Starlette.
 
-May import: ops, run, spark, store, errors, dataids, crypto, policy.
+May import: ops, run, store, errors, dataids, crypto, policy, landing.
+
+Nothing of the Spark package: a landing's folder and its durable write are
+``dataflow.landing``'s, read from the dataset's row (never its password).
 """

@@ -27,9 +27,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DataflowError, DatasetError, Refused
-from ..spark import landing
-from ..spark.context import registered
+from .. import landing
+from ..errors import DataflowError, Refused
 from ..store import locate, open_store
 from .items import FORMATS, Item, encode
 
@@ -108,31 +107,32 @@ def target(
 ) -> Target:
     """The landing of ``datasetid``, checked; Refused (404, 409) if it takes no items,
     403 if its folder is not inside one of ``roots`` (resolved folders). ``allowed``:
-    the datasets this server takes items for (empty: every landing dataset)."""
+    the datasets this server takes items for (empty: every landing dataset). The store
+    is opened once, for the dataset's row and its producers; no password is read."""
     check_name(datasetid, allowed)
     if not roots:
         raise Refused(403, NO_ROOT)
+    with open_store(locate(db), readonly=True) as store:
+        row = store.datasets([datasetid]).get(datasetid)
+        producers = store.jobs_using(datasetid, "OUT") if row is not None else []
+    if row is None:
+        raise Refused(404, f"unknown dataset '{datasetid}' (see 'utility datasets')")
     try:
-        dataset = registered(datasetid, db=db)
-    except DatasetError:
-        raise Refused(404, f"unknown dataset '{datasetid}' (see 'utility datasets')") from None
-    try:
-        folder = landing.folder_of(dataset)
+        folder = landing.folder_of(datasetid, row)
     except DataflowError as exc:
         raise Refused(409, str(exc)) from None
-    if dataset.format not in FORMATS:
+    landing_format = landing.format_of(row)
+    if landing_format not in FORMATS:
         raise Refused(
-            409, f"dataset '{datasetid}' is {dataset.format}: items land in json or csv datasets"
+            409, f"dataset '{datasetid}' is {landing_format}: items land in json or csv datasets"
         )
-    with open_store(locate(db), readonly=True) as store:
-        producers = store.jobs_using(datasetid, "OUT")
     if producers:
         raise Refused(
             409,
             f"dataset '{datasetid}' is the OUT dataset of job {', '.join(producers)}: "
             "items land only in a landing dataset (a stream's IN)",
         )
-    return Target(datasetid, confined(datasetid, folder, roots), dataset.format)
+    return Target(datasetid, confined(datasetid, folder, roots), landing_format)
 
 
 def confined(datasetid: str, folder: Path, roots: Sequence[Path]) -> Path:

@@ -29,20 +29,19 @@ This package is the job side, on its own beside the run and store packages:
 ``def run_batch(spark, batch)``, ``read(spark, batch.input())`` with a text ``dataid``
 column, ``write(frame, batch.output())`` into each dataid's own chunk), ``engine`` (a
 job's ``run(spark, job)`` or ``run_batch`` called in one SparkSession), ``streaming`` (a stream's micro-batches as chunks),
-``landing`` (items dropped into a stream's landing folder), ``jdbc``, ``pipeline`` and
-``testing``.
+``landing`` (``drop``: items into a stream's landing folder, as ``dataflow.landing``
+lands them), ``jdbc``, ``pipeline`` and ``testing``.
 
-May import: errors, crypto, store, layout.
+May import: errors, crypto, store, layout, landing.
 """
 
+from ..layout import DEFAULT_FORMAT, FORMATS
 from .batch import Batch, BatchDataset
 from .chunks import READ_DEFAULTS, WRITE_DEFAULTS, read, read_all, write
 from .context import JobContext, context, registered
 from .datasets import (
     CHUNK_COLUMN,
     CHUNK_COLUMN_ITEM,
-    DEFAULT_FORMAT,
-    FORMATS,
     JDBC_DRIVERS,
     Dataset,
     chunk_folder,

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import DatasetError
-from ..layout import DEFAULT_FORMAT, FORMATS, chunk_folder, is_file, local, staging, table_path
+from ..layout import chunk_folder, file_format, is_file, local, staging, table_path
 
 CHUNK_COLUMN = "dataid"  # the JDBC chunk column by convention
 CHUNK_COLUMN_ITEM = "dataid_column"  # job item naming another one
@@ -62,8 +62,7 @@ class Dataset:
 
     @property
     def format(self) -> str:
-        database = self.database.strip().lower()
-        return database if database in FORMATS else DEFAULT_FORMAT
+        return file_format(self.database)
 
     @property
     def table_path(self) -> str:

@@ -1,138 +1,20 @@
-"""Items dropped into a stream's landing folder (``utility drop DATASET FILE...``).
-
-Spark's file source reads every new file of the folder of a file dataset
-(``<base>/<table>``) and ignores names starting with ``.`` or ``_``. A drop copies
-each file under such a hidden name, flushes it to disk, then links it under its own
-name in one step and flushes the folder: the stream never sees half an item, an item
-that landed survives a power cut, and an item already there is never replaced (the
-file source would not read it again). ``utility serve`` lands the items POSTed to it
-the same way (:func:`place`). Everything is checked
-before the first copy, so a mistake drops nothing.
-"""
+"""``drop``: items into a stream's landing folder from Python, as ``utility drop`` drops
+them. Where they land and how they land whole is :mod:`dataflow.landing`'s, which the
+command line and ``utility serve`` share without this package; this adds the store."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
-from ..errors import DropError
-from .context import registered
-from .datasets import Dataset
-
-
-def landing_folder(datasetid: str, db: str | None = None) -> Path:
-    """The local folder of a file dataset, where its items land."""
-    return folder_of(registered(datasetid, db=db))
-
-
-def folder_of(dataset: Dataset) -> Path:
-    """The local folder of a file dataset (``registered``), where its items land."""
-    datasetid = dataset.datasetid
-    if dataset.kind != "file":
-        raise DropError(datasetid, "it is not a file dataset (database: a file format)")
-    where = dataset.table_path
-    if "://" in where and not where.startswith("file:"):
-        raise DropError(datasetid, f"its folder {where} is not on this machine's file system")
-    return Path(where.removeprefix("file://").removeprefix("file:"))
+from .. import landing
+from ..store import locate, open_store
 
 
 def drop(
     datasetid: str, files: list[str], db: str | None = None, roots: list[Path] | None = None
 ) -> tuple[Path, list[Path]]:
-    """Copy ``files`` into the landing folder of ``datasetid`` under their own names;
-    returns the folder and the items as they landed. ``roots``: folders the landing
-    folder must be inside (symlinks and ``..`` resolved): a row of the store names it."""
-    if not files:
-        raise DropError(datasetid, "name one or more files")
-    folder = landing_folder(datasetid, db)
-    if roots is not None:
-        folder = folder.resolve()
-        if not any(folder.is_relative_to(root.resolve()) for root in roots):
-            shown = ", ".join(str(root) for root in roots)
-            raise DropError(
-                datasetid, f"its landing folder {folder} is outside the landing roots ({shown})"
-            )
-    sources = [Path(name) for name in files]
-    seen: set[str] = set()
-    for source in sources:
-        name = source.name
-        if not source.is_file():
-            raise DropError(datasetid, f"{source} is not a file")
-        if not os.access(source, os.R_OK):
-            raise DropError(datasetid, f"{source} cannot be read")
-        if name.startswith((".", "_")):
-            raise DropError(datasetid, f"{name}: Spark ignores names starting with . or _")
-        if name in seen:
-            raise DropError(datasetid, f"{name} is named twice")
-        if (folder / name).exists():
-            raise DropError(datasetid, f"{folder / name} is there already: give it a new name")
-        seen.add(name)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DropError(datasetid, f"cannot create {folder}: {exc.strerror}") from None
-    placed: list[Path] = []
-    for source in sources:
-        try:
-            placed.append(_place(datasetid, source, folder))
-        except DropError as exc:
-            if placed:  # a disk that filled up half-way: say what did land
-                done = ", ".join(p.name for p in placed)
-                raise DropError(
-                    datasetid, f"{exc.args[0].split(': ', 1)[1]} (dropped before it: {done})"
-                ) from None
-            raise
-    return folder, placed
-
-
-def _place(datasetid: str, source: Path, folder: Path) -> Path:
-    target = folder / source.name
-    try:
-        with open(source, "rb") as into:
-            placed = _write_whole(folder, source.name, lambda out: shutil.copyfileobj(into, out))
-    except OSError as exc:
-        raise DropError(datasetid, f"cannot write {target}: {exc.strerror}") from None
-    if not placed:
-        raise DropError(datasetid, f"{target} is there already: give it a new name")
-    return target
-
-
-def place(folder: Path, name: str, data: bytes) -> bool:
-    """Land ``data`` as item ``folder/name`` as a drop lands a file: written whole under a
-    hidden name, flushed to disk, linked under ``name``, the folder flushed too, so that
-    once this returns the item survives a crash or a power cut. False if an item of that
-    name was there already (nothing is written then; the folder is flushed all the same,
-    so that the item there is durable too). Raises OSError."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return _write_whole(folder, name, lambda out: out.write(data))
-
-
-def _write_whole(folder: Path, name: str, fill: Callable[[BinaryIO], object]) -> bool:
-    handle, hidden = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            fill(out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(hidden, 0o644)
-        try:
-            os.link(hidden, folder / name)  # fails rather than replace an item that landed
-            placed = True
-        except FileExistsError:
-            placed = False
-    finally:
-        Path(hidden).unlink(missing_ok=True)
-    _sync_folder(folder)  # the new name itself survives a power cut
-    return placed
-
-
-def _sync_folder(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    """Copy ``files`` into the landing folder of ``datasetid`` (registered in the store
+    ``db``, else $DATAFLOW_DB) under their own names: :func:`dataflow.landing.drop`."""
+    with open_store(locate(db), readonly=True) as store:
+        row = store.datasets([datasetid]).get(datasetid)
+    return landing.drop(datasetid, row, files, roots)
