@@ -117,13 +117,15 @@ def results_markdown(sections: list[Section], config: Config, work_fs: str, elap
     return "\n".join(out)
 
 
-# the README's five headline rows (by the start of their figure); RESULTS.md has them all
+# the README's headline rows (by the start of their figure); RESULTS.md has them all
 HEADLINES = (
     "`bin/RunJob ./noop.sh` − `./noop.sh`",
     "claim p50 at 1,000,000 rows (one connection)",
     "`RunJob --all` over 2,000 no-op chunks",
     "per Spark chunk: `RunJob --all` (50 chunks, one driver)",
     "PostgreSQL: network partition",
+    "sqlite: `board --html` at",
+    "postgres: `board --html` at",
 )
 
 
