@@ -45,12 +45,20 @@ def _register(store, mark: str) -> None:
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(written=rows, last=st.integers(1, 6))
-def test_the_board_shows_what_a_read_of_every_row_shows(store, store_kind, written, last):
+@given(written=rows, ran=st.lists(st.integers(0, 39), max_size=20), last=st.integers(1, 6))
+def test_the_board_shows_what_a_read_of_every_row_shows(store, store_kind, written, ran, last):
     mark = "?" if store_kind == "sqlite" else "%s"
     _register(store, mark)
     with store.transaction():
         store.conn.execute("DELETE FROM datastatus")
+        store.conn.execute("DELETE FROM run")
+        for attempt, n in enumerate(ran, start=1):  # runs of some chunks: their last shows
+            jobid, dataid = written[n % len(written)][:2] if written else ("a", "1")
+            store.conn.execute(
+                "INSERT INTO run(jobid, dataid, attempt, status, started, exitcode) "
+                f"VALUES ({mark}, {mark}, {mark}, 'FAILED', '2026-01-01 00:00:00+00:00', {mark})",
+                (jobid, dataid, attempt, attempt),
+            )
         for jobid, dataid, status, both in written:
             outs = JOBS.get(jobid, ("", ["dz"]))[1]  # zz: a writer no job registers
             for out in outs if both else outs[:1]:
