@@ -185,18 +185,19 @@ def test_a_drain_outlives_its_pooler_down_for_seconds(behind, tmp_path, pooler):
     assert "store out of reach" not in log.read_text(), log.read_text()
 
 
-@pytest.mark.slow
 def test_a_direct_address_of_another_database_is_refused_before_any_job(behind, tmp_path, pg_store):
     """DATAFLOW_DB_DIRECT naming another store's database: the keeper would hold leases
-    nobody else looks at. RunJob refuses, in one line, before the job runs (once its
-    patience, the bound, is spent: a keeper's failure to hold a lock passes, as a rule)."""
+    nobody else looks at. RunJob refuses at once, in one line, before the job runs, and
+    the chunk is left as it was."""
     cli = behind
     _setup(cli, tmp_path, 1, 'echo "$dataid" >> ledger')
-    result = cli.runjob("./work.sh", env={"DATAFLOW_DB_DIRECT": pg_store}, timeout=300)
-    assert result.code != 0, result
+    result = cli.runjob("./work.sh", env={"DATAFLOW_DB_DIRECT": pg_store})
+    assert result.code == 3, result
     assert "reaches another server or database" in result.err, result
     assert result.err.count("\n") == 1, result.err
     assert not (tmp_path / "ledger").exists()
+    assert rows(tmp_path, "select count(*) from run") == [(0,)]
+    assert "RUNNING" not in _statuses(tmp_path).values()
 
 
 def test_a_pooled_transaction_sets_its_own_idle_timeout(pooler, pg_store, monkeypatch):

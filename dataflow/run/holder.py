@@ -304,8 +304,9 @@ def main(address: str, requests: int, answers: int, pings: int, pongs: int) -> N
     state = _State(address)
     try:
         state.connect()
-    except Exception as exc:
-        os.write(answers, f"!{one_line(exc)}\n".encode())
+    except Exception as exc:  # "!!": a mistake that waiting does not mend (the addresses)
+        mark = "!!" if getattr(exc, "lasting", False) else "!"
+        os.write(answers, f"{mark}{one_line(exc)}\n".encode())
         return
     try:
         serve(state, requests, answers, pings, pongs)

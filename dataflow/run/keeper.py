@@ -105,8 +105,11 @@ class Keeper:
         answer = "" if self.failed else self._ask(f"hold {asked}")
         held = answer.split()
         if len(held) != len(chunks) or not set(held) <= {"0", "1"}:
-            why = answer[1:] if answer.startswith("!") else self.failed or "the keeper ended"
-            raise StoreUnavailable("hold a run lock in", self.where, why, passing=True)
+            why = (
+                answer.lstrip("!") if answer.startswith("!") else self.failed or "the keeper ended"
+            )
+            lasting = answer.startswith("!!")  # its addresses reach two databases: say it now
+            raise StoreUnavailable("hold a run lock in", self.where, why, passing=not lasting)
         return [one == "1" for one in held]
 
     def watch(self, jobid: str, dataid: str, runid: int, token: str, group: int) -> None:

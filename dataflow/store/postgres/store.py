@@ -172,7 +172,9 @@ class PostgresStore(
             pooler.close()
         if here != there:
             why = f"$DATAFLOW_DB_DIRECT ({display(direct)}) reaches another server or database"
-            raise StoreUnavailable("use", display(self.address), why)
+            mistake = StoreUnavailable("use", display(self.address), why)
+            mistake.lasting = True  # a keeper says so at once: waiting does not mend it
+            raise mistake
 
     @classmethod
     def create(cls, address: str) -> tuple[PostgresStore, int]:  # type: ignore[override]
