@@ -15,7 +15,16 @@ import pytest
 from pooler import POOL_SIZE, Pooler
 
 from dataflow.run.holder import LOG_NAME
-from support import ADDRESSES, Cli, rows, script, start_runjob, wait_for
+from support import (
+    ADDRESSES,
+    Cli,
+    on_cue,
+    process_state,
+    rows,
+    script,
+    start_runjob,
+    wait_for,
+)
 
 CHUNKS = 36
 
@@ -216,3 +225,37 @@ def test_a_pooled_transaction_sets_its_own_idle_timeout(pooler, pg_store, monkey
     with open_store(pooler.url(pg_store.rsplit("/", 1)[1]), session=True) as store:
         assert store.conn.address == pg_store
         assert store.conn.execute(show).fetchone()[0] == "5s"  # its options
+
+
+HOLD_A_ROW = """
+import os, signal, sys
+from dataflow.store import open_store
+store = open_store(sys.argv[1])
+with store.transaction():
+    store.conn.execute("SELECT 1 FROM dataset WHERE datasetid = 'src' FOR UPDATE").fetchall()
+    print("ready", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def test_a_process_stopped_inside_a_pooled_transaction_holds_its_rows_a_while_only(
+    behind, tmp_path, pg_database
+):
+    """Its transaction's own idle timeout (a quarter of the bound) reaches the server
+    through the pooler: the server ends the pooled session of a process stopped inside a
+    transaction, and the row it locked is free again while the process is still stopped
+    (without the timeout, the wait below runs into its own lock_timeout and fails)."""
+    cli = behind
+    cli.env["DATAFLOW_LIVENESS_TIMEOUT"] = "8"  # a stall of 2 s
+    _setup(cli, tmp_path, 1, "true")
+    proc = on_cue(tmp_path, cli.env, HOLD_A_ROW, cli.address)
+    try:
+        wait_for(lambda: process_state(proc.pid) == "T", what="the process stopped")
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute("SET lock_timeout = '60s'")
+            with conn.transaction():
+                conn.execute("SELECT 1 FROM dataset WHERE datasetid = 'src' FOR UPDATE")
+        assert process_state(proc.pid) == "T"  # freed while it was still stopped
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
