@@ -38,6 +38,7 @@ NOT_FOR_A_PLAIN_RUN = (
     "dataflow.ops",  # operator commands
     "dataflow.run.workers",  # a drain spread over processes (--parallel)
     "dataflow.run.driven",  # a drain in one Spark driver
+    "argparse",  # a command line of a script and its arguments has no option to parse
 )
 
 

@@ -8,14 +8,13 @@ command imports it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import os
 import sys
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ..errors import DataflowError, UsageError
 from ..store import DRIVER_ERRORS
@@ -110,13 +109,27 @@ def fail(message: str) -> None:
     print(f"error: {printable(message)}", file=sys.stderr, flush=True)
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse whose usage mistakes are one ``error: ...`` line and exit 2, as every
-    other mistake (argparse prints the usage text above its own line)."""
+def _parser_class() -> type:
+    import argparse
 
-    def error(self, message: str) -> NoReturn:
-        fail(f"{message} (see '{self.prog} --help')")
-        self.exit(2)
+    class Parser(argparse.ArgumentParser):
+        """argparse whose usage mistakes are one ``error: ...`` line and exit 2, as every
+        other mistake (argparse prints the usage text above its own line)."""
+
+        def error(self, message: str) -> NoReturn:
+            fail(f"{message} (see '{self.prog} --help')")
+            self.exit(2)
+
+    return Parser
+
+
+def __getattr__(name: str) -> Any:
+    """``Parser``, made at its first use: RunJob's common call (a script, no option)
+    parses without argparse, whose import costs every cron tick ~2 ms."""
+    if name == "Parser":
+        globals()["Parser"] = found = _parser_class()
+        return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def exiting(code: int) -> int:
