@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from . import Lines, printable
@@ -27,6 +26,8 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def as_json(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    import json  # (only --json: not on RunJob's path)
+
     return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=2, default=str)
 
 

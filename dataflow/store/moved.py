@@ -8,8 +8,6 @@ a retired store unless its caller reads it for audit (``retired_ok``).
 
 from __future__ import annotations
 
-import json
-
 from ..errors import StoreMoved
 from .base import Store
 
@@ -21,6 +19,8 @@ def moved_to(store: Store) -> tuple[str, str] | None:
     """Where the store moved and when (``copy-store --retire``), or None."""
     for item in store.job_items(STORE_WIDE):
         if item.itemtype == RETIRED and item.itemvalue:
+            import json  # only a retired store's marker: not on every open
+
             try:
                 marker = json.loads(item.itemvalue)
                 return str(marker["to"]), str(marker["on"])
@@ -38,6 +38,8 @@ def refuse_if_moved(store: Store) -> None:
 def retire(store: Store, target: str, on: str) -> None:
     """Mark the store as moved to ``target`` (shown without its password), inside the
     caller's transaction."""
+    import json
+
     kept = [(i.itemtype, i.datasetid, i.itemvalue) for i in _others(store)]
     store.put_job(STORE_WIDE, [*kept, (RETIRED, None, json.dumps({"to": target, "on": on}))])
 

@@ -3,7 +3,6 @@ over its own named queries."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -77,5 +76,7 @@ class HistoryQueries:
 
     def board_at(self, dataids: Sequence[str]) -> list[Row]:
         """As :meth:`board`, at these dataids only."""
+        import json  # (only here: not on RunJob's path, ~1.5 ms to import)
+
         params = {"dataids": json.dumps(list(dataids))}
         return [dict(row) for row in self.conn.execute(self.q.board_at, params)]
