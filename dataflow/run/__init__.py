@@ -7,5 +7,8 @@ job's ``run_batch`` (``inbatch``: a failed batch split down to the chunks that f
 May import: store, errors, dataids, crypto, layout, policy.
 
 RunJob imports only this package, the store and the CLI: keep it free of what a run
-does not need (benchmarks/findings.md measures every millisecond of start-up).
+does not need (benchmarks/findings.md measures every millisecond of start-up). A plain
+run on SQLite imports nothing of the lease (``keeper``, ``holder``), Spark (``spark*``),
+the alerts or OpenLineage (``listeners`` imports them where needed):
+tests/test_startup_imports.py checks it.
 """
