@@ -78,6 +78,8 @@ def sqlite_store(rows: int, work: Path) -> Path:
     digest = hashlib.sha256("".join(sqlite_schema.migrations()).encode()).hexdigest()[:12]
     cached = cache_folder() / f"views-{rows}-{digest}.db"
     if not cached.exists():
+        for stale in cached.parent.glob(f"views-{rows}-*.db"):  # of older migrations
+            stale.unlink()
         building = cached.with_suffix(".building")
         building.unlink(missing_ok=True)
         chain = stores.Chain.with_rows(rows)
