@@ -252,7 +252,7 @@ def test_a_notifier_that_hangs_or_refuses_never_holds_a_drain(chain, tmp_path, h
         "(recorded in the history)"
     )
     reasons = {dataid: reason for dataid, _, _, _, _, reason in history(tmp_path, "work")}
-    assert reasons["1"].startswith("exit code 3; alert not sent to "), reasons
+    assert reasons["1"].startswith("exit code 3: no rows for 1 in src; alert not sent to "), reasons
     assert "alert not sent" in reasons["2"] and reasons["3"] is None, reasons
     _no_secret(drained, chain.ok("history", "work"))
 

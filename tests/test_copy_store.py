@@ -36,7 +36,7 @@ def test_round_trip_sqlite_postgres_sqlite_is_the_same_data(tmp_path, pg_databas
 
     copied = laptop.ok("copy-store", "--to", pg_database)
     assert copied.out.endswith(
-        ": 2 dataset, 3 job, 15 datastatus, 2 run, 1 hold, 0 deploy, 0 runlog, 0 action\n"
+        ": 2 dataset, 3 job, 15 datastatus, 2 run, 1 hold, 0 deploy, 0 runlog, 1 action\n"
     )
     back = tmp_path / "back.db"
     Cli(tmp_path, pg_database).ok("copy-store", "--to", str(back))
