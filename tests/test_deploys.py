@@ -146,7 +146,7 @@ def test_copy_store_copies_the_deploys_both_ways(cli, address, tmp_path, pg_data
     laptop = listed(cli)
 
     copied = cli.ok("copy-store", "--to", pg_database)
-    assert copied.out.endswith(", 0 hold, 3 deploy\n")
+    assert copied.out.endswith(", 0 hold, 3 deploy, 0 runlog, 0 action\n")
     shared = Cli(tmp_path, pg_database)
     assert same_deploys(listed(shared), laptop)
     # new deploys number on from the copied ones

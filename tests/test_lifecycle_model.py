@@ -47,7 +47,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.folder = Path(tempfile.mkdtemp())
         self.store, _ = create_store(self.pg or self.folder / "dataflow.db")
         if self.pg:  # one database for every example: start from empty tables
-            self.store.execute("truncate dataset, job, datastatus, candidate, run, hold")
+            self.store.execute("truncate dataset, job, datastatus, candidate, run, runlog, hold")
         for name in ("src", "a", "b", "c"):
             self.store.execute(f"insert into dataset (datasetid) values ('{name}')")
         for jobid, (inputs, output) in JOBS.items():

@@ -144,7 +144,8 @@ def test_both_commands_tell_their_version_and_runjob_its_exit_codes(cli):
         assert code in helped
     # 'runs' lists where chunks stand; 'history' lists the runs: each help says which
     listed = " ".join(cli.utility("--help").out.split())
-    assert "runs list the newest status rows (OUT rows of datastatus)" in listed
+    assert "chunks list the newest status rows of chunks (OUT rows of datastatus)" in listed
+    assert "runs the seed's name for 'chunks', kept" in listed
     assert "see history" in listed
     assert "history list runs (one row per attempt)" in listed
 

@@ -119,6 +119,9 @@ def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path):
     (logpath,) = rows(tmp_path, "select logpath from run")[0]
     os.unlink(logpath)
     os.symlink(outside, logpath)
+    stored = cli.ok("log", "M", "1")  # the store's copy of the run's log, not the file
+    assert stored.out == "the job says hello\n"
+    cli.ok("dml", "delete from runlog")
     refused = cli.utility("log", "M", "1")
     assert refused.code == 2 and "not in the store's log folder" in refused.err, refused
     assert "keep me" not in refused.out

@@ -189,7 +189,7 @@ def read(store: Store, run: dict) -> bytes:
     path = logs.own(store.files, run)
     if path is not None and path.is_file():
         return _file(path)
-    raise UsageError(_elsewhere(run))
+    raise UsageError(_elsewhere(store, run))
 
 
 def follow(store: Store, run: dict, write: Callable[[bytes], object], every: float = 1.0) -> None:
@@ -242,10 +242,13 @@ def _file(path: Path) -> bytes:
         raise UsageError(f"cannot read log {path}: {exc.strerror}") from None
 
 
-def _elsewhere(run: dict) -> str:
+def _elsewhere(store: Store, run: dict) -> str:
+    which = f"the log of attempt {run['attempt']} of job '{run['jobid']}' at '{run['dataid']}'"
+    if run.get("host") == address.host_name():  # (a row naming a file elsewhere: not read)
+        where = f"is not in the store's log folder ({store.files}/logs)"
+        return f"{which} {where}, and the store holds none of it"
     return (
-        f"the log of attempt {run['attempt']} of job '{run['jobid']}' at '{run['dataid']}' "
-        f"is on host {run.get('host') or '(unknown)'} ({run.get('logpath')}), and the store "
-        "holds none of it (that host keeps none there: DATAFLOW_LOG_KEEP_KB=0, or its run "
-        "sent none yet)"
+        f"{which} is on host {run.get('host') or '(unknown)'} ({run.get('logpath')}), and "
+        "the store holds none of it (that host keeps none there: DATAFLOW_LOG_KEEP_KB=0, "
+        "or its run sent none yet)"
     )
