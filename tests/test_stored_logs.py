@@ -106,6 +106,20 @@ def test_a_shell_job_s_failure_says_its_last_words(fleet, tmp_path):
     assert shown["reason"] == reason
 
 
+def test_a_shell_job_wrapping_spark_says_its_error_not_spark_s_log_lines(fleet, tmp_path):
+    a, _ = fleet
+    body = (
+        'echo "Traceback? no: ERROR table sales.daily not found" >&2\n'
+        'echo "\tat org.apache.spark.sql.Dataset.ofRows(Dataset.scala:91)" >&2\n'
+        'echo "26/11/29 12:00:01 INFO SparkContext: Successfully stopped SparkContext" >&2\n'
+        'echo "26/11/29 12:00:01 WARN ShutdownHookManager: deleting temp dirs" >&2\nexit 2'
+    )
+    script(tmp_path, "work.sh", body)
+    assert a.runjob("./work.sh").code == 2
+    [(*_, reason)] = history(tmp_path, "work")
+    assert reason == "exit code 2: Traceback? no: ERROR table sales.daily not found"
+
+
 def test_a_long_last_word_is_cut_from_its_start(fleet, tmp_path):
     a, _ = fleet
     script(tmp_path, "work.sh", 'printf "x%.0s" $(seq 1 2000) >&2; echo " the end" >&2; exit 1')

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..store import Store
@@ -24,6 +25,10 @@ from .jobenv import JobEnv
 from .lifecycle import Job
 from .runner import Run
 from .scripts import is_spark_job
+
+# a .py job's process: its reason on failure is its Python traceback's, not its stderr's
+# last lines (Spark's log and the JVM's warnings)
+SPARK_RUN = partial(Run, words=False)
 
 if TYPE_CHECKING:  # a plain script's RunJob imports nothing of Spark, nor of workers
     from .driven import DriverDrain
@@ -82,14 +87,14 @@ def plan(path: str, args: Sequence[str], job: Job, env: JobEnv) -> Plan:
         entry = sparksubmit.has_entry_point(path)
         launcher = (LAUNCHER, "chunk" if entry else "client")
         argv = sparkconnect.client_argv(path, args, launcher)
-        return Plan(path, args, spark_args, remote, entry, argv, Run)
+        return Plan(path, args, spark_args, remote, entry, argv, SPARK_RUN)
     # a .py job runs through spark-submit, followed on its cluster if it has one; with
     # def run(spark, job) its chunks run inside a driver here (client mode)
     argv, submission = sparksubmit.plan(path, args, spark_args)
     entry = bool(submission) and not submission.cluster and sparksubmit.has_entry_point(path)
     if entry:
         argv = sparksubmit.launcher_argv([LAUNCHER, "chunk"], path, args, spark_args)
-    run_with: Callable[..., Run] = Run
+    run_with: Callable[..., Run] = SPARK_RUN
     if submission is not None:
         from . import sparkrun  # only for a .py job
 

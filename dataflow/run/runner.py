@@ -176,11 +176,15 @@ class Run:
         timeout: float | None = None,
         append: bool = False,
         watcher: Watcher | None = None,
+        words: bool = True,
     ):
         self.argv, self.env, self.lock_fd = argv, env, lock_fd
         self.watcher = watcher  # None: one of its own (a thread)
         self.log_path, self.secrets, self.echo, self.timeout = log_path, secrets, echo, timeout
         self.append = append
+        # a failure's reason ends with what the job said last on stderr (a Spark job's
+        # stderr is Spark's and the JVM's: its Python traceback says why instead)
+        self.words = words
         self.process: subprocess.Popen | None = None
         self.interrupted: int | None = None
         self._terminated_at: float | None = None  # when the group was first asked to end
@@ -353,7 +357,7 @@ class Run:
             if code is not None:
                 duration = round(time.monotonic() - self._started, 3)
                 exception = self._tail.exception() if code > 0 else None
-                said = last_words(bytes(self._stderr.data)) if code > 0 else None
+                said = last_words(bytes(self._stderr.data)) if code > 0 and self.words else None
                 lost = self._copier.lost()
                 outcome = Outcome(
                     code,

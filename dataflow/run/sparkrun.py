@@ -21,6 +21,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 
 from . import sparkcluster
 from .output import Sink
@@ -74,7 +75,7 @@ class SparkRun(Run):
         driver_env = driver_variables(env, variables, options.get("secrets", ()))
         extra = sparkcluster.driver_env_args(submission, driver_env)
         env = {**env, **sparkcluster.log_env(submission, env)}
-        super().__init__([*argv[:at], *extra, *argv[at:]], env, **options)
+        super().__init__([*argv[:at], *extra, *argv[at:]], env, words=False, **options)
         self.submission = submission
         self.watch = Watch(submission)
         self._killer: threading.Thread | None = None
@@ -190,7 +191,7 @@ def runner_for(submission: Submission | None, variables: Iterable[str]) -> Calla
     """What runs a job's argv: a SparkRun for a Spark application on a cluster (the
     chunk's ``variables`` may go to a cluster-mode driver), else a plain Run."""
     if submission is None or submission.manager == sparkcluster.LOCAL:
-        return Run
+        return partial(Run, words=False)
     names = (*variables, "dataid")
 
     def start(argv: list[str], env: dict[str, str], **options) -> Run:
