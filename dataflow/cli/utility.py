@@ -10,7 +10,7 @@ import sys
 from .. import __version__, crypto
 from ..errors import UsageError
 from ..ops import audit, copystore, reruns
-from ..run import alerts, lifecycle, sparkconnect, storedlogs
+from ..run import alerts, lifecycle, logs, sparkconnect, storedlogs
 from ..store import create_store, files_of, locate, now, refuse_if_moved, same_store, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,
@@ -319,7 +319,7 @@ def log(options: argparse.Namespace) -> int:
 
     with open_store(options, readonly=True, retired_ok=True) as store:
         lifecycle.known(store, options.jobid)
-        run = storedlogs.run_of(store, options.jobid, options.dataid, options.attempt)
+        run = logs.run_of(store, options.jobid, options.dataid, options.attempt)
         if options.follow:
             storedlogs.follow(store, run, write)
         else:

@@ -306,12 +306,13 @@ def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -
     runs = [_run_row(store, job, dataid, rows, last, command) for _, dataid, rows, last, _ in taken]
     chunks = [(key, dataid) for key, dataid, *_ in taken]
     runids = store.record_claims(job.jobid, chunks, job.outputs, job.inputs, runs)
-    for run, runid in zip(runs, runids, strict=True):  # its log, sent while it runs
-        storedlogs.watch(store, runid, Path(run["logpath"]))
-    return [
+    claimed = [
         Claim(dataid, run["attempt"], runid, lock, Path(run["logpath"]), run["token"], tuple(rows))
         for (_, dataid, rows, _, lock), run, runid in zip(taken, runs, runids, strict=True)
     ]
+    for claim in claimed:  # its log, sent while it runs
+        storedlogs.watch(store, claim.runid, claim.logpath)
+    return claimed
 
 
 def _delayed(store: Store, job: Job, rows: list[ChunkRow], last: Row | None) -> bool:

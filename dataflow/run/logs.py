@@ -47,13 +47,19 @@ def own(folder: Path, run: Mapping[str, object]) -> Path | None:
     return next((path for path in found if path != root and path.is_relative_to(root)), None)
 
 
-def find(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> Path:
-    """The log of a chunk's last run (or of ``attempt``), never a file outside the
-    store's log folder; UsageError if there is none."""
+def run_of(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> dict:
+    """The history row of a chunk's last run (or of ``attempt``); UsageError if none."""
     run = store.run_log(jobid, dataid, attempt)
     if run is None:
         which = f"attempt {attempt} of " if attempt else ""
         raise UsageError(f"no run history for {which}job '{jobid}' at '{dataid}'")
+    return run
+
+
+def find(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> Path:
+    """The log of a chunk's last run (or of ``attempt``), never a file outside the
+    store's log folder; UsageError if there is none."""
+    run = run_of(store, jobid, dataid, attempt)
     path = own(store.files, run)  # never a file a history row names elsewhere
     if path is None:
         raise UsageError(f"that run's log is not in the store's log folder ({store.files}/logs)")

@@ -111,10 +111,11 @@ def _finish(
         done.aside.extend(published.aside)
         done.moves.extend(published.moves)
 
+    said = _said(outcome, claim)  # (its log read once, however many tries)
+
     def finish() -> tuple[int, int, str]:
         tries.append(1)
         try:
-            said = _said(outcome, claim)
             return lifecycle.finish(
                 store, job.jobid, claim.dataid, status, claim.runid, publish, **said
             )
@@ -154,9 +155,8 @@ def _finish(
 def _said(outcome: Outcome, claim: Claim) -> dict[str, object]:
     """What the history row of a run says of how it ended, and its log as the store keeps
     it (its end is recorded with it: the store's copy is whole once its status is final)."""
-    storedlogs.forget(claim.runid)
     return {
-        "log": storedlogs.last_piece(claim.logpath),
+        "log": storedlogs.ended(claim.runid, claim.logpath),
         "exitcode": outcome.returncode if outcome.returncode >= 0 else None,
         "signal": outcome.signal,
         "duration": outcome.duration,

@@ -4,8 +4,8 @@
 The host that runs a job sends it in pieces: a thread of the claiming process sends the
 logs of its live runs every ``DATAFLOW_LOG_EVERY`` seconds (those that grew), over a
 connection of its own opened only while it has a run to send (a session of a shared
-store is not held by an idle process); its end sends it once more, in the transaction
-that records the run's end (:func:`last_piece`), so a finished run's log is whole in the
+store is not held by an idle process); its end sends it once more (:func:`ended`), in
+the transaction that records the run's end, so a finished run's log is whole in the
 store as soon as its status is. Sending never fails nor holds up a run: a piece the
 store refuses (busy, gone) is sent again at the next look, or not at all.
 """
@@ -45,11 +45,6 @@ def piece(path: Path | None, keep: int | None = None) -> Piece | None:
     return size, len(data), zlib.compress(data, 6)
 
 
-def last_piece(path: Path | None) -> Piece | None:
-    """What a run's end records of its log (:func:`piece`); it is no more sent meanwhile."""
-    return piece(path)
-
-
 READ_MAX = 256 << 20  # bytes of a stored log a reader inflates, whatever its row says
 
 
@@ -78,11 +73,10 @@ class Sender:
     """Sends the logs of this process's live runs to the store, every ``every`` seconds,
     from a daemon thread started at the first run it is given."""
 
-    def __init__(self, opener, every: float, keep: int):
+    def __init__(self, opener: Callable[[], Store], every: float, keep: int):
         self.opener, self.every, self.keep = opener, every, keep
         self.runs: dict[int, tuple[Path, int]] = {}  # runid: (log, its size when last sent)
         self.lock = threading.Lock()
-        self.woken = threading.Event()
         self.thread: threading.Thread | None = None
 
     def watch(self, runid: int, path: Path) -> None:
@@ -100,7 +94,7 @@ class Sender:
     def _serve(self) -> None:
         store: Store | None = None
         while True:
-            self.woken.wait(self.every)
+            time.sleep(self.every)
             with self.lock:
                 due = list(self.runs.items())
             if not due:
@@ -158,36 +152,28 @@ def watch(store: Store, runid: int | None, path: Path | None) -> None:
     _sender.watch(runid, path)
 
 
-def forget(runid: int | None) -> None:
-    """Run ``runid`` has ended: its end sends what is left."""
+def ended(runid: int | None, path: Path | None) -> Piece | None:
+    """Run ``runid`` has ended: it is no more sent meanwhile; the last piece of its log,
+    which the transaction that records its end writes."""
     if _sender is not None and runid is not None:
         _sender.forget(runid)
+    return piece(path)
 
 
 # -- reading, on any host --------------------------------------------------------------
-
-
-def run_of(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> dict:
-    """The history row of a chunk's last run (or of ``attempt``); UsageError if none."""
-    run = store.run_log(jobid, dataid, attempt)
-    if run is None:
-        which = f"attempt {attempt} of " if attempt else ""
-        raise UsageError(f"no run history for {which}job '{jobid}' at '{dataid}'")
-    return run
 
 
 def read(store: Store, run: dict) -> bytes:
     """A run's log: its file when the run was this host's (whole, however long), else the
     store's copy, else a file of this store's log folder (a folder shared by hosts).
     UsageError, naming the host that has it, if none of them is there."""
-    path = _here(store, run)
-    if path is not None:
+    path = _local(store, run)
+    if path is not None and _mine(run):
         return _file(path)
     stored = store.run_output(run["runid"])
     if stored is not None:
         return text(stored)
-    path = logs.own(store.files, run)
-    if path is not None and path.is_file():
+    if path is not None:
         return _file(path)
     raise UsageError(_elsewhere(store, run))
 
@@ -195,8 +181,8 @@ def read(store: Store, run: dict) -> bytes:
 def follow(store: Store, run: dict, write: Callable[[bytes], object], every: float = 1.0) -> None:
     """Write a run's log as it grows, from this host's file or else the store's copy,
     until the run has ended (and its last piece is written)."""
-    path = _here(store, run)
-    if path is not None:
+    path = _local(store, run)
+    if path is not None and _mine(run):
         with open(path, "rb") as handle:
             while True:
                 ended = _ended(store, run)
@@ -221,12 +207,15 @@ def follow(store: Store, run: dict, write: Callable[[bytes], object], every: flo
         time.sleep(every)
 
 
-def _here(store: Store, run: dict) -> Path | None:
-    """The run's log file, if the run was this host's and the file is there."""
+def _local(store: Store, run: dict) -> Path | None:
+    """The run's log file in this store's log folder, if it is there."""
     path = logs.own(store.files, run)
-    if run.get("host") == address.host_name() and path is not None and path.is_file():
-        return path
-    return None
+    return path if path is not None and path.is_file() else None
+
+
+def _mine(run: dict) -> bool:
+    """Was the run this host's (its file then is whole, the store's copy its end only)?"""
+    return run.get("host") == address.host_name()
 
 
 def _ended(store: Store, run: dict) -> bool:
@@ -244,7 +233,7 @@ def _file(path: Path) -> bytes:
 
 def _elsewhere(store: Store, run: dict) -> str:
     which = f"the log of attempt {run['attempt']} of job '{run['jobid']}' at '{run['dataid']}'"
-    if run.get("host") == address.host_name():  # (a row naming a file elsewhere: not read)
+    if _mine(run):  # (a row naming a file elsewhere: not read)
         where = f"is not in the store's log folder ({store.files}/logs)"
         return f"{which} {where}, and the store holds none of it"
     return (

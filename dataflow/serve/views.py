@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from ..errors import Refused, UsageError
 from ..ops import board, status
-from ..run import lifecycle, storedlogs
+from ..run import lifecycle, logs, storedlogs
 from ..store import locate, now, open_store, shown
 
 RUNS_LIMIT = 20  # as `utility runs`
@@ -57,7 +57,7 @@ def log(db: str | None, jobid: str, dataid: str, query: Mapping[str, str]) -> by
     attempt = count(query, "attempt", None)
     with open_store(locate(db), readonly=True) as store:
         try:
-            return storedlogs.read(store, storedlogs.run_of(store, jobid, dataid, attempt))
+            return storedlogs.read(store, logs.run_of(store, jobid, dataid, attempt))
         except UsageError as exc:  # no such run, or its log is on a host that sent none
             raise Refused(404, str(exc)) from None
 
