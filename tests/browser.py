@@ -4,29 +4,21 @@ find an element, click it and type into it as a person does."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 
 import httpx
-import pytest
 from test_board import FLAGS
 
-from support import wait_for
+from support import installed, wait_for
 
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C name of an element's reference
 
 
 def needed(name: str) -> str:
     """The path of program ``name``; the test is skipped without it (failed on CI)."""
-    found = shutil.which(name)
-    if found:
-        return found
-    message = f"{name} is needed to test the live board: apt-get install chromium chromium-driver"
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        pytest.fail(message)
-    pytest.skip(message)
+    why = f"{name} is needed to test the live board: apt-get install chromium chromium-driver"
+    return installed(name, message=why)
 
 
 def free_port() -> int:

@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -177,6 +178,18 @@ def two_hosts(tmp_path: Path, address, bound: float, own_state: bool = True) -> 
             host.env["DATAFLOW_STATE"] = str(tmp_path / name)
         found.append(host)
     return found
+
+
+def installed(*names: str, message: str) -> str:
+    """The path of the first of programs ``names`` that is installed; without one the test
+    is skipped here, and fails on CI (.ci/run installs every program the tests need)."""
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def script(folder: Path, name: str, body: str) -> Path:

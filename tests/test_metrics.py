@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from serving import Server, client, token_file
-from support import run_is_live, script, start_runjob, wait_for, written
+from support import installed, run_is_live, script, start_runjob, wait_for, written
 
 pytestmark = [pytest.mark.both_stores, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
@@ -120,13 +119,8 @@ def test_metrics_tell_the_stores_chunks_runs_durations_latency_and_the_items_lan
 
 
 def _needed(name: str) -> str:
-    found = shutil.which(name)
-    if found:
-        return found
-    message = f"{name} is needed to test /metrics with a real Prometheus: apt-get install {name}"
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        pytest.fail(message)
-    pytest.skip(message)
+    why = f"{name} is needed to test /metrics with a real Prometheus: apt-get install {name}"
+    return installed(name, message=why)
 
 
 def _free_port() -> int:
