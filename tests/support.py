@@ -417,17 +417,18 @@ env = { region = "eu" }
 
 
 @contextmanager
-def lineage_receiver():
-    """An OpenLineage HTTP receiver on 127.0.0.1 (its ``url``, for OPENLINEAGE_URL);
-    ``got``: (path, body) of each POST it took, in the order it took them."""
+def http_receiver(record, status: int = 200):
+    """A receiver of POSTs on 127.0.0.1 (``server_address``: its address, ``url`` for the
+    caller to set); ``got``: what ``record(path, headers, body)`` made of each POST, in
+    the order it took them; each answered ``status``."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Taking(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.server.got.append((self.path, body.decode()))  # type: ignore[attr-defined]
-            self.send_response(201)
+            self.server.got.append(record(self.path, self.headers, body))  # type: ignore[attr-defined]
+            self.send_response(status)
             self.end_headers()
 
         def log_message(self, *args: object) -> None:
@@ -435,14 +436,21 @@ def lineage_receiver():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Taking)
     server.got = []  # type: ignore[attr-defined]
-    server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def lineage_receiver():
+    """An OpenLineage HTTP receiver on 127.0.0.1 (its ``url``, for OPENLINEAGE_URL);
+    ``got``: (path, body) of each POST it took, in the order it took them."""
+    with http_receiver(lambda path, _, body: (path, body.decode()), 201) as server:
+        server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+        yield server
 
 
 def lineage_events(receiver, secrets: tuple[str, ...] = ()) -> list[dict]:

@@ -7,41 +7,35 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from support import history, host_policy, rows, script, start_runjob, statuses, wait_for
+from support import (
+    history,
+    host_policy,
+    http_receiver,
+    rows,
+    script,
+    start_runjob,
+    statuses,
+    wait_for,
+)
 
 SECRET = "s3cretT0ken"  # a password in an alert URL: it must never be shown
 
 
-class _Hook(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.server.got.append(  # type: ignore[attr-defined]
-            {**json.loads(body), "auth": self.headers.get("Authorization"), "path": self.path}
-        )
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
+def _taken(path: str, headers, body: bytes) -> dict:
+    return {**json.loads(body), "auth": headers.get("Authorization"), "path": path}
 
 
 @pytest.fixture
 def hook():
     """A webhook receiver on 127.0.0.1; ``hook.got``: the JSON bodies it received."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    server.got = []  # type: ignore[attr-defined]
-    server.url = f"json://user:{SECRET}@127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with http_receiver(_taken) as server:
+        server.url = f"json://user:{SECRET}@127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
+        yield server
 
 
 LOCAL_TARGETS = """

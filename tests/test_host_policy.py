@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from support import host_policy, rows, script, state, statuses
+from support import host_policy, http_receiver, rows, script, state, statuses
 
 pytestmark = pytest.mark.both_stores
 
@@ -136,28 +134,13 @@ def test_a_spark_connect_server_a_row_names_is_reached_only_if_the_host_allows_i
             server.accept()
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.server.got.append((self.path, dict(self.headers)))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def receiver():
     """An internal service on 127.0.0.1 (``receiver.got``: the path and headers of each
     POST), and its Apprise address."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    server.got = []  # type: ignore[attr-defined]
-    server.url = f"json://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with http_receiver(lambda path, headers, _: (path, dict(headers))) as server:
+        server.url = f"json://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+        yield server
 
 
 def test_an_alert_goes_only_to_a_target_the_host_allows_without_headers_or_files(

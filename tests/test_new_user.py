@@ -8,28 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from dataflow.dataids import CLOCKS
-from support import STAMP, host_policy, script
+from support import STAMP, host_policy, http_receiver, script
 
 pytestmark = pytest.mark.both_stores
 
 IDLE = "no suitable data available for job. Not running it"
-
-
-class _Hook(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.server.got.append(json.loads(body))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
@@ -38,13 +25,9 @@ def hook(cli):
     with Apprise's ``type``), allowed by the host's policy."""
     cli.env["DATAFLOW_ALERT_TIMEOUT"] = "60"  # a busy machine still delivers
     host_policy(cli.cwd, '[alerts]\ntargets = ["json://127.0.0.1"]\n')
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    server.got = []  # type: ignore[attr-defined]
-    server.url = f"json://127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with http_receiver(lambda _, __, body: json.loads(body)) as server:
+        server.url = f"json://127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
+        yield server
 
 
 def _registered(cli, *jobs: tuple[str, str, str]) -> None:
