@@ -13,12 +13,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import zlib
 
 import pytest
 
 from dataflow.cli import utility
 from dataflow.dataids import MAX_NAME
-from support import history, script, start_runjob, state, wait_for
+from support import history, rows, script, start_runjob, state, wait_for
 
 pytestmark = pytest.mark.both_stores
 
@@ -186,6 +187,10 @@ ENVIRONMENT = [  # DATAFLOW_* of the host, each refused wherever it is read
     ("DATAFLOW_LOG_MAX_MB", "abc"),
     ("DATAFLOW_LOG_MAX_MB", "-1"),
     ("DATAFLOW_LOG_MAX_MB", "inf"),
+    ("DATAFLOW_LOG_KEEP_KB", "abc"),
+    ("DATAFLOW_LOG_KEEP_KB", "-1"),
+    ("DATAFLOW_LOG_EVERY", "0"),
+    ("DATAFLOW_LOG_EVERY", "nan"),
     ("DATAFLOW_ALERT_TIMEOUT", "abc"),
     ("DATAFLOW_ALERT_TIMEOUT", "0"),
     ("DATAFLOW_STATE", ""),
@@ -440,3 +445,43 @@ def test_an_expression_never_nulls_a_gating_row(cli, tmp_path):
     script(tmp_path, "A.sh", "true")
     assert cli.runjob("./A.sh").code == 0
     assert history(tmp_path, "A")[0][:3] == ("1", 1, "READY")
+
+
+def test_hostile_log_and_audit_rows_are_shown_safely_or_refused_in_one_line(cli, tmp_path, address):
+    """A writer's rows of runlog (sizes that are not sizes, a body that is not zlib, one
+    that inflates past what it says) and of action (control characters, 100 KB of detail):
+    utility log, actions and history show them escaped or refuse in one line."""
+    _setup(cli, tmp_path)
+    script(tmp_path, "A.sh", "echo hello")
+    assert cli.runjob("./A.sh").code == 0
+    [(runid, logpath)] = [r for r in rows(tmp_path, "select runid, logpath from run")]
+    os.unlink(logpath)  # (else this host's own file is read, not the row)
+    pg = isinstance(address, str)
+
+    def blob(data: bytes) -> str:
+        return f"'\\x{data.hex()}'::bytea" if pg else f"x'{data.hex()}'"
+
+    bomb = zlib.compress(b"\x1b[2J" * (8 << 20), 9)
+    damaged = [
+        f"body = {blob(b'not zlib')}",
+        f"body = {blob(bomb)}, kept = -5, size = 3",
+        f"body = {blob(bomb)}, kept = 4, size = 9223372036854775807",
+    ]
+    if not pg:  # (an SQLite column takes text where it says integer)
+        damaged += ["kept = 'x'", "size = 'a lot'", "body = 'text, not bytes'"]
+    for case, change in enumerate(damaged):
+        cli.ok("dml", f"update runlog set {change} where runid = {runid}")
+        shown = cli.utility("log", "A", "1")
+        said = (case, shown.code, shown.err[:300], len(shown.out))
+        assert "Traceback" not in shown.err and len(shown.err.splitlines()) <= 1, said
+        assert len(shown.out) < 1 << 20, said  # never the bomb inflated
+        if shown.code:
+            assert shown.err == "error: the store's copy of that log is damaged\n", said
+    detail = "\x1b]0;owned\x07" + "d" * 100_000
+    cli.ok("dml", "insert into action (acted, host, who, client, action, jobid, dataid, "
+           f"detail) values ('2026-11-29 10:00:00', 'h\nx', 'me\x1b[2J', null, 'hold', 'A', "
+           f"'1', '{detail}')")  # fmt: skip
+    for argv in (("actions",), ("history", "A", "1"), ("actions", "--json")):
+        shown = cli.utility(*argv)
+        assert shown.code == 0 and shown.err == "", (argv, shown.err[:300])
+        assert "\x1b" not in shown.out and "\x07" not in shown.out, argv
