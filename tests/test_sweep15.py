@@ -76,6 +76,7 @@ Attacks that held:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -89,6 +90,7 @@ from support import (
     BIN,
     BOUND,
     host_policy,
+    http_receiver,
     rows,
     script,
     setting,
@@ -1025,8 +1027,8 @@ def test_alerts_of_a_spread_drain_outlive_runjobs_idle_session(cli, tmp_path, ad
     host_policy(tmp_path, '[alerts]\ntargets = ["json://127.0.0.1"]\n')
     chunks(cli, 6)
     script(tmp_path, "work.sh", JUDGE + "until [ -e go ]; do sleep 0.1; done; [ $dataid != 3 ]")
-    receiver = _hook_server()
-    try:
+    with http_receiver(lambda _, __, body: json.loads(body)) as receiver:
+        receiver.url = f"json://127.0.0.1:{receiver.server_address[1]}/hook"  # type: ignore[attr-defined]
         job = "work" if where == "job" else "*"
         cli.ok(
             "dml",
@@ -1045,23 +1047,6 @@ def test_alerts_of_a_spread_drain_outlive_runjobs_idle_session(cli, tmp_path, ad
         assert all(line.startswith("warning: the store failed for") for line in err.splitlines())
         assert "work: 5 READY, 1 FAILED" in out
         assert [got["title"] for got in receiver.got] == ["dataflow: work 3 FAILED"]
-    finally:
-        receiver.shutdown()
-        receiver.server_close()
-
-
-def _hook_server():
-    """A webhook receiver on 127.0.0.1 (as test_alerts' ``hook``); ``got``: what came."""
-    import threading
-    from http.server import ThreadingHTTPServer
-
-    from test_alerts import _Hook
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    server.got = []  # type: ignore[attr-defined]
-    server.url = f"json://127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 @pytest.mark.both_stores

@@ -48,15 +48,15 @@ def piece(path: Path | None, keep: int | None = None) -> Piece | None:
 READ_MAX = 256 << 20  # bytes of a stored log a reader inflates, whatever its row says
 
 
-def inflate(row: dict) -> tuple[int, bytes]:
-    """The size of a stored log, and the bytes its row keeps: at most what the row says it
-    keeps (and READ_MAX). A row is any store writer's: a small body may inflate to
-    gigabytes, and an SQLite column may hold text; a row that is not one is damaged."""
+def inflate(row: dict) -> tuple[int, int, bytes]:
+    """The size of a stored log, what its row says it keeps, and the bytes it keeps: at
+    most that many (and READ_MAX). A row is any store writer's: a small body may inflate
+    to gigabytes, and an SQLite column may hold text; a row that is not one is damaged."""
     try:
         size, kept, body = int(row["size"]), int(row["kept"]), bytes(row["body"])
         if kept <= 0:  # (a max_length of 0 is no limit to zlib)
-            return size, b""
-        return size, zlib.decompressobj().decompress(body, min(kept, READ_MAX))
+            return size, kept, b""
+        return size, kept, zlib.decompressobj().decompress(body, min(kept, READ_MAX))
     except (zlib.error, TypeError, ValueError):
         raise UsageError("the store's copy of that log is damaged") from None
 
@@ -64,9 +64,9 @@ def inflate(row: dict) -> tuple[int, bytes]:
 def text(row: dict) -> bytes:
     """The bytes a stored log holds (its last ones when it was longer than the store
     keeps, after a line that says so)."""
-    size, data = inflate(row)
-    if len(data) < size:
-        cut = size - len(data)
+    size, kept, data = inflate(row)
+    if kept < size:
+        cut = size - kept
         note = f"[dataflow: the first {cut} bytes of this log are not kept in the store]\n"
         return note.encode() + data
     return data
@@ -198,7 +198,7 @@ def follow(store: Store, run: dict, write: Callable[[bytes], object], every: flo
     while True:
         ended = _ended(store, run)
         stored = store.run_output(run["runid"])
-        size, data = inflate(stored) if stored else (0, b"")
+        size, _, data = inflate(stored) if stored else (0, 0, b"")
         if size > shown:
             new = size - shown
             if new > len(data):  # (more came than the store keeps)
