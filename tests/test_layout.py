@@ -18,7 +18,11 @@ import pytest
 import dataflow
 
 ROOT = Path(dataflow.__file__).parent
-MAX_LINES = 400
+# A module is one idea: about 400 lines is the guide (docs/development.md), and a module
+# over it is split where its ideas part, not at a line count. Past the hard limit, the
+# test fails: an idea that long is more than one.
+GUIDE_LINES = 400
+MAX_LINES = 600
 
 
 def _module_name(path: Path) -> str:
@@ -140,7 +144,7 @@ def test_modules_are_short():
         for name, path in _modules().items()
         if (lines := len(path.read_text().splitlines())) > MAX_LINES
     }
-    assert long == {}, f"modules over {MAX_LINES} lines: split them by concept"
+    assert long == {}, f"modules over {MAX_LINES} lines (the guide is {GUIDE_LINES}): split by idea"
 
 
 def test_packages_import_only_what_their_docstring_allows():

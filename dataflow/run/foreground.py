@@ -8,15 +8,14 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from . import suspend
-from .events import Summary
+from .events import Draining, Summary
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def run(drain: Any, early: Sequence[int] = ()) -> Summary:
+def run(drain: Draining, early: Sequence[int] = ()) -> Summary:
     """``drain.run()``, a signal passed to ``drain.stop`` meanwhile; one of ``early``
     (signals that came before) stops it as it begins. A ^Z is handled by :mod:`.suspend`."""
     previous = {number: signal.signal(number, lambda n, _: drain.stop(n)) for number in SIGNALS}

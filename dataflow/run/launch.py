@@ -14,13 +14,13 @@ import os
 import shlex
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from ..store import Store
 from ..store.address import Address
 from . import claims, runner
 from .drain import Drain
-from .events import Event
+from .events import Draining, Event
 from .jobenv import JobEnv
 from .lifecycle import Job
 from .runner import Run
@@ -30,9 +30,6 @@ from .scripts import is_spark_job
 # last lines (Spark's log and the JVM's warnings)
 SPARK_RUN = partial(Run, words=False)
 
-if TYPE_CHECKING:  # a plain script's RunJob imports nothing of Spark, nor of workers
-    from .driven import DriverDrain
-    from .workers import WorkerDrain
 
 # the launcher spark-submit (or a Connect client's Python) runs to call an entry point:
 # a path, never imported here
@@ -115,7 +112,7 @@ def drain(
     batch: int = 0,
     notify: Callable[[Event], None],
     validate: list[str] | None,
-) -> Drain | DriverDrain | WorkerDrain:
+) -> Draining:
     """The drain that runs the job's chunks: one (``every`` false) or all of them;
     ``batch``: chunks a driver claims together for ``run_batch`` (0: the job's setting);
     ``processes``: how many the slots are spread over (None: :func:`.workers.shares`).
