@@ -470,3 +470,23 @@ def lineage_events(receiver, secrets: tuple[str, ...] = ()) -> list[dict]:
         validator.validate(event)
         events.append(event)
     return events
+
+
+def _admin(tmp_path, sql: str, *params) -> list[tuple]:
+    """A statement of any SQL client of the store (DDL included), committed: the store of
+    the test whose folder is ``tmp_path``, or the PostgreSQL database at that URL."""
+    import psycopg
+
+    from dataflow.dataids import natural_key
+    from dataflow.store.postgres import connection
+
+    address = (
+        tmp_path if isinstance(tmp_path, str) else ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")
+    )
+    if isinstance(address, str):
+        with psycopg.connect(connection.conninfo(address), autocommit=True) as conn:
+            cursor = conn.execute(sql.replace("?", "%s") if params else sql, params or None)
+            return cursor.fetchall() if cursor.description is not None else []
+    with closing(sqlite3.connect(address)) as conn, conn:
+        conn.create_function("dataflow_natkey", 1, natural_key)  # the store's triggers call it
+        return conn.execute(sql, params).fetchall()

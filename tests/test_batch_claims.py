@@ -5,16 +5,31 @@ that cannot be taken is passed over for the next; racing drains never run one tw
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import subprocess
 import sys
 
+import psycopg
 import pytest
 
+from dataflow.dataids import natural_key
 from dataflow.errors import RunFenced
 from dataflow.run import claims, drainclaim, keeper, lifecycle, locks, recorder
 from dataflow.run.runner import Outcome
 from dataflow.store import open_store
-from support import cue, on_cue, rows, script, start_runjob, statuses, waiting_for_locks
+from support import (
+    ADDRESSES,
+    _admin,
+    cue,
+    on_cue,
+    rows,
+    script,
+    start_runjob,
+    statuses,
+    wait_for,
+    waiting_for_locks,
+)
 
 pytestmark = pytest.mark.both_stores
 # holds the locks of job work's chunks named in argv (in the store's lock file, or the
@@ -357,3 +372,194 @@ def test_a_claim_revoking_leases_in_two_statements_never_deadlocks_with_a_renewa
     finally:
         store.close()
         keeper.close_all()
+
+
+def _hostile_delete_of_candidate(tmp_path, dataid: str) -> None:
+    """A hostile trigger: deleting the candidate row of ``dataid`` fails."""
+    if isinstance(ADDRESSES.get(tmp_path), str):
+        _admin(
+            tmp_path,
+            "CREATE FUNCTION hostile() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN RAISE EXCEPTION 'hostile row'; END $$",
+        )
+        _admin(
+            tmp_path,
+            "CREATE TRIGGER hostile BEFORE DELETE ON candidate FOR EACH ROW"
+            f" WHEN (OLD.dataid = '{dataid}') EXECUTE FUNCTION hostile()",
+        )
+    else:
+        _admin(
+            tmp_path,
+            "CREATE TRIGGER hostile BEFORE DELETE ON candidate"
+            f" WHEN OLD.dataid = '{dataid}' BEGIN SELECT RAISE(ABORT, 'hostile row'); END",
+        )
+
+
+def _drop_hostile(tmp_path) -> None:
+    on = " ON candidate" if isinstance(ADDRESSES.get(tmp_path), str) else ""
+    _admin(tmp_path, f"DROP TRIGGER hostile{on}")
+
+
+def _stale_candidate(chain, tmp_path, dataid: str) -> None:
+    """The job has produced ``dataid`` already, and a writer puts its candidate back."""
+    chain.ok("dml", f"insert into datastatus values ('dst','work','{dataid}','OUT','READY',now())")
+    _admin(
+        tmp_path,
+        "insert into candidate(jobid, sortkey, dataid) values ('work', ?, ?)",
+        natural_key(dataid),
+        dataid,
+    )
+
+
+# dataids no shell, file name or line protocol should take whole
+ODD = [f"{n} \n'\"$(touch pwned)`id`;\t\\ ünï😀 " + "x" * 600 + f" -- {n}\n" for n in range(40)]
+
+
+def test_a_claim_that_fails_in_its_second_batch_lets_go_of_the_first_batchs_locks(
+    chain, tmp_path, address
+):
+    """A claim of two: chunk 2 is held by a process of an earlier run, so the first batch
+    (1, 2) gives chunk 1 only and the claim looks at the next (3, 4); a store error there
+    (a hostile trigger on chunk 3's stale candidate; a session ended, a server restarting)
+    fails the claim. Nothing is claimed, and chunk 1's lock must be let go with it: kept,
+    its own drain and every other RunJob pass it over until this process ends (and on
+    PostgreSQL the keeper keeps its run lock as long)."""
+    _chunks(chain, 6)
+    _stale_candidate(chain, tmp_path, "3")
+    _hostile_delete_of_candidate(tmp_path, "3")
+    store = open_store(address)
+    other = locks.ChunkLock(store.lockfile, "work", "2")  # an earlier run's process
+    try:
+        job = lifecycle.load_job(store, "work")
+        claims.prepare(store, "work")
+        assert other.try_acquire()
+        with pytest.raises(Exception, match="hostile row"):
+            claims.claim(store, job, command="./work.sh", count=2)
+        assert not locks.is_held(store.lockfile, "work", "1")  # let go with the claim
+        if isinstance(address, str):
+            wait_for(lambda: not store.run_locks_held([("work", "1")]), what="run lock let go")
+        _drop_hostile(tmp_path)
+        result = claims.claim(store, job, command="./work.sh", count=2)
+        assert [c.dataid for c in (result.claim, *result.more)] == ["1", "4"]
+        for claim in (result.claim, *result.more):
+            claim.lock.close()
+    finally:
+        other.close()
+        store.close()
+        keeper.close_all()
+
+
+def test_a_batch_puts_candidates_with_wrong_sort_keys_in_their_place(chain, tmp_path, address):
+    """A writer gives chunk 7 a sort key that puts it first, chunk 2 one that puts it
+    last, and chunk 3 a second candidate row under a wrong key: claims of four take each
+    chunk once, never chunk 7 before 1 to 4 (chunk 2 comes when the scan reaches its
+    key: the writer's order), and leave every key repaired."""
+    _chunks(chain, 8)
+    _admin(tmp_path, "update candidate set sortkey = 'zzz' where dataid = '2'")
+    _admin(tmp_path, "update candidate set sortkey = '' where dataid = '7'")
+    _admin(tmp_path, "insert into candidate values ('work', '!', '3')")
+    store = open_store(address)
+    try:
+        job = lifecycle.load_job(store, "work")
+        claims.prepare(store, "work")
+        taken = []
+        while (result := claims.claim(store, job, command="./work.sh", count=4)).claim:
+            taken.append([result.claim, *result.more])
+        first = [c.dataid for c in taken[0]]
+        assert "7" not in first and first == sorted(first, key=natural_key)
+        claimed = [c.dataid for batch in taken for c in batch]
+        assert sorted(claimed) == list("12345678")
+        for batch in taken:
+            for claim in batch:
+                claim.lock.close()
+        assert _admin(tmp_path, "select count(*) from candidate") == [(0,)]
+        assert len(rows(tmp_path, "select 1 from run")) == 8
+    finally:
+        store.close()
+        keeper.close_all()
+
+
+def test_racing_drains_run_chunks_with_odd_long_dataids_once(chain, tmp_path):
+    """Forty chunks whose dataids hold spaces, newlines, quotes, a command substitution,
+    unicode and 600 more characters: two drains of eight slots, claiming up to 32 at a
+    time (on PostgreSQL their run locks asked of the keeper in one request)."""
+    for dataid in ODD:
+        _admin(
+            tmp_path,
+            "insert into datastatus values ('src', 'fakejob', ?, 'OUT', 'READY', ?)",
+            dataid,
+            "2026-11-27 00:00:00.000000",
+        )
+    # a file a run (two runs' appends of long lines could interleave)
+    (tmp_path / "ran").mkdir()
+    script(tmp_path, "work.sh", 'printf "%s" "$dataid" > "ran/$DATAFLOW_RUN"')
+    drains = [start_runjob(chain, "--all", "--parallel", "8", "./work.sh") for _ in range(2)]
+    for drain in drains:
+        out, err = drain.communicate(timeout=600)
+        assert drain.returncode == 0, (out, err)
+        assert "Traceback" not in err and "error" not in err, err
+    ran = [one.read_bytes().decode() for one in (tmp_path / "ran").iterdir()]
+    assert sorted(ran) == sorted(["1", "2", "3", *ODD])
+    assert not (tmp_path / "pwned").exists()
+    found = statuses(tmp_path, "work")
+    assert len(found) == 43 and set(found.values()) == {"READY"}
+    assert len(rows(tmp_path, "select 1 from run")) == 43
+
+
+def test_racing_drains_of_a_clock_jobs_backfill_run_each_period_once(cli, tmp_path):
+    """A daily job with 80 days resubmitted (a backfill) and today: three drains of four
+    slots, whose quick jobs make them claim up to sixteen periods at a time. A clock job
+    has no candidate rows to lock: each period is guarded by its offer lock alone."""
+    cli.ok("createtables")
+    cli.ok("register-dataset", "daily_out")
+    cli.ok("register-job", "daily", "--in", "today", "--out", "daily_out")
+    today = datetime.date.today()
+    first, last = today - datetime.timedelta(days=80), today - datetime.timedelta(days=1)
+    cli.ok("resubmit", "daily", "--from", first.isoformat(), "--to", last.isoformat())
+    script(tmp_path, "daily.sh", 'echo "$dataid" >> ran')
+    drains = [start_runjob(cli, "--all", "--parallel", "4", "./daily.sh") for _ in range(3)]
+    for drain in drains:
+        out, err = drain.communicate(timeout=600)
+        assert drain.returncode == 0, (out, err)
+    ran = (tmp_path / "ran").read_text().split()
+    assert len(ran) == len(set(ran)) and len(set(ran)) >= 81  # today's may be tomorrow's
+    runs = rows(tmp_path, "select dataid, attempt, status from run")
+    assert sorted(d for d, _, _ in runs) == sorted(ran)  # one history row each
+    assert {(attempt, status) for _, attempt, status in runs} == {(1, "READY")}
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.slow
+def test_keeper_sessions_ended_during_a_drains_batch_claims_cost_it_nothing(chain, tmp_path):
+    """The server ends the keeper's session again and again while a drain of quick jobs
+    asks it for the run locks of up to twelve chunks at a time: a request it cannot
+    answer fails the claim, which is tried again; every chunk runs once and ends READY."""
+    import threading
+    import time
+
+    from hosts import keeper_backends
+
+    _chunks(chain, 120)
+    script(tmp_path, "work.sh", 'sleep 0.03; echo "$dataid" >> ran')
+    stop, ended = threading.Event(), []
+
+    def terminate() -> None:
+        while not stop.is_set():
+            for backend in keeper_backends(chain.address):
+                with contextlib.suppress(psycopg.Error):
+                    ended.extend(_admin(tmp_path, f"SELECT pg_terminate_backend({backend})"))
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=terminate)
+    thread.start()
+    try:
+        done = chain.runjob("--all", "--parallel", "3", "./work.sh", timeout=300)
+    finally:
+        stop.set()
+        thread.join()
+    assert done.code == 0, done
+    assert len(ended) >= 3  # sessions ended while the drain ran
+    assert [line for line in done.err.splitlines() if not line.startswith("warning: ")] == []
+    assert sorted(map(int, (tmp_path / "ran").read_text().split())) == list(range(1, 121))
+    assert set(statuses(tmp_path, "work").values()) == {"READY"}
+    assert rows(tmp_path, "select status, count(*) from run group by status") == [("READY", 120)]

@@ -7,6 +7,7 @@ a TCP proxy that can stop forwarding without closing anything (a network partiti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,8 +17,18 @@ from collections import Counter
 import pytest
 from test_stress import CHUNKS, JOBS, LOOP, OUTPUT, STALL_S, finished
 
+from dataflow.run import claims, keeper, lifecycle
+from dataflow.store import open_store
 from hosts import Proxy, alive, keeper_backends, processes_of
-from support import BOUND, rows, script, start_runjob, wait_for, written
+from support import (
+    BOUND,
+    _admin,
+    rows,
+    script,
+    start_runjob,
+    wait_for,
+    written,
+)
 
 
 def _one_job(cli, tmp_path, body, chunks=1):
@@ -355,3 +366,141 @@ def test_two_producers_mark_large_backlogs_ready_at_once(hosts, tmp_path):
     assert a.runjob("./work.sh").code == 0
     assert (tmp_path / "ran").read_text().split() == ["1", "2"]  # the rest are not READY
     assert "no suitable data" in a.runjob("./work.sh").out
+
+
+LEDGER_JOB = """
+exec 9>>"flock.$dataid"
+flock -n 9 || echo "OVERLAP $dataid" >> ledger
+echo "$DATAFLOW_HOST $dataid" >> ledger
+if [ "$DATAFLOW_HOST $dataid" = "hostA 2" ]; then until [ -e go ]; do sleep 0.1; done; fi
+"""
+
+
+def _ledger(tmp_path) -> list[str]:
+    path = tmp_path / "ledger"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@contextlib.contextmanager
+def _ahead_lapsed(hosts, tmp_path, monkeypatch):
+    """Host A's drain (one slot) runs chunk 1 at once and chunk 2 until the file ``go``
+    exists: chunk 3 (and more) is claimed ahead, and waits until its lease, which nobody
+    renews, is older than the bound. Then host B (in this process) claims while the
+    server ends host A's keeper session. Yields host A's RunJob and host B's claim (None
+    if it took nothing), held until the block ends."""
+    from hosts import keeper_backends
+    from support import BOUND
+
+    a, b = hosts
+    a.ok("createtables")
+    a.ok("register-dataset", "src")
+    a.ok("register-dataset", "dst")
+    a.ok("register-job", "work", "--in", "src", "--out", "dst")
+    a.ok("dml", "insert into job (jobid, itemtype, itemvalue) values ('work', 'retries', '1')")
+    a.ok("ready", "src", *map(str, range(1, 5)))
+    script(tmp_path, "work.sh", LEDGER_JOB)
+    runner = start_runjob(a, "--all", "--parallel", "1", "./work.sh")
+    found = store = None
+    try:
+        wait_for(lambda: "hostA 2" in _ledger(tmp_path), what="chunk 2")
+        wait_for(lambda: rows(tmp_path, "select count(*) from run where dataid = '3'") == [(1,)])
+        stale = "select seen + lease * interval '1 second' < now() from run where dataid = '3'"
+        wait_for(lambda: rows(tmp_path, stale) == [(True,)], timeout=BOUND * 4, what="lapse")
+        for name, value in b.env.items():
+            if name.startswith("DATAFLOW_"):
+                monkeypatch.setenv(name, value)
+        store = open_store(b.address)
+        job = lifecycle.load_job(store, "work")
+        keeper.keeper_for(store)
+        for _ in range(20):
+            for backend in keeper_backends(a.address):
+                _admin(tmp_path, f"SELECT pg_terminate_backend({backend})")
+            found = claims.claim(store, job, command="./work.sh").claim
+            if found is not None:
+                break
+        yield runner, found
+    finally:
+        (tmp_path / "go").touch()
+        if runner.poll() is None:
+            runner.wait(timeout=60)
+        if found is not None:
+            found.lock.close()
+        if store is not None:
+            store.close()
+        keeper.close_all()
+
+
+def test_a_batch_passes_over_a_chunk_whose_run_lives_on_another_host(hosts, tmp_path):
+    """Host A runs chunk 1; a store writer sets it RESUBMIT and deletes its IN row, so it
+    is offered again while A's job lives. Host B's drain claims three at a time: chunk 1,
+    first of its first batch, is passed over (A's lease), the others run, and chunk 1
+    stays offered until A's run ends."""
+    a, b = hosts
+    a.ok("createtables")
+    a.ok("register-dataset", "src")
+    a.ok("register-dataset", "dst")
+    a.ok("register-job", "work", "--in", "src", "--out", "dst")
+    a.ok("ready", "src", *map(str, range(1, 8)))
+    script(
+        tmp_path,
+        "work.sh",
+        'echo "$DATAFLOW_HOST $dataid" >> ran\n'
+        'if [ "$DATAFLOW_HOST" = hostA ]; then echo $$ > job.pid; '
+        "until [ -e go ]; do sleep 0.1; done; fi",
+    )
+    runner = start_runjob(a, "./work.sh")
+    try:
+        wait_for(lambda: written(tmp_path / "job.pid"), what="host A's job")
+        a.ok(
+            "dml",
+            "delete from datastatus where jobid = 'work' and dataid = '1' and locktype = 'IN'",
+        )
+        a.ok(
+            "dml",
+            "update datastatus set status = 'RESUBMIT' where jobid = 'work' and dataid = '1'",
+        )
+        assert rows(tmp_path, "select count(*) from candidate where dataid = '1'") == [(1,)]
+        done = b.runjob("--all", "--parallel", "3", "./work.sh", timeout=300)
+        assert done.code == 0, done
+        ran = (tmp_path / "ran").read_text().splitlines()
+        assert sorted(ran) == ["hostA 1", *(f"hostB {n}" for n in range(2, 8))]
+        assert rows(tmp_path, "select count(*) from candidate where dataid = '1'") == [(1,)]
+    finally:
+        (tmp_path / "go").touch()
+        runner.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_a_chunk_claimed_ahead_for_longer_than_the_bound_never_runs_beside_another_hosts(
+    hosts, tmp_path, monkeypatch
+):
+    """On PostgreSQL: host A's drain goes on (chunk 2 ends) while host B holds its claim
+    of a chunk host A claimed ahead: host A never starts it. (Nobody renews the lease of
+    a chunk claimed ahead before its start: a drain gives back those that waited half
+    the bound, and a chunk given back that another host took since is left as it is.)"""
+    with _ahead_lapsed(hosts, tmp_path, monkeypatch) as (runner, found):
+        before = _ledger(tmp_path)
+        (tmp_path / "go").touch()
+        runner.wait(timeout=60)
+        after = _ledger(tmp_path)[len(before) :]
+    if found is not None:
+        assert f"hostA {found.dataid}" not in after, (found.dataid, before, after)
+
+
+@pytest.mark.slow
+def test_a_stopped_drain_never_gives_back_a_chunk_another_host_claimed_since(
+    hosts, tmp_path, monkeypatch
+):
+    """On PostgreSQL: as above, but host A's drain is stopped (SIGTERM): the chunks it
+    claimed ahead are given back, host B's claim of one of them stays as it is."""
+    with _ahead_lapsed(hosts, tmp_path, monkeypatch) as (runner, found):
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(timeout=60)
+        if found is not None:
+            mine = rows(
+                tmp_path,
+                "select locktype, status from datastatus where jobid = 'work' and dataid = ?",
+                found.dataid,
+            )
+            assert sorted(mine) == [("IN", "RUNNING"), ("OUT", "RUNNING")], mine
+            assert rows(tmp_path, "select count(*) from run where runid = ?", found.runid) == [(1,)]

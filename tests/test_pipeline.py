@@ -15,7 +15,14 @@ from dataflow.run.runner import Outcome
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
 from hosts import keeper_backends
-from support import InProcessCli, wait_for
+from support import (
+    InProcessCli,
+    _admin,
+    rows,
+    script,
+    statuses,
+    wait_for,
+)
 
 
 @pytest.fixture
@@ -33,12 +40,6 @@ def work(tmp_path, pg_database):
     finally:
         store.close()
         keeper.close_all()
-
-
-def _admin(address: str, sql: str) -> list[tuple]:
-    with psycopg.connect(connection.conninfo(address), autocommit=True) as conn:
-        cursor = conn.execute(sql)
-        return cursor.fetchall() if cursor.description is not None else []
 
 
 def _chunk(address: str, dataid: str) -> tuple[list[tuple], int, int]:
@@ -235,3 +236,52 @@ def test_a_claim_given_back_lets_its_run_lock_go_at_once(work, pg_database, monk
     claims.release(store, job.jobid, given_back)
     wait_for(free, timeout=10, what="the run lock let go")  # (not a minute later)
     result.claim.lock.close()
+
+
+def _chunks(chain, last: int) -> None:
+    """Chunks 4..last of src READY too (the chain has 1..3)."""
+    chain.ok(
+        "dml",
+        f"with recursive n(i) as (select 4 union all select i+1 from n where i < {last}) "
+        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
+    )
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.parametrize(
+    "table, operation",
+    [("candidate", "DELETE"), ("run", "INSERT"), ("run", "UPDATE"), ("datastatus", "DELETE")],
+    ids=["claim-first-write", "claim-last-write", "finish-first-write", "finish-last-write"],
+)
+@pytest.mark.both_stores
+def test_a_session_ended_inside_a_pipelined_claim_or_finish_costs_a_drain_nothing(
+    chain, tmp_path, table, operation
+):
+    """The server ends the drain's session while the statements of a claim of several
+    chunks, or of a finish, are in flight (a trigger ends its own session, four times):
+    the drain carries on, every chunk runs once and ends READY, with one history row, and
+    what it says is one warning line."""
+    _chunks(chain, 40)
+    script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
+    _admin(tmp_path, "CREATE SEQUENCE once")
+    _admin(
+        tmp_path,
+        "CREATE FUNCTION hostile() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF nextval('once') IN (3, 11, 19, 30) THEN"
+        " PERFORM pg_terminate_backend(pg_backend_pid()); END IF;"
+        " IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END $$",
+    )
+    _admin(
+        tmp_path,
+        f"CREATE TRIGGER hostile BEFORE {operation} ON {table} FOR EACH ROW"
+        " WHEN (pg_trigger_depth() < 1) EXECUTE FUNCTION hostile()",
+    )
+    done = chain.runjob("--all", "--parallel", "3", "./work.sh", timeout=300)
+    assert done.code == 0, done
+    assert [line for line in done.err.splitlines() if not line.startswith("warning: ")] == []
+    assert "pipeline" not in done.err and "in progress" not in done.err
+    assert sorted(map(int, (tmp_path / "ran").read_text().split())) == list(range(1, 41))
+    assert set(statuses(tmp_path, "work").values()) == {"READY"}
+    assert rows(tmp_path, "select status, count(*) from run group by status") == [("READY", 40)]
+    assert rows(tmp_path, "select count(*) from datastatus where locktype = 'IN'") == [(0,)]
+    assert rows(tmp_path, "select last_value >= 30 from once") == [(True,)]

@@ -59,10 +59,9 @@ from collections import Counter
 
 import pytest
 from test_runjob import ready, register
-from test_sweep_batch import _admin
 
 from dataflow import layout
-from support import ROOT, open_files, rows, script
+from support import ROOT, _admin, open_files, rows, script
 
 LIMITED = ("warning: cannot run ./work.sh", "warning: cannot claim a chunk")
 

@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from support import host_policy, rows, script, state
+from dataflow.store import open_store
+from support import (
+    _admin,
+    host_policy,
+    rows,
+    script,
+    state,
+    statuses,
+)
 
 pytestmark = pytest.mark.both_stores
 
@@ -192,7 +200,7 @@ def test_purge_reads_the_age_of_runs_on_the_servers_clock(cli, tmp_path, address
     import datetime as real
 
     from dataflow.ops import housekeeping
-    from dataflow.store import base, open_store
+    from dataflow.store import base
 
     _job(cli, tmp_path)
     assert cli.runjob("./M.sh").code == 0
@@ -224,3 +232,36 @@ def test_a_log_stops_growing_at_its_cap_and_the_run_is_recorded(cli, tmp_path):
     log = Path(logpath).read_bytes()
     assert len(log) < (1 << 20) + 200 and log.endswith(b"MB (DATAFLOW_LOG_MAX_MB)]\n")
     assert rows(tmp_path, "select status, reason from run") == [("READY", None)]
+
+
+def _chunks(chain, last: int) -> None:
+    """Chunks 4..last of src READY too (the chain has 1..3)."""
+    chain.ok(
+        "dml",
+        f"with recursive n(i) as (select 4 union all select i+1 from n where i < {last}) "
+        "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
+    )
+
+
+def test_a_hostile_run_row_is_one_line_and_blocks_only_its_chunk(chain, tmp_path, address):
+    """A last run whose attempt no claim can add one to (text, which any SQLite client
+    may write into the typeless column; on PostgreSQL the integer's limit) is said in
+    one line and its chunk skipped; every other chunk of the job runs."""
+    attempt = "2147483647" if isinstance(address, str) else "'x'"
+    _chunks(chain, 6)
+    chain.ok("dml", "insert into datastatus values ('dst','work','2','OUT','FAILED',now())")
+    chain.ok("dml", "insert into job (jobid, itemtype, itemvalue) values ('work', 'retries', '3')")
+    _admin(
+        tmp_path,
+        "insert into run (jobid, dataid, attempt, retry, status, started)"
+        f" values ('work', '2', {attempt}, 0, 'FAILED', '2026-01-01 00:00:00')",
+    )
+    script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
+    done = chain.runjob("--all", "--parallel", "3", "./work.sh")
+    assert done.code == 0, done.err
+    assert done.err.splitlines() == [
+        "warning: dataid '2' of work has a last run whose attempt or retry is not a "
+        "count: skipped; correct or delete its rows"
+    ]
+    assert sorted((tmp_path / "ran").read_text().split()) == ["1", "3", "4", "5", "6"]
+    assert statuses(tmp_path, "work")["2"] == "FAILED"
