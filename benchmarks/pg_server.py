@@ -119,7 +119,8 @@ def build_chain(address: str, chain, triggers: bool) -> tuple[Store, float]:
     datastatus disabled (all of them: ours are the only ones), then ``candidate`` filled
     in one statement per job with exactly the pairs the triggers leave (each job's
     pending chunks: input READY, own output absent) — the benchmark checks the two give
-    the same table at the smallest size.
+    the same table at the smallest size — and the chunks' summary (``chunk_seen``,
+    ``chunk_tally``) as a reader's fold leaves it.
     """
     store, _ = create_store(address)
     start = time.perf_counter()
@@ -139,6 +140,15 @@ def build_chain(address: str, chain, triggers: bool) -> tuple[Store, float]:
                     "FROM generate_series(%s::int, %s::int) g",
                     (jobid, chain.done(k), chain.done(k - 1) - 1),
                 )
+            # the chunks' summary (migration 8) as its triggers and a fold leave it
+            store.conn.execute(
+                "INSERT INTO chunk_seen(jobid, dataid, statuses) SELECT jobid, dataid, "
+                "array_agg(DISTINCT status) FROM datastatus WHERE locktype = 'OUT' GROUP BY 1, 2"
+            )
+            store.conn.execute(
+                "INSERT INTO chunk_tally(jobid, status, chunks) SELECT jobid, status, "
+                "count(DISTINCT dataid) FROM datastatus WHERE locktype = 'OUT' GROUP BY 1, 2"
+            )
     store.conn.execute("VACUUM ANALYZE")  # as autovacuum leaves a store that has lived
     return store, time.perf_counter() - start
 

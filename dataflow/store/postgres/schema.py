@@ -40,7 +40,7 @@ def _bucket(dataid: str) -> str:
     return f"hashtext({dataid}) & {OFFER_LOCKS - 1}"
 
 
-VERSION = 7  # the number of files in migrations/
+VERSION = 8  # the number of files in migrations/
 
 
 def migration(version: int) -> str:

@@ -313,6 +313,16 @@ class PostgresStore(
         params = {"jobid": jobid, "dataid": dataid, "limit": limit}
         return [dict(row) for row in self.conn.execute(self.q.history, params)]
 
+    def status_counts(self) -> list[Row]:
+        """Chunks per registered job and OUT status (migration 8's summary), the chunks
+        written since the last fold folded in first unless another reader is folding
+        them; exact either way."""
+        if self.conn.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            with self.transaction():  # the fold's statement reads after the lock is taken
+                if self.conn.execute(self.q.fold_lock).fetchone()[0]:
+                    self.conn.execute(self.q.fold_chunk_tally)
+        return super().status_counts()
+
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
         # a shortened lease does not free a live run's history: this host's bound
         params = {"jobid": jobid, "before": before, "bound": liveness_timeout()}

@@ -23,7 +23,7 @@ import re
 from ..migrations import read, read_all
 from .connection import statements
 
-VERSION = 12  # the number of files in migrations/
+VERSION = 13  # the number of files in migrations/
 
 
 def migration(version: int) -> str:

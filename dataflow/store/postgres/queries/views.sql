@@ -1,9 +1,53 @@
 -- PostgreSQL: the read-only views (status, lineage, explain).
 
 -- name: status_counts
-SELECT jobid, status, COUNT(DISTINCT dataid) AS chunks FROM datastatus
-WHERE locktype = 'OUT' AND jobid IN (SELECT jobid FROM job)
-GROUP BY jobid, status;
+-- From the summary of migration 8 (what COUNT(DISTINCT dataid) of each job's OUT rows by
+-- status gives), with the difference the chunks written since the last fold make: exact
+-- whether or not anyone folded them.
+WITH pending AS (SELECT DISTINCT jobid, dataid FROM chunk_pending),
+fresh AS (SELECT DISTINCT d.jobid, d.dataid, d.status FROM pending p
+        JOIN datastatus d ON d.jobid = p.jobid AND d.dataid = p.dataid AND d.locktype = 'OUT'),
+stale AS (SELECT s.jobid, s.dataid, unnest(s.statuses) AS status FROM pending p
+        JOIN chunk_seen s ON s.jobid = p.jobid AND s.dataid = p.dataid),
+delta AS (SELECT jobid, status, 1 AS chunks FROM (TABLE fresh EXCEPT TABLE stale) AS came
+          UNION ALL
+          SELECT jobid, status, -1 FROM (TABLE stale EXCEPT TABLE fresh) AS went)
+SELECT jobid, status, sum(chunks) AS chunks
+FROM (SELECT jobid, status, chunks FROM chunk_tally UNION ALL TABLE delta) AS t
+WHERE jobid IN (SELECT jobid FROM job)
+GROUP BY jobid, status HAVING sum(chunks) <> 0;
+
+-- name: fold_lock
+-- One folder at a time (advisory lock space 3); a reader that does not get it reads the
+-- pending chunks as they are.
+SELECT pg_try_advisory_xact_lock(3, 0);
+
+-- name: fold_chunk_tally
+-- The chunks written since the last fold, into chunk_tally and chunk_seen, in one
+-- statement (one snapshot): a chunk a writer changes meanwhile is pending again, and
+-- folding it twice changes nothing.
+WITH pending AS (DELETE FROM chunk_pending RETURNING jobid, dataid),
+chunk AS (SELECT DISTINCT jobid, dataid FROM pending),
+fresh AS (SELECT d.jobid, d.dataid, array_agg(DISTINCT d.status) AS statuses FROM chunk c
+        JOIN datastatus d ON d.jobid = c.jobid AND d.dataid = c.dataid AND d.locktype = 'OUT'
+        GROUP BY d.jobid, d.dataid),
+stale AS (SELECT s.jobid, s.dataid, s.statuses FROM chunk c
+        JOIN chunk_seen s ON s.jobid = c.jobid AND s.dataid = c.dataid),
+fresh_each AS (SELECT jobid, dataid, unnest(statuses) AS status FROM fresh),
+stale_each AS (SELECT jobid, dataid, unnest(statuses) AS status FROM stale),
+delta AS (SELECT jobid, status, sum(chunks) AS chunks FROM (
+              SELECT jobid, status, 1 AS chunks FROM (TABLE fresh_each EXCEPT TABLE stale_each) a
+              UNION ALL
+              SELECT jobid, status, -1 FROM (TABLE stale_each EXCEPT TABLE fresh_each) b) AS d
+          GROUP BY jobid, status),
+gone AS (DELETE FROM chunk_seen s USING stale w
+         WHERE s.jobid = w.jobid AND s.dataid = w.dataid
+           AND NOT EXISTS (SELECT 1 FROM fresh n WHERE n.jobid = w.jobid AND n.dataid = w.dataid)),
+kept AS (INSERT INTO chunk_seen(jobid, dataid, statuses) SELECT jobid, dataid, statuses FROM fresh
+         ON CONFLICT (jobid, dataid) DO UPDATE SET statuses = EXCLUDED.statuses)
+INSERT INTO chunk_tally(jobid, status, chunks) SELECT jobid, status, chunks FROM delta
+WHERE chunks <> 0
+ON CONFLICT (jobid, status) DO UPDATE SET chunks = chunk_tally.chunks + EXCLUDED.chunks;
 
 -- name: job_ids
 SELECT DISTINCT jobid FROM job WHERE jobid <> '*' ORDER BY 1;

@@ -1,0 +1,175 @@
+"""`utility status` and /metrics count a job's chunks by status from a summary the store
+keeps (SQLite's triggers, PostgreSQL's pending chunks folded by a reader), and tell what
+a count of every row tells, whatever wrote the rows: any statement a user types."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+JOBS = {"a": ("src", ["da"]), "b": ("da", ["db1", "db2"])}  # b writes two datasets
+STATUSES = ("READY", "RUNNING", "FAILED", "RESUBMIT", "HOLD")
+EVERY_ROW = (  # the count before the summary (migration 13 / 8): every OUT row read
+    "SELECT jobid, status, COUNT(DISTINCT dataid) FROM datastatus "
+    "WHERE locktype = 'OUT' AND jobid IN (SELECT jobid FROM job) GROUP BY jobid, status"
+)
+
+jobs = st.sampled_from(["a", "b", "zz"])  # zz: a writer no job registers
+datasets = st.sampled_from(["da", "db1", "db2", "dz"])
+dataids = st.sampled_from(["1", "2", "3", "2026-01-01"])
+statuses = st.sampled_from(STATUSES)
+# one statement each, as a user types it in the sqlite3 shell or psql
+writes = st.one_of(
+    st.tuples(st.just("insert"), datasets, jobs, dataids, st.sampled_from(["OUT", "IN"]), statuses),
+    st.tuples(
+        st.just("upsert"), st.lists(st.tuples(datasets, dataids), max_size=4), jobs, statuses
+    ),
+    st.tuples(st.just("set chunk"), jobs, dataids, statuses),
+    st.tuples(st.just("set job"), jobs, statuses),
+    st.tuples(st.just("set one"), datasets, jobs, dataids, statuses),
+    st.tuples(st.just("flip"), jobs, dataids),
+    st.tuples(st.just("move"), jobs, dataids, dataids),
+    st.tuples(st.just("delete chunk"), jobs, dataids),
+    st.tuples(st.just("delete job"), jobs),
+)
+
+
+def _register(store, mark: str) -> None:
+    if store.job_ids():
+        return
+    with store.transaction():
+        for jobid, (source, outs) in JOBS.items():
+            for itemtype, datasetid in [("IN", source)] + [("OUT", out) for out in outs]:
+                store.conn.execute(
+                    f"INSERT INTO job(jobid, itemtype, datasetid) VALUES ({mark}, {mark}, {mark})",
+                    (jobid, itemtype, datasetid),
+                )
+
+
+def _write(store, mark: str, write: tuple) -> None:
+    kind, *args = write
+    m = mark
+    if kind == "insert":
+        sql = (
+            "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status) "
+            f"VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT DO NOTHING"
+        )
+        store.conn.execute(sql, tuple(args))
+    elif kind == "upsert":  # some rows new, some there: both halves in one statement
+        chunks, jobid, status = args
+        if not chunks:
+            return
+        values = ", ".join([f"({m}, {m}, {m}, 'OUT', {m})"] * len(set(chunks)))
+        params = [v for ds, d in sorted(set(chunks)) for v in (ds, jobid, d, status)]
+        sql = (
+            f"INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status) VALUES {values} "
+            "ON CONFLICT (datasetid, jobid, dataid) DO UPDATE SET status = excluded.status, "
+            "locktype = excluded.locktype"
+        )
+        store.conn.execute(sql, params)
+    elif kind == "set chunk":
+        jobid, dataid, status = args
+        sql = f"UPDATE datastatus SET status = {m} WHERE jobid = {m} AND dataid = {m}"
+        store.conn.execute(sql, (status, jobid, dataid))
+    elif kind == "set job":
+        jobid, status = args
+        store.conn.execute(f"UPDATE datastatus SET status = {m} WHERE jobid = {m}", (status, jobid))
+    elif kind == "set one":
+        datasetid, jobid, dataid, status = args
+        sql = (
+            f"UPDATE datastatus SET status = {m} "
+            f"WHERE datasetid = {m} AND jobid = {m} AND dataid = {m}"
+        )
+        store.conn.execute(sql, (status, datasetid, jobid, dataid))
+    elif kind == "flip":  # OUT <-> IN
+        sql = (
+            "UPDATE datastatus SET locktype = CASE WHEN locktype = 'OUT' THEN 'IN' ELSE 'OUT' END "
+            f"WHERE jobid = {m} AND dataid = {m}"
+        )
+        store.conn.execute(sql, tuple(args))
+    elif kind == "move":  # a chunk's rows to another dataid, where no row is in the way
+        jobid, dataid, to = args
+        sql = (
+            f"UPDATE datastatus SET dataid = {m} WHERE jobid = {m} AND dataid = {m} "
+            f"AND NOT EXISTS (SELECT 1 FROM datastatus o WHERE o.jobid = {m} AND o.dataid = {m})"
+        )
+        store.conn.execute(sql, (to, jobid, dataid, jobid, to))
+    elif kind == "delete chunk":
+        store.conn.execute(
+            f"DELETE FROM datastatus WHERE jobid = {m} AND dataid = {m}", tuple(args)
+        )
+    else:
+        store.conn.execute(f"DELETE FROM datastatus WHERE jobid = {m}", tuple(args))
+
+
+def _every_row(store) -> dict[tuple[str, str], int]:
+    return {(job, status): n for job, status, n in store.conn.execute(EVERY_ROW)}
+
+
+def _summarised(store) -> dict[tuple[str, str], int]:
+    return {(r["jobid"], r["status"]): r["chunks"] for r in store.status_counts()}
+
+
+@pytest.mark.both_stores
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batches=st.lists(st.lists(writes, max_size=6), min_size=1, max_size=4))
+def test_the_summary_tells_what_a_count_of_every_row_tells(store, store_kind, batches):
+    mark = "?" if store_kind == "sqlite" else "%s"
+    _register(store, mark)
+    with store.transaction():
+        store.conn.execute("DELETE FROM datastatus")
+    for batch in batches:
+        with store.transaction():
+            for write in batch:
+                _write(store, mark, write)
+        if store_kind == "postgres":  # read inside a transaction: nothing is folded
+            with store.transaction():
+                assert _summarised(store) == _every_row(store)
+        assert _summarised(store) == _every_row(store)  # folded on PostgreSQL
+
+
+@pytest.mark.both_stores
+def test_a_store_of_older_migrations_gets_its_summary_from_its_rows(store, store_kind):
+    """The migration counts the rows a store holds when it is upgraded."""
+    mark = "?" if store_kind == "sqlite" else "%s"
+    _register(store, mark)
+    with store.transaction():
+        for n, status in enumerate(["READY", "READY", "FAILED"]):
+            for out in ("db1", "db2"):
+                store.conn.execute(
+                    "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status) "
+                    f"VALUES ({mark}, 'b', {mark}, 'OUT', {mark})",
+                    (out, str(n), status),
+                )
+        store.conn.execute("DELETE FROM chunk_tally")
+        if store_kind == "postgres":
+            store.conn.execute("DELETE FROM chunk_seen")
+            store.conn.execute("DELETE FROM chunk_pending")
+    assert _summarised(store) == {}  # the summary is all status reads now
+    migration = _last_migration(store_kind)
+    with store.transaction():
+        for statement in _statements(store_kind, migration):
+            store.conn.execute(statement)
+    assert _summarised(store) == _every_row(store) == {("b", "READY"): 2, ("b", "FAILED"): 1}
+
+
+def _last_migration(store_kind: str) -> str:
+    if store_kind == "sqlite":
+        from dataflow.store.sqlite import schema
+    else:
+        from dataflow.store.postgres import schema
+    return schema.migration(schema.VERSION)
+
+
+def _statements(store_kind: str, script: str) -> list[str]:
+    """The statements of the summary's migration that fill it (its DELETEs and INSERTs)."""
+    if store_kind == "sqlite":
+        from dataflow.store.sqlite.connection import statements
+
+        found = statements(script)
+    else:
+        found = [s for s in script.split(";\n") if s.strip()]
+    return [s for s in found if s.lstrip("\n").startswith(("DELETE", "INSERT"))]
