@@ -363,3 +363,68 @@ def test_a_finish_whose_commit_the_server_refuses_leaves_the_chunk_as_it_was(
         ("READY",),
         ("RUNNING",),
     ]
+
+
+def _ending_commits(address: str, times: int) -> None:
+    """A store writer's deferred trigger that ends the finishing session (its COMMIT's
+    answer lost: the transaction is rolled back) the first ``times`` times a run turns
+    READY."""
+    import psycopg
+
+    with psycopg.connect(address, autocommit=True) as conn:
+        conn.execute("CREATE SEQUENCE hostile_count")  # not rolled back with its transaction
+        conn.execute(
+            "CREATE FUNCTION hostile() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            f" IF nextval('hostile_count') <= {times} THEN"
+            "   PERFORM pg_terminate_backend(pg_backend_pid());"
+            " END IF; RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE CONSTRAINT TRIGGER hostile AFTER UPDATE ON run DEFERRABLE INITIALLY"
+            " DEFERRED FOR EACH ROW WHEN (NEW.status = 'READY') EXECUTE FUNCTION hostile()"
+        )
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_finish_whose_commit_was_lost_and_not_done_is_recorded_by_its_next_try(
+    cli, tmp_path, address
+):
+    """The finish's first COMMIT ends its session (not committed, its answer lost): the
+    move is kept, the next try commits READY; the chunk holds the run's output only."""
+    from test_fenced_output import _files, _register
+
+    table = _register(cli, tmp_path)
+    assert cli.runjob("./work.sh").code == 0
+    (table / "dataid=7" / "mark").write_text("the first run's chunk")
+    cli.ok("resubmit", "work", "7")
+    _ending_commits(address, 1)
+    done = cli.runjob("./work.sh")
+    assert done.code == 0, done
+    assert _files(table / "dataid=7") == {"part.csv": "here\n"}
+    assert rows(tmp_path, "select status from run order by attempt") == [("READY",), ("READY",)]
+    assert list((table / layout.ATTEMPTS).rglob("*")) in (
+        [],
+        [table / layout.ATTEMPTS / "dataid=7"],
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_finish_whose_every_commit_is_lost_leaves_no_output_of_a_failed_run(
+    cli, tmp_path, address
+):
+    """Every COMMIT of the finish ends its session (never committed): RunJob gives up
+    (one line, non-zero), and once the run is recovered FAILED the chunk must hold what
+    its last READY run made, not the output of a run the store says failed."""
+    from test_fenced_output import _files, _register
+
+    table = _register(cli, tmp_path)
+    assert cli.runjob("./work.sh").code == 0
+    (table / "dataid=7" / "mark").write_text("the first run's chunk")
+    cli.ok("resubmit", "work", "7")
+    _ending_commits(address, 10_000)
+    done = cli.runjob("./work.sh", timeout=300)
+    assert done.code != 0 and "Traceback" not in done.err, done
+    cli.ok("recover")
+    assert rows(tmp_path, "select status from run order by attempt")[-1] != ("READY",)
+    assert _files(table / "dataid=7") == {"mark": "the first run's chunk", "part.csv": "here\n"}

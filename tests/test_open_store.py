@@ -14,7 +14,7 @@ import pytest
 
 from dataflow.store import create_store
 from dataflow.store.sqlite import schema
-from support import rows, script, statuses
+from support import _admin, rows, script, statuses
 
 SHELL = shutil.which("sqlite3")
 needs_shell = pytest.mark.skipif(
@@ -179,3 +179,32 @@ def test_a_store_made_before_the_open_schema_is_opened_by_createtables(cli, tmp_
     shell_sql(tmp_path, ready("9"))
     shell_sql(tmp_path, ready("2026-1-5"))
     assert claimed_in_order(cli, tmp_path, 3) == ["9", "10", "2026-1-5"]
+
+
+@pytest.mark.parametrize(
+    "column,value", [("retry", "'x'"), ("retry", "X'00'"), ("attempt", "X'00'")]
+)
+def test_operator_commands_on_a_run_row_whose_count_is_no_count(chain, tmp_path, column, value):
+    """A run row whose retry (or attempt) is text or bytes (any SQLite client may write
+    them into the typeless column): status, explain and the board say so, without a
+    traceback (they compared it with an int: TypeError), as RunJob skips the chunk."""
+    chain.ok("dml", "insert into datastatus values ('dst','work','2','OUT','FAILED',now())")
+    chain.ok("dml", "insert into job (jobid, itemtype, itemvalue) values ('work', 'retries', '3')")
+    counts = {"attempt": "1", "retry": "0", column: value}
+    _admin(
+        tmp_path,
+        "insert into run (jobid, dataid, attempt, retry, status, started)"
+        f" values ('work', '2', {counts['attempt']}, {counts['retry']}, 'FAILED', '2026-01-01')",
+    )
+    for args in (["status"], ["status", "work"], ["explain", "work"], ["history"]):
+        done = chain.utility(*args)
+        assert done.code == 0 and "Traceback" not in done.err, (args, done.err)
+    board = chain.utility("board", "--html", str(tmp_path / "board.html"))
+    assert board.code == 0 and "Traceback" not in board.err, board.err
+    assert "not a count" in (tmp_path / "board.html").read_text()
+    explained = chain.utility("explain", "work", "2")
+    assert "Traceback" not in explained.err, explained.err
+    assert "attempt or retry is not a count" in explained.out
+    script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
+    assert chain.runjob("--all", "./work.sh").code == 0
+    assert sorted((tmp_path / "ran").read_text().split()) == ["1", "3"]

@@ -1,0 +1,143 @@
+"""The PostgreSQL lease keeper against a hostile server: sessions ended again and again
+while two hosts drain, a store writer holding a run lock at the keeper's reconnect, a
+retry that finds the server refusing connections. Never twice (a job-side ledger), never
+hung, one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from support import rows
+
+
+@pytest.mark.slow
+def test_a_keeper_takes_again_the_run_locks_a_hostile_writer_held_at_its_reconnect(hosts, tmp_path):
+    """The server ends the keeper's session while it holds the run locks of three live
+    runs, and a store writer takes advisory locks of the same keys before the keeper
+    reconnects; once the writer lets them go, the keeper holds them again (its lease
+    held the chunks meanwhile: host B never runs one of them)."""
+    import time
+
+    import psycopg
+    from test_hosts import _one_job
+    from test_lease import JOB, WAIT_GO, _ledger
+
+    from dataflow.store.postgres.claims import run_key
+    from hosts import keeper_backends
+    from support import BOUND, start_runjob, wait_for
+
+    a, b = hosts
+    _one_job(a, tmp_path, JOB + WAIT_GO, chunks=3)
+    # one process, one keeper: the one whose session is ended
+    runner = start_runjob(a, "--all", "--parallel", "3", "--workers", "1", "./work.sh")
+    wait_for(lambda: len(_ledger(tmp_path)) == 3, what="three live runs")
+    wait_for(lambda: keeper_backends(a.address), what="the run locks")
+    (backend,) = keeper_backends(a.address)
+    keys = [run_key("work", str(d)) for d in (1, 2, 3)]
+    with psycopg.connect(a.address, autocommit=True) as hostile:
+        hostile.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        wait_for(
+            lambda: all(
+                hostile.execute("SELECT pg_try_advisory_lock(%s)", (k,)).fetchone()[0] for k in keys
+            ),
+            what="the hostile locks",
+        )
+        seen = rows(tmp_path, "select max(seen) from run")[0][0]
+        wait_for(  # the keeper reconnected: its heartbeat goes on
+            lambda: rows(tmp_path, "select min(seen) from run")[0][0] > seen,
+            what="a heartbeat",
+        )
+        assert b.runjob("--all", "./work.sh").code == 0  # nothing for B: leases held
+    time.sleep(BOUND / 2)  # a few heartbeats of the keeper's
+    held = wait_for(
+        lambda: len(keeper_backends(a.address)) == 1, timeout=BOUND, what="the locks again"
+    )
+    assert held is not False
+    (tmp_path / "go").touch()
+    assert runner.wait(timeout=60) == 0
+    assert sorted(line.split()[0] for line in _ledger(tmp_path)) == ["1", "2", "3"]
+
+
+@pytest.mark.slow
+def test_keeper_sessions_ended_again_and_again_under_two_draining_hosts(hosts, tmp_path):
+    """Both hosts drain 60 quick chunks two at a time while every keeper's session is
+    ended every 0.1 s (their requests fail and are retried on a new session): no chunk
+    runs beside another run of itself, every chunk ends READY once."""
+    import threading
+
+    import psycopg
+    from test_hosts import _one_job
+    from test_lease import JOB, _ledger
+
+    from hosts import keeper_backends
+    from support import start_runjob
+
+    a, _ = hosts
+    _one_job(a, tmp_path, JOB + "sleep 0.1", chunks=60)
+    stop, ended = threading.Event(), []
+
+    def end_sessions() -> None:
+        with psycopg.connect(a.address, autocommit=True) as conn:
+            while not stop.wait(0.1):
+                for backend in keeper_backends(a.address):
+                    conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+                    ended.append(backend)
+
+    ender = threading.Thread(target=end_sessions)
+    ender.start()
+    try:
+        runners = [start_runjob(host, "--all", "--parallel", "2", "./work.sh") for host in hosts]
+        codes = [runner.wait(timeout=240) for runner in runners]
+    finally:
+        stop.set()
+        ender.join()
+    errors = [runner.stderr.read() for runner in runners]
+    assert "Traceback" not in "".join(errors), errors
+    assert all(c == 0 or len(e.splitlines()) == 1 for c, e in zip(codes, errors, strict=True)), (
+        errors
+    )
+    ledger = _ledger(tmp_path)
+    assert not [line for line in ledger if "OVERLAP" in line], ledger
+    for host in hosts:  # what a drain that gave up left: its next run finishes the work
+        host.runjob("--all", "./work.sh")
+    found = rows(tmp_path, "select dataid, status from run where jobid = 'work'")
+    assert len(ended) >= 5  # sessions were ended under the drains
+    assert sorted(d for d, s in found if s == "READY") == sorted(str(i) for i in range(1, 61))
+
+
+@pytest.mark.slow
+def test_a_keeper_whose_retry_finds_the_server_refusing_ends_the_drain_in_one_line(
+    tmp_path, pg_server, pg_store
+):
+    """Host A reaches the store through a proxy that stops accepting connections, then
+    its keeper's session is ended: the keeper's retry cannot connect. RunJob ends in one
+    line, non-zero, without hanging; nothing is left RUNNING."""
+    from test_hosts import _one_job
+    from test_lease import JOB, _ledger
+
+    from hosts import Proxy, keeper_backends
+    from support import ADDRESSES, BOUND, start_runjob, two_hosts, wait_for
+
+    proxy = Proxy(pg_server.port)
+    a, b = two_hosts(tmp_path, pg_store, BOUND)
+    ADDRESSES[tmp_path] = pg_store
+    try:
+        a.env["DATAFLOW_DB"] = pg_store.replace(f":{pg_server.port}/", f":{proxy.port}/")
+        _one_job(b, tmp_path, JOB + "until [ -e go ]; do sleep 0.1; done", chunks=6)
+        runner = start_runjob(a, "--all", "--parallel", "2", "--workers", "1", "./work.sh")
+        wait_for(lambda: len(_ledger(tmp_path)) == 2, what="two live runs")
+        wait_for(lambda: keeper_backends(pg_store), what="the run locks")
+        (backend,) = keeper_backends(pg_store)
+        proxy.server.close()  # new connections refused; those open go on
+        import psycopg
+
+        with psycopg.connect(pg_store, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        (tmp_path / "go").touch()  # the runs end; the drain's next claim asks the keeper
+        code = runner.wait(timeout=120)
+        err = runner.stderr.read()
+        assert code != 0 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+        assert "RUNNING" not in {s for (s,) in rows(tmp_path, "select status from run")}
+    finally:
+        proxy.close()
+        ADDRESSES.pop(tmp_path, None)
