@@ -4,8 +4,8 @@ Environment:
   BENCH_QUICK=1        reduced sizes and repeats, for a smoke run (~1-2 min);
                        RESULTS.md and README are then left alone unless BENCH_WRITE=1
   BENCH_ONLY=a,b       only these benchmarks (runjob, claim, contention, spark, sparkdrain,
-                       streaming, serve, views, scale, drain, postgres, peers, backfill); also leaves the
-                       files alone unless BENCH_WRITE=1
+                       streaming, serve, views, scale, drain, backlog, postgres, peers,
+                       backfill); also leaves the files alone unless BENCH_WRITE=1
   BENCH_SIZES=...      claim benchmark store sizes in rows, e.g. 10000,100000
   BENCH_K=1,5,10,...   backfill: a sweep of the batch size K (RunJob --all --batch K ÷
                        the one-query limit at each K) instead of its usual rows
@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 import bench_backfill
+import bench_backlog
 import bench_claim
 import bench_contention
 import bench_drain
@@ -50,6 +51,7 @@ BENCHMARKS = (
     ("views", bench_drain.bench_views),
     ("scale", bench_views.bench),
     ("drain", bench_drain.bench_drain),
+    ("backlog", bench_backlog.bench),
     ("postgres", bench_postgres.bench),
     ("peers", bench_peers.bench),
 )
