@@ -8,7 +8,8 @@ board acts (resubmit, hold, release, recover) for a write token.
 ``intake`` (where and under which name a request's items land, only under a landing
 root), ``access`` (the bearer tokens, read and write; the rate limit), ``views`` (the read-only
 answers), ``metrics`` (``/metrics`` for Prometheus, read from the store
-at each scrape), ``actions`` (the board's actions: who may act, and how), ``app`` (the routes), ``connections`` (how many at once, how long a request
+at each scrape), ``runhistory`` (the ended runs ``/metrics`` has counted, kept between
+scrapes), ``actions`` (the board's actions: who may act, and how), ``app`` (the routes), ``connections`` (how many at once, how long a request
 may take to arrive), ``server`` (the socket, uvicorn, SIGTERM). Only ``utility serve`` imports this package,
 inside its function: no other command pays for, or needs, Starlette.
 

@@ -273,4 +273,14 @@ def create(settings: Settings, log: Log) -> ASGIApp:
         Route("/api/actions/{action}", actions.Actions(service, _answer).answer, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    threading.Thread(target=_count_runs, args=(settings.db,), daemon=True).start()
     return AccessLog(app, service.log, service.bearer.hide)
+
+
+def _count_runs(db: str | None) -> None:
+    """/metrics' count of the ended runs, read once at the start (seconds at a million
+    runs) rather than by the first scrape; a store it cannot read is the scrape's to tell."""
+    try:
+        metrics.warm(db)
+    except (DataflowError, *DRIVER_ERRORS):
+        pass

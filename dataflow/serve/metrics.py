@@ -2,9 +2,12 @@
 
 Every value is read from the store when Prometheus scrapes (one read-only open of the
 store, a few grouped queries), so any number of servers on one store tell the same
-numbers, and a run on any host counts. Each scrape builds its own ``CollectorRegistry``
-with the collectors below: nothing is kept between scrapes, and the process-wide default
-registry of ``prometheus_client`` (this process's CPU and memory) is never exposed.
+numbers, and a run on any host counts. The chunks by status come from the store's
+summary (``status_counts``); of the run history, a server counts each ended run once and
+keeps the sums (:mod:`.runhistory`: a scrape reads only the runs from the oldest live one
+on). Each scrape builds its own ``CollectorRegistry`` with the collectors below, and the
+process-wide default registry of ``prometheus_client`` (this process's CPU and memory) is
+never exposed.
 
 - ``dataflow_chunks{job,status}`` (gauge): chunks (dataids) of a registered job with an
   OUT row in that status; each of RUNNING, READY, FAILED, RESUBMIT and HOLD is told for
@@ -14,7 +17,8 @@ registry of ``prometheus_client`` (this process's CPU and memory) is never expos
   ``dataflow_runs_abandoned_total{job}`` (counters): the runs of the history, those that
   ended FAILED, and those of them whose run died without ending (recovered as
   abandoned). ``utility purge`` deletes history, which lowers them: Prometheus takes a
-  lower counter for a reset.
+  lower counter for a reset. A run that had ended when a server counted it is not
+  counted again if changed by hand, until that server restarts (:mod:`.runhistory`).
 - ``dataflow_run_duration_seconds{job}`` (histogram): the durations of finished runs.
 - ``dataflow_claim_latency_seconds{job}`` (histogram): for each chunk's first run, the
   seconds from the moment its inputs were all READY to the start of the run (see
@@ -42,7 +46,7 @@ from prometheus_client.utils import floatToGoString
 from ..ops import freshness
 from ..run.lifecycle import ABANDONED, FAILED, HOLD, READY, RESUBMIT, RUNNING
 from ..store import Row, Store, locate, open_store
-from . import intake
+from . import intake, runhistory
 
 MEDIA = "text/plain; version=0.0.4; charset=utf-8"  # the text format every Prometheus reads
 STATUSES = (RUNNING, READY, FAILED, RESUBMIT, HOLD)
@@ -59,24 +63,40 @@ class StoreCollector(Collector):
         self.db = db
 
     def collect(self) -> Iterator[Metric]:
-        with open_store(locate(self.db), readonly=True) as store:
-            families = read(store)  # all read before the store closes
+        address = locate(self.db)
+        with open_store(address, readonly=True) as store:
+            families = read(store, history(str(address)))  # all read before it closes
         yield from families
 
 
-def read(store: Store) -> list[Metric]:
-    """Every metric of the store (see the module's docstring)."""
+def history(address: str) -> runhistory.RunHistory:
+    """This server's count of the run history of the store at ``address``."""
+    return runhistory.of(
+        address, abandoned=ABANDONED, durations=DURATION_BOUNDS, latencies=LATENCY_BOUNDS
+    )
+
+
+def warm(db: str | None) -> None:
+    """Count the store's ended runs (a server's start): the first scrape then reads little."""
+    address = locate(db)
+    with open_store(address, readonly=True) as store:
+        history(str(address)).read(store)
+
+
+def read(store: Store, counted: runhistory.RunHistory) -> list[Metric]:
+    """Every metric of the store (see the module's docstring); the run history's through
+    what this server has ``counted`` of it."""
     registered = store.job_ids()
-    counts = store.run_counts(ABANDONED)
+    counts, run_durations, claim_latencies = counted.read(store)
     jobs = sorted({*registered, *(str(row["jobid"]) for row in counts)})
     durations = histogram(
         "dataflow_run_duration_seconds", "Seconds finished runs took, by job.",
-        jobs, DURATION_BOUNDS, store.run_durations(DURATION_BOUNDS),
+        jobs, DURATION_BOUNDS, run_durations,
     )  # fmt: skip
     latencies = histogram(
         "dataflow_claim_latency_seconds",
         "Seconds from a chunk's inputs all READY to the start of its first run, by job.",
-        jobs, LATENCY_BOUNDS, store.claim_latencies(LATENCY_BOUNDS),
+        jobs, LATENCY_BOUNDS, claim_latencies,
     )  # fmt: skip
     return [
         chunks(registered, store.status_counts()),

@@ -1,6 +1,7 @@
-"""What ``/metrics`` reads of the run history at each scrape, as every backend runs it over
-its own named queries: counts grouped by job, and histograms counted in SQL in one pass
-(each run's bucket), so a scrape reads a few rows per job however long the history."""
+"""What ``/metrics`` reads of the run history, as every backend runs it over its own named
+queries: counts grouped by job, and histograms counted in SQL in one pass (each run's
+bucket), of the runs in a range of runids, so that a server reads the runs that ended
+long ago once (:mod:`dataflow.serve.runhistory`) and at each scrape only the recent ones."""
 
 from __future__ import annotations
 
@@ -10,31 +11,49 @@ from typing import Any
 from ..base import Row
 from . import NamedQueries
 
+EVERY = 2**62  # a runid above every runid: no upper bound
+
 
 class MetricQueries:
     conn: Any
     q: NamedQueries
 
-    def run_counts(self, abandoned: str) -> list[Row]:
-        """Per job of the run history: its runs (``started``), those FAILED (``failed``),
-        and those of them whose reason starts with ``abandoned`` (``abandoned``)."""
-        rows = self.conn.execute(self.q.run_counts, {"abandoned": f"{abandoned}%"})
-        return [dict(row) for row in rows]
+    def run_counts(self, abandoned: str, low: int = 0, high: int = EVERY) -> list[Row]:
+        """Per job, of the runs from runid ``low`` up to (not with) ``high``: its runs
+        (``started``), those FAILED (``failed``), and those of them whose reason starts
+        with ``abandoned`` (``abandoned``)."""
+        params = {"abandoned": f"{abandoned}%", "low": low, "high": high}
+        return [dict(row) for row in self.conn.execute(self.q.run_counts, params)]
 
-    def run_durations(self, bounds: Sequence[float]) -> list[Row]:
-        """The durations of finished runs, per job and bucket: a row per job and ``le``
-        (the smallest of ``bounds`` at or above a run's seconds; None: above them all)
-        with its ``runs`` and their ``seconds`` in all. Not cumulative."""
-        params = {"bounds": _json_list(bounds)}
+    def run_durations(self, bounds: Sequence[float], low: int = 0, high: int = EVERY) -> list[Row]:
+        """The durations of finished runs (of runids ``low`` to ``high``, as in
+        :meth:`run_counts`), per job and bucket: a row per job and ``le`` (the smallest of
+        ``bounds`` at or above a run's seconds; None: above them all) with its ``runs``
+        and their ``seconds`` in all. Not cumulative."""
+        params = {"bounds": _json_list(bounds), "low": low, "high": high}
         return [dict(row) for row in self.conn.execute(self.q.run_durations, params)]
 
-    def claim_latencies(self, bounds: Sequence[float]) -> list[Row]:
+    def claim_latencies(
+        self, bounds: Sequence[float], low: int = 0, high: int = EVERY
+    ) -> list[Row]:
         """As :meth:`run_durations`, of the seconds from the moment a chunk's inputs were
         all READY (the newest ``modified`` of their READY OUT rows, as the store holds them
         now, no later than the run's start) to the start of its first run (attempt 1). A
         job whose inputs have no rows (``today``, a clock) has none."""
-        params = {"bounds": _json_list(bounds)}
+        params = {"bounds": _json_list(bounds), "low": low, "high": high}
         return [dict(row) for row in self.conn.execute(self.q.claim_latencies, params)]
+
+    def first_running_run(self, low: int) -> int | None:
+        """The oldest runid from ``low`` on whose run has not ended; None if every one has."""
+        return self.conn.execute(self.q.first_running_run, {"low": low}).fetchone()[0]
+
+    def next_runid(self) -> int:
+        """One above the newest runid (1 for an empty history)."""
+        return int(self.conn.execute(self.q.next_runid).fetchone()[0])
+
+    def runs_below(self, low: int) -> int:
+        """How many runs have a runid below ``low``."""
+        return int(self.conn.execute(self.q.runs_below, {"low": low}).fetchone()[0])
 
 
 def _json_list(values: Sequence[float]) -> str:

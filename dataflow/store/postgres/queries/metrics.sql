@@ -1,12 +1,13 @@
--- PostgreSQL: what /metrics reads of the run history at each scrape. %(bounds)s is a JSON
--- array of a histogram's bucket bounds, in seconds.
+-- PostgreSQL: what /metrics reads of the run history at each scrape, of the runs from
+-- runid %(low)s up to (not with) %(high)s. %(bounds)s is a JSON array of a histogram's
+-- bucket bounds, in seconds.
 
 -- name: run_counts
 -- %(abandoned)s is a LIKE pattern of the reason of a run that died without ending.
 SELECT jobid, count(*) AS started,
        count(*) FILTER (WHERE status = 'FAILED') AS failed,
        count(*) FILTER (WHERE status = 'FAILED' AND reason LIKE %(abandoned)s) AS abandoned
-FROM run GROUP BY jobid;
+FROM run WHERE runid >= %(low)s AND runid < %(high)s GROUP BY jobid;
 
 -- name: run_durations
 -- Finished runs per job and bucket (le: the smallest bound at or above their duration;
@@ -14,7 +15,8 @@ FROM run GROUP BY jobid;
 WITH bound(le) AS (
     SELECT value::float8 FROM jsonb_array_elements_text(%(bounds)s::jsonb)),
 timed AS (SELECT jobid, duration AS seconds FROM run
-          WHERE status <> 'RUNNING' AND duration IS NOT NULL)
+          WHERE status <> 'RUNNING' AND duration IS NOT NULL
+            AND runid >= %(low)s AND runid < %(high)s)
 SELECT jobid, (SELECT min(le) FROM bound WHERE le >= seconds) AS le, count(*) AS runs,
        sum(seconds) AS seconds
 FROM timed GROUP BY 1, 2;
@@ -34,8 +36,19 @@ waited AS (
     JOIN datastatus d ON d.datasetid = i.datasetid AND d.dataid = r.dataid
         AND d.locktype = 'OUT' AND d.status = 'READY'
         AND d.modified::timestamptz <= r.started::timestamptz
-    WHERE r.attempt = 1
+    WHERE r.attempt = 1 AND r.runid >= %(low)s AND r.runid < %(high)s
     GROUP BY r.runid, r.jobid)
 SELECT jobid, (SELECT min(le) FROM bound WHERE le >= seconds) AS le, count(*) AS runs,
        sum(seconds) AS seconds
 FROM waited GROUP BY 1, 2;
+
+-- name: first_running_run
+-- The oldest run from runid low on that has not ended (NULL: none): the runs below it
+-- change no more, but by hand. From the partial index of running runs.
+SELECT min(runid) FROM run WHERE runid >= %(low)s AND status = 'RUNNING';
+
+-- name: next_runid
+SELECT coalesce(max(runid), 0) + 1 FROM run;
+
+-- name: runs_below
+SELECT count(*) FROM run WHERE runid < %(low)s;

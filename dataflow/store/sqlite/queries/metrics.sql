@@ -1,5 +1,6 @@
--- SQLite: what /metrics reads of the run history at each scrape. :bounds is a JSON array
--- of a histogram's bucket bounds, in seconds.
+-- SQLite: what /metrics reads of the run history at each scrape, of the runs from runid
+-- :low up to (not with) :high. :bounds is a JSON array of a histogram's bucket bounds,
+-- in seconds.
 
 -- name: run_counts
 -- :abandoned is a LIKE pattern of the reason of a run that died without ending.
@@ -7,7 +8,7 @@ SELECT jobid, COUNT(*) AS started,
        SUM(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed,
        SUM(CASE WHEN status = 'FAILED' AND reason LIKE :abandoned THEN 1 ELSE 0 END)
            AS abandoned
-FROM run GROUP BY jobid;
+FROM run WHERE runid >= :low AND runid < :high GROUP BY jobid;
 
 -- name: run_durations
 -- Finished runs per job and bucket (le: the smallest bound at or above their duration;
@@ -15,7 +16,9 @@ FROM run GROUP BY jobid;
 WITH bound(le) AS (SELECT value FROM json_each(:bounds))
 SELECT jobid, (SELECT MIN(le) FROM bound WHERE le >= duration) AS le, COUNT(*) AS runs,
        SUM(duration) AS seconds
-FROM run WHERE status <> 'RUNNING' AND duration IS NOT NULL GROUP BY jobid, le;
+FROM run WHERE status <> 'RUNNING' AND duration IS NOT NULL
+  AND runid >= :low AND runid < :high
+GROUP BY jobid, le;
 
 -- name: claim_latencies
 -- As run_durations, of the seconds from the newest READY OUT row of a chunk's inputs to
@@ -31,8 +34,20 @@ waited AS (
     JOIN datastatus d ON d.datasetid = i.datasetid AND d.dataid = r.dataid
         AND d.locktype = 'OUT' AND d.status = 'READY'
         AND julianday(d.modified) <= julianday(r.started, 'localtime')
-    WHERE r.attempt = 1
+    WHERE r.attempt = 1 AND r.runid >= :low AND r.runid < :high
     GROUP BY r.runid, r.jobid)
 SELECT jobid, (SELECT MIN(le) FROM bound WHERE le >= seconds) AS le, COUNT(*) AS runs,
        SUM(seconds) AS seconds
 FROM waited GROUP BY jobid, le;
+
+-- name: first_running_run
+-- The oldest run from runid :low on that has not ended (NULL: none): the runs below it
+-- change no more, but by hand.
+SELECT MIN(runid) FROM run WHERE runid >= :low AND status = 'RUNNING';
+
+-- name: next_runid
+SELECT COALESCE(MAX(runid), 0) + 1 FROM run;
+
+-- name: runs_below
+-- Through an index (its entries carry the runid), not the table's wide rows.
+SELECT COUNT(*) FROM run INDEXED BY run_by_chunk WHERE runid < :low;

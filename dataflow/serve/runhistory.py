@@ -1,0 +1,116 @@
+"""What ``/metrics`` has counted of the run history: a server reads each ended run once.
+
+A run that has ended changes no more (but by hand), so a scrape adds the runs below the
+oldest run still RUNNING to totals this process keeps, and reads again only the runs
+from there on: at a million runs a scrape reads the runs since the oldest live one, not
+the history, and the write path (claims, finishes) does nothing more for it. The first
+scrape of a server reads every run (seconds at a million runs): the server does it when
+it starts (:func:`dataflow.serve.metrics.warm`).
+
+The totals are read again from every run when runs below that point are not all there
+any more (``utility purge``, ``utility deleterun``, a ``DELETE`` by hand: Prometheus takes
+the lower counters for a reset) or the store was replaced. A run below it changed by
+hand (its status, its duration), or an input of a first run set READY again later,
+is not counted again until the server restarts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..store import Row, Store
+
+COUNTS = ("started", "failed", "abandoned")
+
+
+@dataclass
+class Tally:
+    """Sums of the store's rows: run counts by job, histogram buckets by (job, le)."""
+
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    durations: dict[tuple[str, object], list[float]] = field(default_factory=dict)
+    latencies: dict[tuple[str, object], list[float]] = field(default_factory=dict)
+
+    def add(self, counts: list[Row], durations: list[Row], latencies: list[Row]) -> None:
+        for row in counts:
+            mine = self.counts.setdefault(str(row["jobid"]), dict.fromkeys(COUNTS, 0))
+            for name in COUNTS:
+                mine[name] += int(row[name] or 0)  # type: ignore[call-overload]
+        for rows, into in ((durations, self.durations), (latencies, self.latencies)):
+            for row in rows:
+                le = None if row["le"] is None else float(row["le"])  # type: ignore[arg-type]
+                bucket = into.setdefault((str(row["jobid"]), le), [0, 0.0])
+                bucket[0] += int(row["runs"])  # type: ignore[call-overload]
+                bucket[1] += float(row["seconds"] or 0)  # type: ignore[arg-type]
+
+    def started(self) -> int:
+        return sum(mine["started"] for mine in self.counts.values())
+
+    def rows(self) -> tuple[list[Row], list[Row], list[Row]]:
+        """The sums in the shape of the store's rows (``MetricQueries``)."""
+        counts: list[Row] = [{"jobid": job, **mine} for job, mine in self.counts.items()]
+        durations: list[Row] = [
+            {"jobid": job, "le": le, "runs": runs, "seconds": seconds}
+            for (job, le), (runs, seconds) in self.durations.items()
+        ]
+        latencies: list[Row] = [
+            {"jobid": job, "le": le, "runs": runs, "seconds": seconds}
+            for (job, le), (runs, seconds) in self.latencies.items()
+        ]
+        return counts, durations, latencies
+
+
+class RunHistory:
+    """The runs of one store this server has counted: every run below ``settled`` had
+    ended, and ``done`` holds their sums."""
+
+    def __init__(self, abandoned: str, durations: Sequence[float], latencies: Sequence[float]):
+        self.abandoned, self.bounds = abandoned, (tuple(durations), tuple(latencies))
+        self.settled, self.done = 0, Tally()
+        self.seen = 0  # where the last scrape found the oldest live run: settled next time
+        self.lock = threading.Lock()  # one scrape at a time reads and moves the totals
+
+    def read(self, store: Store) -> tuple[list[Row], list[Row], list[Row]]:
+        """Every run's counts and buckets (rows as :meth:`Tally.rows`), reading only the
+        runs from the oldest one not ended on, once the ended ones are counted."""
+        with self.lock:
+            if store.runs_below(self.settled) != self.done.started():  # runs deleted
+                self.settled, self.seen, self.done = 0, 0, Tally()
+            first_live = store.first_running_run(self.settled)
+            live = store.next_runid() if first_live is None else first_live
+            # PostgreSQL numbers a run before its claim commits: a run below the oldest
+            # live one may not be seen yet. Only what the scrape before found ended too
+            # is settled (a claim commits in milliseconds); a run seen late is a run
+            # missing below, and every run is counted again.
+            settled = live if not self.settled else min(live, self.seen)
+            self.seen = live
+            if settled > self.settled:
+                self.done.add(*self._sums(store, self.settled, settled))
+                self.settled = settled
+            answer = Tally()
+            answer.add(*self.done.rows())
+            answer.add(*self._sums(store, self.settled))
+            return answer.rows()
+
+    def _sums(self, store: Store, low: int, *high: int) -> tuple[list[Row], list[Row], list[Row]]:
+        durations, latencies = self.bounds
+        return (
+            store.run_counts(self.abandoned, low, *high),
+            store.run_durations(durations, low, *high),
+            store.claim_latencies(latencies, low, *high),
+        )
+
+
+_HISTORIES: dict[str, RunHistory] = {}  # by the store's address: one per store served
+_GUARD = threading.Lock()
+
+
+def of(address: str, **how) -> RunHistory:
+    """This process's count of the store at ``address`` (made on first use; ``how``:
+    :class:`RunHistory`'s arguments)."""
+    with _GUARD:
+        if address not in _HISTORIES:
+            _HISTORIES[address] = RunHistory(**how)
+        return _HISTORIES[address]
