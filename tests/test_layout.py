@@ -166,7 +166,7 @@ def test_graph_sees_lazy_and_relative_imports():
     # registered() imports the store inside the function; jdbc names Dataset for typing only
     assert "dataflow.store" in graph["dataflow.spark.context"]
     assert "dataflow.spark.datasets" in graph["dataflow.spark.jdbc"]
-    assert "dataflow.run.lifecycle" in graph["dataflow.cli.runjob"]
+    assert "dataflow.run.lifecycle" in graph["dataflow.api.running"]
 
 
 @pytest.mark.parametrize("name", ["dataflow.testing", "dataflow.pipeline"])

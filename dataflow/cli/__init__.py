@@ -1,6 +1,7 @@
-"""Command-line entry points: ``RunJob`` and ``utility``. Thin: parse, call, print.
+"""Command-line entry points: ``RunJob`` and ``utility``. Thin: parse, call the library
+(:mod:`dataflow.api` where an operation has more than one step), print.
 
-May import: ops, run, spark, store, serve, errors, crypto, policy, landing.
+May import: api, ops, run, spark, store, serve, errors, crypto, policy, landing.
 
 ``serve`` (Starlette, uvicorn) only inside ``utility serve``'s function: no other
 command imports it.

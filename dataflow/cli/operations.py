@@ -7,8 +7,9 @@ import argparse
 import json
 from datetime import datetime
 
+from .. import api
 from ..errors import UsageError
-from ..ops import audit, drops, freshness, housekeeping, lineage, reruns, status
+from ..ops import drops, freshness, housekeeping, lineage, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
 from . import brief, output, say, say_lines, warn
@@ -21,8 +22,7 @@ from .commands import command, count, open_store, positional, show
     positional("jobid", optional=("dataid",)),
 )
 def explain(options: argparse.Namespace) -> int:
-    with open_store(options, readonly=True) as store:
-        result = explaining.explain(store, options.jobid, options.dataid)
+    result = api.explain(options.jobid, options.dataid, db=options.db)
     if options.json:
         say_lines(json.dumps(result.__dict__, indent=2))
         return 0
@@ -46,8 +46,7 @@ def explain(options: argparse.Namespace) -> int:
     positional(optional=("jobid",)),
 )
 def status_view(options: argparse.Namespace) -> int:
-    with open_store(options, readonly=True) as store:
-        rows = status.job_status(store, options.jobid)
+    rows = api.status(options.jobid, db=options.db)
     if options.json:
         return show(options, rows)
     show(options, brief.cut(rows, "last_failure"))
@@ -134,24 +133,11 @@ def _print_changes(changes: list[reruns.Change], dry_run: bool = False) -> None:
     "resubmit", "set chunks to RESUBMIT (with --cascade: their downstream too)", _resubmit_arguments
 )
 def resubmit(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
-        job = lifecycle.load_job(store, options.jobid)
-        missing = []
-        if job.clock and options.first and options.last and options.dataid is None:
-            missing = drops.missing_periods(store, job, options.first, options.last)
-        dataids = reruns.select_dataids(
-            store,
-            options.jobid,
-            options.dataid,
-            options.failed,
-            options.match,
-            options.first,
-            options.last,
-        )
-        changes = reruns.resubmit(
-            store, options.jobid, dataids, options.cascade, options.dry_run, missing,
-            audit.operator(),
-        )  # fmt: skip
+    changes = api.resubmit(
+        options.jobid, options.dataid, db=options.db, cascade=options.cascade,
+        dry_run=options.dry_run, failed=options.failed, match=options.match,
+        first=options.first, last=options.last,
+    )  # fmt: skip
     _print_changes(changes, options.dry_run)
     return 0
 
@@ -194,15 +180,13 @@ def ready(options: argparse.Namespace) -> int:
     positional("jobid", "dataid"),
 )
 def hold(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
-        _print_changes([reruns.hold(store, options.jobid, options.dataid, by=audit.operator())])
+    _print_changes([api.hold(options.jobid, options.dataid, db=options.db)])
     return 0
 
 
 @command("release", "unfreeze a held chunk, restoring its statuses", positional("jobid", "dataid"))
 def release(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
-        _print_changes([reruns.release(store, options.jobid, options.dataid, by=audit.operator())])
+    _print_changes([api.release(options.jobid, options.dataid, db=options.db)])
     return 0
 
 

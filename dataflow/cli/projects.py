@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import crypto
+from .. import api, crypto
 from ..errors import DataflowError, UsageError
-from ..ops import deploy, plans, project
+from ..ops import deploy, plans
 from . import say, say_lines
 from .commands import command, open_store
 
@@ -69,9 +69,7 @@ def _report(changes: list[plans.Change], done: str | None = None) -> bool:
 )
 def plan(options: argparse.Namespace) -> int:
     try:
-        found = project.read(options.folder)
-        with open_store(options) as store:
-            changes = plans.plan(store, found, crypto.read_passkey(), options.prune)
+        changes = api.plan(options.folder, db=options.db, prune=options.prune)
     except DataflowError as exc:
         exc.exit_code = 1  # 2 says "changes", as terraform plan -detailed-exitcode
         raise
@@ -84,9 +82,7 @@ def plan(options: argparse.Namespace) -> int:
 
 @command("apply", "make the store match a project, in one transaction", _arguments)
 def apply(options: argparse.Namespace) -> int:
-    found = project.read(options.folder)
-    with open_store(options) as store:
-        changes = plans.apply(store, found, crypto.read_passkey(), options.prune)
+    changes = api.apply(options.folder, db=options.db, prune=options.prune)
     _report(changes, "applied")
     return 0
 

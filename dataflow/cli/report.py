@@ -38,6 +38,11 @@ class Report:
             "ended": self._ended,
         }
 
+    def start(self, summary: Summary, left: Callable[[], int]) -> None:
+        """The drain's live summary and its count of chunks left, for the progress bar
+        (the API calls it before the first claim)."""
+        self.summary, self.left = summary, left
+
     def __call__(self, event: Event) -> None:
         self.handlers.get(event.kind, self._progress)(event)
 

@@ -9,11 +9,8 @@ import sys
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from .. import __version__, crypto
-from ..errors import DriverFailed, UsageError, WorkerFailed
-from ..run import claims, foreground, jobenv, launch, lifecycle, listeners, scripts
-from ..store import Store, locate, open_store
-from ..store.address import for_job
+from .. import __version__, api, crypto
+from ..errors import DriverFailed, WorkerFailed
 from . import exiting, guarded, say, seed_passkey_given, stamp, text_arguments, warn
 from .report import Report, live
 
@@ -46,9 +43,6 @@ EXIT_CODES = """exit codes:
   124      the job was killed by its timeout
   128+n    RunJob, or the job, was stopped by signal n
 """
-STORE_ENV = (
-    "DATAFLOW_DB"  # the store, as the job gets it (a file's absolute path, a URL without password)
-)
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -77,6 +71,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"RunJob {__version__}")
     parser.add_argument("--db", help="the store (default: $DATAFLOW_DB, else ./dataflow.db)")
+    _drain_arguments(parser)
+    parser.add_argument(
+        "--validate",
+        metavar="CHECK",
+        help="run CHECK (same environment) after a successful job; READY only if it passes",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show the chunk that would be claimed and its environment; change nothing",
+    )
+    parser.add_argument("script", nargs="?", help=argparse.SUPPRESS)  # checked in main
+    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def _drain_arguments(parser: argparse.ArgumentParser) -> None:
+    """--all and the numbers of a drain: --parallel, --workers, --batch."""
     parser.add_argument(
         "--all", action="store_true", help="keep claiming until no chunk is claimable"
     )
@@ -104,19 +116,6 @@ def _parser() -> argparse.ArgumentParser:
         help="a .py job with def run_batch(spark, batch): run up to K chunks per call "
         "(implies --all; default: the job's batch setting, else 20)",
     )
-    parser.add_argument(
-        "--validate",
-        metavar="CHECK",
-        help="run CHECK (same environment) after a successful job; READY only if it passes",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="show the chunk that would be claimed and its environment; change nothing",
-    )
-    parser.add_argument("script", nargs="?", help=argparse.SUPPRESS)  # checked in main
-    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    return parser
 
 
 def _seed_passkey(options: argparse.Namespace) -> str | None:
@@ -131,26 +130,18 @@ def _seed_passkey(options: argparse.Namespace) -> str | None:
     return passkey
 
 
-def _dry_run(store: Store, job: lifecycle.Job, env: jobenv.JobEnv, plan: launch.Plan) -> int:
-    argv, remote = plan.argv, plan.remote
-    result = claims.claim(store, job, command=shlex.join(argv), dry_run=True)
-    if result.cap_full:
-        say(f"{live(result.live, job.jobid)} (max_parallel {result.cap}): would not start")
+def _dry_run(preview: api.Preview) -> int:
+    if preview.cap_full:
+        say(f"{live(preview.live, preview.jobid)} (max_parallel {preview.cap}): would not start")
         return 0
-    if result.claim is None:
+    if preview.dataid is None:
         say(f"{stamp()}: no suitable data available for job. Not running it")
         return 0
-    dataid = result.claim.dataid
-    say(f"would claim dataid {dataid} for {job.jobid} and run: {shlex.join(argv)}")
-    from ..run import sparkconnect
-
-    if remote:
-        say(sparkconnect.describe(remote))
-    for name, value in sorted(env.for_chunk(dataid).items()):
-        masked = "***" if name.lower().endswith("_password") and value else value
-        if name == sparkconnect.REMOTE_ENV:
-            masked = sparkconnect.masked(value)
-        say(f"{name}={shlex.quote(masked)}")
+    say(f"would claim dataid {preview.dataid} for {preview.jobid} and run: {preview.command}")
+    if preview.remote:
+        say(preview.remote)
+    for name, value in preview.environment.items():
+        say(f"{name}={shlex.quote(value)}")
     return 0
 
 
@@ -164,81 +155,40 @@ def _hold_standard_descriptors() -> None:
             os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
 
 
+def _passkey(options: argparse.Namespace) -> str | None:
+    """The seed's passkey argument (hidden from ps, the keeper's and every child's
+    argv), else None: the API reads PASSKEY or PASSKEY_FILE."""
+    passkey = _seed_passkey(options)
+    if passkey:
+        seed_passkey_given(passkey)
+    return passkey or None
+
+
 def run(options: argparse.Namespace) -> int:
     _hold_standard_descriptors()
-    drain_mode = options.all or options.parallel is not None or options.batch is not None
-    if options.parallel is not None and options.parallel < 1:
-        raise UsageError("--parallel needs a number >= 1")
-    if options.batch is not None and options.batch < 1:
-        raise UsageError("--batch needs a number >= 1")
-    if options.workers is not None and options.workers < 1:
-        raise UsageError("--workers needs a number >= 1")
-    if options.workers is not None and options.parallel is None:
-        raise UsageError("--workers spreads the slots of --parallel N: give --parallel too")
-    if drain_mode and os.path.isdir(options.script):
+    every = options.all or options.parallel is not None or options.batch is not None
+    api.check_options(options.parallel, options.workers, options.batch)
+    if every and os.path.isdir(options.script):
         from . import folder
 
         return folder.drain(options)
-    passkey = _seed_passkey(options)
-    if passkey:
-        seed_passkey_given(passkey)  # out of ps, the keeper's and every child's argv
-    passkey = passkey or crypto.read_passkey()
-    script = options.script
-    jobid = scripts.job_name(script)
-    path = scripts.resolve(script)
-    if options.workers is not None and scripts.is_spark_job(path):
-        raise UsageError(
-            f"--workers is for a job run as a process a chunk, not through Spark: {script}"
-        )
-    with open_store(locate(options.db)) as store:
-        job = lifecycle.load_job(store, jobid)
-        env = jobenv.build(job, store.datasets(job.inputs + job.outputs), passkey)
-        for ignored in env.ignored:  # rows this host does not allow
-            warn(ignored)
-        env.variables[STORE_ENV] = for_job(locate(options.db))  # the store it runs for
-        plan = launch.plan(path, options.args, job, env)
+    passkey = _passkey(options)
+    with api.JobRun(options.script, options.args, db=options.db, passkey=passkey, warn=warn) as job:
         if options.dry_run:
-            return _dry_run(store, job, env, plan)
-        plan.check(script)
-        report = Report(script, jobid, drain_mode)
-        pager = listeners.Alerts(store, job)  # told of every event, sends when the drain ends
-        lineage = listeners.lineage(job, env, store)  # OpenLineage events, where configured
-        validate = (
-            [scripts.resolve(options.validate, submitted=False)] if options.validate else None
-        )
-        drain = launch.drain(
-            plan,
-            store,
-            locate(options.db),
-            job,
-            env,
-            every=drain_mode,
-            parallel=options.parallel or 1,
-            processes=options.workers,
-            batch=options.batch or 0,
-            notify=lineage.watch(pager.watch(report)),
-            validate=validate,
-        )
-        report.summary, report.left = drain.summary, drain.left
+            return _dry_run(job.preview())
+        report = Report(options.script, job.jobid, every)
         try:
-            summary = foreground.run(drain)
+            done = job.drain(
+                every=every, parallel=options.parallel or 1, workers=options.workers,
+                batch=options.batch or 0, validate=options.validate, echo=not every, notify=report,
+                started=report.start,
+            )  # fmt: skip
         except (DriverFailed, WorkerFailed):
-            if drain.summary.started:  # what it did before it died
-                report.finish(drain.summary, drain.left)
+            if report.summary is not None and report.summary.started:  # what it did before it died
+                report.finish(report.summary, report.left)
             raise
-        finally:
-            if problem := pager.send():  # every status it tells of is committed
-                warn(problem)
-            if problem := lineage.close():
-                warn(problem)
-        report.finish(summary, drain.left)
-    if summary.interrupted:
-        return 128 + summary.interrupted
-    if summary.fenced:
-        return 1
-    if not drain_mode:
-        return summary.last.exit_code if summary.last else 0
-    return 1 if summary.failed else 0
+        report.finish(report.summary, lambda: done.waiting)
+    return done.exit_code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,6 +82,11 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--open-read", action="store_true", help="let anyone read the board and the read-only API"
     )
+    _limit_arguments(parser)
+
+
+def _limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """What the server takes: its datasets, bodies, rates, folders, connections, times."""
     parser.add_argument(
         "--dataset", action="append", default=[], metavar="D",
         help="take items only for this landing dataset (repeatable; default: every one)",
@@ -126,13 +131,38 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 )
 def serve(options: argparse.Namespace) -> int:
     try:
-        from ..serve import access, app, connections, server
+        from ..serve import app, connections, server
     except ImportError as exc:
         if (exc.name or "").split(".")[0] in EXTRA:
             raise ServeError(MISSING) from None
         raise
     if not 0 <= options.port <= 65535:
         raise UsageError(f"--port {options.port}: give 0 to 65535")
+    settings, log = _settings(options)
+    application = app.create(settings, log)
+    sock = server.listen(options.host, options.port)
+    if not server.is_loopback(sock):
+        warn("listening beyond this machine over plain HTTP: the token travels in clear "
+             "unless a TLS proxy is in front (docs/serve.md)")  # fmt: skip
+    if not settings.roots:
+        warn("no --landing-root: every POST of items is refused (403); give --landing-root "
+             "DIR for the folders items may land under")  # fmt: skip
+    most = connections.most_open(options.max_connections)
+    if most < options.max_connections:
+        warn(f"at most {most} connections at once, not {options.max_connections}: the "
+             "open-file limit (ulimit -n) leaves no room for more")  # fmt: skip
+    limits = connections.Limits(most, options.header_timeout, options.body_timeout)
+    _announce(options, server.url_of(sock), settings.writers)
+    server.run(application, sock, log, limits)
+    say("stopped")
+    return 0
+
+
+def _settings(options: argparse.Namespace):
+    """The server's settings and its request log (which never shows a token), from the
+    options; the tokens read, the store checked to open."""
+    from ..serve import access, app
+
     token, warning = access.read_token(access.check_token_path(options.token_file))
     writers, warnings = access.read_writers(options.write_token_file, token)
     landing_roots = roots(options.landing_root)
@@ -141,39 +171,18 @@ def serve(options: argparse.Namespace) -> int:
     for problem in ([warning] if warning else []) + warnings:
         warn(problem)
     settings = app.Settings(
-        db=options.db,
-        token=token,
-        open_read=options.open_read,
-        max_body=options.max_body,
-        rate=options.rate,
-        datasets=frozenset(options.dataset),
-        live=options.refresh,
-        roots=landing_roots,
-        writers=writers,
-    )
+        db=options.db, token=token, open_read=options.open_read, max_body=options.max_body,
+        rate=options.rate, datasets=frozenset(options.dataset), live=options.refresh,
+        roots=landing_roots, writers=writers,
+    )  # fmt: skip
     secrets = [t for _, t in writers.tokens]
-    log = access.Bearer(token, secrets).masking(say)  # whatever a client sends, no token
-    application = app.create(settings, log)
-    sock = server.listen(options.host, options.port)
-    if not server.is_loopback(sock):
-        warn("listening beyond this machine over plain HTTP: the token travels in clear "
-             "unless a TLS proxy is in front (docs/serve.md)")  # fmt: skip
-    if not landing_roots:
-        warn("no --landing-root: every POST of items is refused (403); give --landing-root "
-             "DIR for the folders items may land under")  # fmt: skip
-    most = connections.most_open(options.max_connections)
-    if most < options.max_connections:
-        warn(f"at most {most} connections at once, not {options.max_connections}: the "
-             "open-file limit (ulimit -n) leaves no room for more")  # fmt: skip
-    limits = connections.Limits(most, options.header_timeout, options.body_timeout)
+    return settings, access.Bearer(token, secrets).masking(say)  # whatever a client sends
+
+
+def _announce(options: argparse.Namespace, url: str, writers) -> None:
     reads = "open to anyone" if options.open_read else "need the token"
-    say(
-        f"serving {server.url_of(sock)}: POST /stream/<dataset>; GET / is the board (reads {reads})"
-    )
+    say(f"serving {url}: POST /stream/<dataset>; GET / is the board (reads {reads})")
     if writers:
         labels = ", ".join(label for label, _ in writers.tokens)
         say(f"the board's actions are taken for the write tokens of: {labels}")
     say("stop with Ctrl-C or SIGTERM: requests under way finish first")
-    server.run(application, sock, log, limits)
-    say("stopped")
-    return 0

@@ -8,14 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from .. import crypto, landing
-from ..errors import StreamError, UsageError
-from ..run import jobenv, lifecycle, runner, scripts, sparksubmit
-from ..store import locate
+from .. import api, landing
 from . import say, warn
 from .commands import command, open_store
-
-STORE_ENV = "DATAFLOW_DB"  # where the stream's driver finds the store
 
 
 def _stream_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,32 +24,11 @@ def _stream_arguments(parser: argparse.ArgumentParser) -> None:
     _stream_arguments,
 )
 def stream(options: argparse.Namespace) -> int:
-    script = options.script
-    jobid = scripts.job_name(script)
-    if not sparksubmit.is_spark_job(script):
-        raise UsageError(f"{script}: a stream is a PySpark script (.py) that calls stream()")
-    path = scripts.resolve(script)
-    address = locate(options.db)
-    with open_store(options, readonly=True) as store:
-        job = lifecycle.load_job(store, jobid)
-        if job.clock:
-            raise StreamError(
-                jobid, f"its IN dataset is '{job.clock}': a stream reads a landing dataset"
-            )
-        if len(job.outputs) != 1:
-            raise StreamError(jobid, f"it has {len(job.outputs)} OUT datasets; a stream has one")
-        env = jobenv.build(job, store.datasets(job.inputs + job.outputs), crypto.read_passkey())
-        for ignored in env.ignored:  # rows this host does not allow
-            warn(ignored)
-    settings = {"spark_args": job.settings.spark_args}
-    argv = sparksubmit.job_argv(path, options.args, settings)
+    launch = api.stream_launch(options.script, options.args, db=options.db, warn=warn)
     # secrets travel in the environment only; spark-submit takes this process's place
-    withheld = (*runner.WITHHELD, "dataid")  # no passkey; no chunk: a stream makes its own
-    inherited = {k: v for k, v in os.environ.items() if k not in withheld}
-    environ = {**inherited, **env.variables, STORE_ENV: str(address)}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(argv[0], argv, environ)  # noqa: S606 (an argv, no shell)
+    os.execve(launch.argv[0], launch.argv, launch.environ)  # noqa: S606 (an argv, no shell)
     return 0  # not reached
 
 

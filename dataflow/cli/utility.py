@@ -7,9 +7,9 @@ import os
 import shlex
 import sys
 
-from .. import __version__, crypto
+from .. import __version__, api, crypto
 from ..errors import UsageError
-from ..ops import audit, copystore, reruns
+from ..ops import copystore
 from ..run import alerts, lifecycle, logs, sparkconnect, storedlogs
 from ..store import create_store, files_of, locate, now, refuse_if_moved, same_store, shown
 from . import (  # noqa: F401  (they register commands)
@@ -209,10 +209,9 @@ def _shown_value(itemtype: str, value: str | None) -> str | None:
 )
 def endjob(options: argparse.Namespace) -> int:
     status = options.status.upper()
-    with open_store(options) as store:
-        updated, released = reruns.end(
-            store, options.jobid, options.dataid, status, options.force, audit.operator()
-        )
+    updated, released = api.endjob(
+        options.jobid, options.dataid, status, db=options.db, force=options.force
+    )
     rows = "row" if updated == 1 else "rows"
     # a chunk ended by hand has no consumer lock to release, as a rule: say so only if it had
     locks = f" {released} IN file-local locks released" if released else ""
@@ -252,8 +251,7 @@ def deleterun(options: argparse.Namespace) -> int:
     positional(optional=("jobid",)),
 )
 def recover(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
-        done = reruns.recover(store, options.jobid, audit.operator())
+    done = api.recover(options.jobid, db=options.db)
     for problem in done.problems:
         warn(problem)
     for change, place in zip(done.changes, done.places, strict=True):

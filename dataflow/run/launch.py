@@ -112,10 +112,13 @@ def drain(
     batch: int = 0,
     notify: Callable[[Event], None],
     validate: list[str] | None,
+    echo: bool | None = None,
 ) -> Draining:
     """The drain that runs the job's chunks: one (``every`` false) or all of them;
     ``batch``: chunks a driver claims together for ``run_batch`` (0: the job's setting);
-    ``processes``: how many the slots are spread over (None: :func:`.workers.shares`).
+    ``processes``: how many the slots are spread over (None: :func:`.workers.shares`);
+    ``echo``: copy the job's output to this process's stdout (None: for one chunk only,
+    as RunJob does; a library caller's is False).
     What a run needs on disk is checked first (nothing is claimed on a failure that
     can be foreseen).
 
@@ -156,7 +159,7 @@ def drain(
         launch.argv,
         parallel=parallel,
         limit=None if every else 1,
-        echo=not every,
+        echo=not every if echo is None else echo,
         notify=notify,
         validate=validate,
         run_with=launch.run_with,

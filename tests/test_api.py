@@ -1,0 +1,224 @@
+"""The library under the CLIs (dataflow.api), called in this process as a notebook, an
+Airflow task or a Dagster op calls it, on both stores: each call returns what it did,
+raises the toolkit's errors (never SystemExit) and prints nothing. The jobs it runs are
+real processes; the CLIs' own contract (their lines and exit codes, signals, crashes)
+is tested through processes elsewhere (test_runjob.py, test_operator_commands.py...)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataflow import api
+from dataflow.errors import (
+    BadStatus,
+    DataflowError,
+    StoreMissing,
+    UnknownChunk,
+    UnknownJob,
+    UsageError,
+)
+from dataflow.ops import plans
+from dataflow.run.lifecycle import FAILED, READY, RESUBMIT, RUNNING
+from support import base_env, history, in_rows, rows, script, statuses
+
+pytestmark = pytest.mark.both_stores
+
+
+@pytest.fixture
+def work(chain, tmp_path, address, monkeypatch, capfd):
+    """The chain's job ``work`` (chunks 1..3 of src READY), with this process's
+    environment, working folder and captured output as a RunJob's in tmp_path: what
+    the library is given is ``db`` alone. Output so far (the setup's) is dropped."""
+    for name, value in base_env(tmp_path, address).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("DATAFLOW_DB")  # each call names its store
+    monkeypatch.chdir(tmp_path)
+    script(tmp_path, "work.sh", 'echo "ran $dataid"; echo "$dataid" >> ran.log')
+    capfd.readouterr()
+    return str(address)
+
+
+def _ran(tmp_path) -> list[str]:
+    log = tmp_path / "ran.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def _silent(capfd) -> None:
+    out, err = capfd.readouterr()  # what this process and its children wrote
+    assert (out, err) == ("", "")
+
+
+def test_run_job_claims_the_smallest_chunk_and_records_ready(work, tmp_path, capfd):
+    done = api.run_job("./work.sh", db=work)
+    assert (done.jobid, done.every, done.started, done.ready, done.failed) == (
+        "work", False, 1, 1, 0,
+    )  # fmt: skip
+    assert done.exit_code == 0 and done.last.exit_code == 0 and done.warnings == ()
+    assert statuses(tmp_path, "work") == {"1": READY}
+    assert in_rows(tmp_path, "work") == []  # its input's lock released
+    assert _ran(tmp_path) == ["1"]
+    _silent(capfd)  # the job's "ran 1" went to its log, not to this process's stdout
+
+
+def test_run_job_records_a_failure_as_a_result_not_an_error(work, tmp_path, capfd):
+    script(tmp_path, "work.sh", "echo broken >&2; exit 3")
+    done = api.run_job("./work.sh", db=work)
+    assert (done.started, done.ready, done.failed, done.exit_code) == (1, 0, 1, 3)
+    assert statuses(tmp_path, "work") == {"1": FAILED}
+    ((dataid, attempt, status, code, _, reason),) = history(tmp_path, "work")
+    assert (dataid, attempt, status, code) == ("1", 1, FAILED, 3) and "broken" in reason
+    _silent(capfd)
+
+
+def test_run_job_with_nothing_to_do_starts_nothing(work, tmp_path, capfd):
+    for _ in range(3):
+        assert api.run_job("./work.sh", db=work).ready == 1
+    idle = api.run_job("./work.sh", db=work)
+    assert (idle.started, idle.exit_code, idle.last) == (0, 0, None)
+    assert sorted(_ran(tmp_path)) == ["1", "2", "3"]
+    _silent(capfd)
+
+
+def test_drain_runs_each_ready_chunk_once_and_tells_each_event(work, tmp_path, capfd):
+    events = []
+    done = api.drain("./work.sh", db=work, parallel=2, notify=events.append)
+    assert (done.every, done.started, done.ready, done.failed, done.waiting) == (
+        True, 3, 3, 0, 0,
+    )  # fmt: skip
+    assert done.exit_code == 0
+    assert sorted(_ran(tmp_path)) == ["1", "2", "3"]  # each once
+    assert statuses(tmp_path, "work") == dict.fromkeys("123", READY)
+    ended = sorted(e.dataid for e in events if e.kind == "ended")
+    assert ended == ["1", "2", "3"]
+    assert sorted(e.dataid for e in events if e.kind == "launch") == ended
+    assert api.drain("./work.sh", db=work).started == 0  # nothing left: none runs again
+    assert sorted(_ran(tmp_path)) == ["1", "2", "3"]
+    _silent(capfd)
+
+
+def test_a_drain_with_failures_exits_1_and_says_which(work, tmp_path, capfd):
+    script(tmp_path, "work.sh", '[ "$dataid" != 2 ]')
+    done = api.drain("./work.sh", db=work)
+    assert (done.ready, done.failed, done.exit_code) == (2, 1, 1)
+    assert statuses(tmp_path, "work") == {"1": READY, "2": FAILED, "3": READY}
+    _silent(capfd)
+
+
+def test_preview_names_the_chunk_and_changes_nothing(work, tmp_path, capfd):
+    seen = api.preview("./work.sh", db=work)
+    assert (seen.jobid, seen.dataid, seen.cap_full) == ("work", "1", False)
+    assert seen.command.endswith("work.sh")
+    assert seen.environment["dataid"] == "1" and seen.environment["jobid"] == "work"
+    assert statuses(tmp_path, "work") == {}  # nothing claimed
+    _silent(capfd)
+
+
+def test_resubmit_and_status_results(work, tmp_path, capfd):
+    api.drain("./work.sh", db=work)
+    would = api.resubmit("work", "2", db=work, dry_run=True)
+    assert [(c.jobid, c.dataid, c.before, c.after) for c in would] == [
+        ("work", "2", READY, RESUBMIT)
+    ]
+    assert statuses(tmp_path, "work")["2"] == READY  # a dry run changes nothing
+    (change,) = api.resubmit("work", "2", db=work, by="airflow")
+    assert (change.before, change.after) == (READY, RESUBMIT)
+    (row,) = api.status("work", db=work)
+    assert row["jobid"] == "work"
+    assert api.run_job("./work.sh", db=work).ready == 1  # the resubmitted chunk runs again
+    assert sorted(_ran(tmp_path)) == ["1", "2", "2", "3"]
+    assert statuses(tmp_path, "work") == dict.fromkeys("123", READY)
+    _silent(capfd)
+
+
+def test_recover_marks_a_dead_runs_chunk_failed(work, tmp_path, chain, capfd):
+    chain.ok("forcejob", "work", "9")  # RUNNING, and no process of it lives
+    capfd.readouterr()
+    assert statuses(tmp_path, "work") == {"9": RUNNING}
+    done = api.recover(db=work)
+    assert [(c.jobid, c.dataid, c.before, c.after) for c in done.changes] == [
+        ("work", "9", RUNNING, FAILED)
+    ]
+    assert done.problems == []
+    assert statuses(tmp_path, "work") == {"9": FAILED}
+    assert api.recover("work", db=work).changes == []  # nothing more
+    _silent(capfd)
+
+
+def test_hold_release_and_endjob(work, tmp_path, capfd):
+    api.run_job("./work.sh", db=work)
+    held = api.hold("work", "1", db=work)
+    assert (held.before, held.after) == (READY, "HOLD")
+    assert api.release("work", "1", db=work).after == READY
+    assert api.endjob("work", "1", "resubmit", db=work) == (1, 0)
+    assert statuses(tmp_path, "work") == {"1": RESUBMIT}
+    _silent(capfd)
+
+
+def test_apply_makes_the_store_match_a_project(work, tmp_path, capfd):
+    folder = tmp_path / "project"
+    (folder / "jobs").mkdir(parents=True)
+    script(folder / "jobs", "copy.sh", "exit 0")
+    (folder / "dataflow.toml").write_text(
+        '[project]\nname = "p"\n\n[datasets.a]\n\n[datasets.b]\n\n'
+        '[jobs.copy]\nin = ["a"]\nout = ["b"]\n'
+    )
+    planned = api.plan(str(folder), db=work)
+    added = [(c.sign, c.kind, c.name) for c in planned if plans.is_change(c)]
+    assert added == [("+", "dataset", "a"), ("+", "dataset", "b"), ("+", "job", "copy")]
+    assert rows(tmp_path, "select jobid from job where jobid = 'copy'") == []  # a plan
+    applied = api.apply(str(folder), db=work)
+    assert [(c.sign, c.kind, c.name) for c in applied if plans.is_change(c)] == added
+    assert sorted(rows(tmp_path, "select itemtype, datasetid from job where jobid = 'copy'")) == [
+        ("IN", "a"), ("OUT", "b"),
+    ]  # fmt: skip
+    assert not any(plans.is_change(c) for c in api.plan(str(folder), db=work))  # it matches
+    _silent(capfd)
+
+
+def test_drain_folder_runs_producers_before_consumers(work, tmp_path, chain, capfd):
+    chain.ok("register-dataset", "final")
+    chain.ok("register-job", "after", "--in", "dst", "--out", "final")
+    capfd.readouterr()
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    script(jobs, "after.sh", 'echo "after $dataid" >> ../order.log')
+    script(jobs, "work.sh", 'echo "work $dataid" >> ../order.log')
+    script(jobs, "stray.sh", "exit 0")
+    done = api.drain_folder(str(jobs), db=work)
+    assert (done.exit_code, done.jobs, done.interrupted) == (0, ["work", "after"], None)
+    assert done.skipped == [f"{jobs / 'stray.sh'}: no job 'stray' is registered; skipped"]
+    assert statuses(tmp_path, "after") == dict.fromkeys("123", READY)
+    _silent(capfd)  # the RunJobs' own lines went nowhere
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda db: api.run_job("./nobody.sh", db=db), UnknownJob),
+        (lambda db: api.drain("./work.sh", db=db, parallel=0), UsageError),
+        (lambda db: api.drain("./work.sh", db=db, workers=2), UsageError),
+        (lambda db: api.resubmit("work", "77", db=db), UnknownChunk),
+        (lambda db: api.endjob("work", "1", "DONE", db=db), BadStatus),
+        (lambda db: api.recover("nobody", db=db), UnknownJob),
+        (lambda db: api.status("nobody", db=db), UnknownJob),
+    ],
+)
+def test_errors_are_raised_not_printed(work, tmp_path, capfd, call, error):
+    script(tmp_path, "nobody.sh", "exit 0")
+    with pytest.raises(error) as raised:
+        call(work)
+    assert "\n" not in str(raised.value)  # the one line the CLIs print
+    assert statuses(tmp_path, "work") == {}  # nothing claimed nor changed
+    _silent(capfd)
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_a_missing_store_is_an_error(tmp_path, store_kind, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script(tmp_path, "work.sh", "exit 0")
+    with pytest.raises(StoreMissing):
+        api.run_job("./work.sh", db=str(tmp_path / "none.db"))
+    with pytest.raises(DataflowError):
+        api.status(db=str(tmp_path / "none.db"))
+    assert not (tmp_path / "none.db").exists()
+    _silent(capfd)
