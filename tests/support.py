@@ -490,3 +490,81 @@ def _admin(tmp_path, sql: str, *params) -> list[tuple]:
     with closing(sqlite3.connect(address)) as conn, conn:
         conn.create_function("dataflow_natkey", 1, natural_key)  # the store's triggers call it
         return conn.execute(sql, params).fetchall()
+
+
+def dump(tmp_path) -> list[str]:
+    """The SQLite store of the test whose folder is ``tmp_path``, as SQL (to compare)."""
+    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+        return list(conn.iterdump())
+
+
+def shell(cli, line: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """A shell line run like a user's, with RunJob from bin/ (a hang fails the test)."""
+    return subprocess.run(
+        ["bash", "-c", line],
+        cwd=cli.cwd,
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# a job line that says it started, then holds until the test touches ``release``
+HOLD = "touch started; while [ ! -e release ]; do sleep 0.05; done"
+
+
+def started_run(chain, tmp_path, *args):
+    """RunJob on ./work.sh (chunk 1 of work), alive until the test touches ``release``."""
+    script(tmp_path, "work.sh", f'echo "$dataid" >> starts; [ "$dataid" = 1 ] || exit 0; {HOLD}')
+    runjob = start_runjob(chain, *args, "./work.sh")
+    wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+    return runjob
+
+
+def starts(tmp_path) -> list[str]:
+    """What the jobs of started_run (and others) wrote into ``starts``, word by word."""
+    return (tmp_path / "starts").read_text().split()
+
+
+def refused(result, code: int | None = None, says: str = ""):
+    """One ``error:`` line on stderr, a non-zero exit (``code`` if given), no traceback."""
+    assert result.code != 0 and (code is None or result.code == code), result
+    assert result.err.startswith("error: ") and result.err.count("\n") == 1, result
+    assert "Traceback" not in result.err and says in result.err, result
+    return result
+
+
+def write(tmp_path, sql: str, *params) -> None:
+    """Another client writes into the test's store with its own driver (``?`` placeholders)."""
+    address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")
+    if isinstance(address, str):
+        import psycopg
+
+        with psycopg.connect(address) as conn:
+            conn.execute(sql.replace("?", "%s"), params)
+        return
+    with closing(sqlite3.connect(address)) as conn, conn:
+        conn.execute(sql, params)
+
+
+def write_many(tmp_path, sql: str, rows) -> None:
+    """Another client writes many rows into the test's store with its own driver."""
+    address = ADDRESSES.get(tmp_path, tmp_path / "dataflow.db")
+    if isinstance(address, str):
+        import psycopg
+
+        with psycopg.connect(address) as conn, conn.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), rows)
+        return
+    with closing(sqlite3.connect(address)) as conn, conn:
+        conn.executemany(sql, rows)
+
+
+def _chunks(cli):
+    """Job A (src -> dst) registered, chunks 1..3 of src READY."""
+    cli.ok("createtables")
+    cli.ok("register-dataset", "src")
+    cli.ok("register-dataset", "dst")
+    cli.ok("register-job", "A", "--in", "src", "--out", "dst")
+    cli.ok("ready", "src", "1", "2", "3")

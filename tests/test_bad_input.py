@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from support import BIN, fill_disk, mount, mounted, state
+from support import (
+    BIN,
+    fill_disk,
+    mount,
+    mounted,
+    state,
+)
 
 REFUSED = "'utility sql' is read-only"
 
@@ -359,3 +365,17 @@ def test_garbage_ciphertext_changes_nothing(made, tmp_path):
                 made.utility("crypt", "-d", token, env={"PASSKEY": "k"}),
                 "cannot decrypt the text: wrong passkey or damaged ciphertext",
             )
+
+
+def test_purge_of_a_row_naming_a_folder_in_the_log_folder_ends_in_one_line(cli, tmp_path):
+    """What a writer of the store can do, statement 3 (and: errors are for people)."""
+    from test_hosts import _one_job
+
+    _one_job(cli, tmp_path, "echo hello")
+    assert cli.runjob("./work.sh").code == 0
+    folder = tmp_path / "dataflow.db.d" / "logs" / "work"
+    assert folder.is_dir()
+    cli.ok("dml", f"update run set logpath = '{folder}'")
+    purged = cli.utility("purge")
+    assert "Traceback" not in purged.err, purged.err
+    assert folder.is_dir()

@@ -4,6 +4,7 @@ exit, no traceback, and the file byte-identical afterwards."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -14,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from support import mount, mounted, script
+from support import (
+    _chunks,
+    dump,
+    fill_disk,
+    mount,
+    mounted,
+    refused,
+    script,
+    state,
+)
 
 # every command that opens the store, with arguments that would be valid on a good one
 COMMANDS = [
@@ -178,3 +188,66 @@ def test_every_command_on_a_read_only_store(chain, tmp_path, fault):
                 assert_refused(result, argv)
                 assert "read-only" in result.err, (argv, result.err)
             assert iterdump(original) == dump, argv
+
+
+def test_a_second_hard_link_to_the_store_is_refused(chain, tmp_path):
+    os.link(tmp_path / "dataflow.db", tmp_path / "twin.db")
+    script(tmp_path, "work.sh", "true")
+    before = dump(tmp_path)
+    refused = chain.runjob("--db", "twin.db", "./work.sh")
+    assert refused.code != 0 and "has 2 hard links" in refused.err, refused
+    assert refused.err.count("\n") == 1
+    assert dump(tmp_path) == before
+
+
+def test_a_full_disk_at_the_claim_or_the_finish_never_breaks_the_store(cli, tmp_path):
+    """The store on a small tmpfs: full before the claim (refused, nothing written), and
+    filled by the job itself (the finish fails in one line; the chunk is recovered later)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    with mounted("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)):
+        env = {"DATAFLOW_DB": str(small / "dataflow.db")}
+        cli.ok("createtables", env=env)
+        for name in ("src", "dst"):
+            cli.ok("register-dataset", name, env=env)
+        cli.ok("register-job", "work", "--in", "src", "--out", "dst", env=env)
+        cli.ok("ready", "src", "1", "2", env=env)
+        script(tmp_path, "work.sh", f"head -c 2000000 /dev/zero > {small}/filler 2>/dev/null; true")
+        with sqlite3.connect(small / "dataflow.db") as conn:
+            before = list(conn.iterdump())
+        filler = fill_disk(small)
+        refused = cli.runjob("./work.sh", env=env)
+        assert refused.code != 0 and refused.err.startswith("error: "), refused
+        assert "Traceback" not in refused.err and refused.err.count("\n") == 1
+        filler.unlink()
+        with sqlite3.connect(small / "dataflow.db") as conn:
+            assert list(conn.iterdump()) == before
+
+        finish = cli.runjob("./work.sh", env=env)  # the job fills the disk, then ends well
+        assert finish.code != 0 and "Traceback" not in finish.err, finish
+        assert finish.err.startswith("error: ") and "the store" in finish.err
+        (small / "filler").unlink()
+        again = cli.runjob("./work.sh", env=env)
+        assert "belonged to a dead run; marked FAILED (abandoned)" in again.out, again
+        with sqlite3.connect(small / "dataflow.db") as conn:
+            assert conn.execute("pragma integrity_check").fetchone() == ("ok",)
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+@pytest.mark.both_stores
+def test_a_store_with_a_second_hard_link_is_refused_by_every_writer(cli, tmp_path):
+    _chunks(cli)
+    script(tmp_path, "A.sh", "exit 0")
+    os.link(tmp_path / "dataflow.db", tmp_path / "twin.db")
+    before = state(tmp_path)
+    for argv in (
+        ("RunJob", "./A.sh"),
+        ("utility.sh", "ready", "src", "7"),
+        ("utility.sh", "dml", "delete from datastatus"),
+        ("utility.sh", "createtables"),
+        ("utility.sh", "--db", "twin.db", "resubmit", "A", "1"),
+        ("utility.sh", "register-dataset", "x"),
+    ):
+        refused(cli(*argv), 2, "has 2 hard links")
+    assert state(tmp_path) == before
+    assert cli.ok("runs").lines[0].startswith("DATAID")  # reading is fine

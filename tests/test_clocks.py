@@ -4,6 +4,7 @@ oldest first, and ``resubmit --from/--to`` backfills them. A fixed clock: ``at``
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +15,12 @@ from dataflow import dataids
 from dataflow.dataids import natural_key, period, periods, system_zone
 from dataflow.run import claims, lifecycle
 from dataflow.store import open_store
-from support import rows, script, statuses
+from support import (
+    rows,
+    script,
+    starts,
+    statuses,
+)
 
 ZONE = system_zone()  # the clock's zone: these instants are noon-ish wall-clock times there
 
@@ -209,3 +215,23 @@ def test_explain_names_the_clock(cli):
     assert "will not run: it is an hourly job and 2020-01-01T05 is not this_hour (20" in told
     cli.ok("resubmit", "hourly", "--from", "2020-01-01T05", "--to", "2020-01-01T05")
     assert "this_hour: ready" in cli.ok("explain", "hourly", "2020-01-01T05").out
+
+
+def test_a_daily_job_runs_once_whatever_tz_each_run_has(cli, tmp_path):
+    """UTC-12 and UTC+14 are always on different dates: one day, one chunk."""
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid) values ('daily_out')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('daily','IN','today'), "
+        "('daily','OUT','daily_out')",
+    )
+    script(tmp_path, "daily.sh", 'echo "$dataid" >> starts')
+    first = cli.runjob("./daily.sh", env={"TZ": "Etc/GMT+12"})
+    second = cli.runjob("./daily.sh", env={"TZ": "Etc/GMT-14"})
+    assert first.code == 0 and "Launching" in first.out, first
+    assert "no suitable data" in second.out, second
+    system_day = subprocess.run(
+        ["date", "+%F"], env={"TZ": ":/etc/localtime"}, capture_output=True, text=True
+    ).stdout.strip()
+    assert starts(tmp_path) == [system_day]

@@ -3,14 +3,24 @@ history included, all or nothing."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import uuid
+from contextlib import closing
 
 import psycopg
+import pytest
 
 from dataflow.dataids import natural_key
 from support import InProcessCli as Cli  # utility in this process; RunJob a process
-from support import script
+from support import (
+    _chunks,
+    mounted,
+    refused,
+    script,
+    state,
+    write_many,
+)
 
 
 def _tables(address) -> dict[str, list[tuple]]:
@@ -201,3 +211,71 @@ def test_only_copy_stores_source_may_idle_inside_a_transaction(pg_database, monk
             time.sleep(1.5)
             store.clock()
         assert store.clock()  # the same session
+
+
+def _small_files(limit: int):
+    """A child whose files cannot grow past ``limit`` bytes (writes fail with EFBIG, as
+    on a full disk; Python ignores SIGXFSZ)."""
+    import resource
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limited
+
+
+@pytest.mark.both_stores
+def test_copy_store_refuses_its_own_file_by_any_name_and_says_a_folder_is_read_only(
+    cli, tmp_path, store_kind
+):
+    _chunks(cli)
+    before = state(tmp_path)
+    if store_kind == "sqlite":
+        (tmp_path / "link.db").symlink_to(tmp_path / "dataflow.db")
+        os.link(tmp_path / "dataflow.db", tmp_path / "hard.db")
+        for name in ("link.db", "hard.db", "./sub/../dataflow.db"):
+            refused(cli.utility("copy-store", "--to", name, "--force"), 2, "names the store")
+        (tmp_path / "hard.db").unlink()
+    assert state(tmp_path) == before
+    (tmp_path / "ro").mkdir()
+    with mounted("-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(tmp_path / "ro")) as folder:
+        said = refused(cli.utility("copy-store", "--to", str(folder / "t.db")))
+        assert "cannot be written" in said.err and "createtables" not in said.err, said
+        assert list(folder.iterdir()) == []
+    assert state(tmp_path) == before
+
+
+@pytest.mark.both_stores
+def test_copy_store_that_fails_part_way_leaves_no_file_behind(cli, tmp_path):
+    _chunks(cli)
+    write_many(
+        tmp_path,
+        "insert into run (jobid, dataid, attempt, status, started, command) "
+        "values ('A', ?, 1, 'READY', '2026-01-01 00:00:00', ?)",
+        [(str(n), "x" * 2000) for n in range(1500)],  # some 3 MB
+    )
+    before = state(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    target = str(out / "copy.db")
+    failed = cli.utility("copy-store", "--to", target, preexec_fn=_small_files(1 << 20))
+    refused(failed)
+    assert list(out.iterdir()) == []  # no empty target, no -wal
+    # over an existing store: it is left as it was
+    cli.ok("--db", target, "createtables")
+    cli.ok("--db", target, "register-dataset", "kept")
+
+    def dump():
+        with closing(sqlite3.connect(target)) as conn:
+            return list(conn.iterdump())
+
+    kept, names = dump(), sorted(p.name for p in out.iterdir())
+    failed = cli.utility("copy-store", "--to", target, "--force", preexec_fn=_small_files(1 << 20))
+    refused(failed)
+    assert sorted(p.name for p in out.iterdir()) == names and dump() == kept
+    assert state(tmp_path) == before
+    assert "1500 run" in cli.ok("copy-store", "--to", target, "--force").out
+    assert [p.name for p in out.iterdir() if not p.name.startswith("copy.db")] == []
+    (tmp_path / "alias.db").symlink_to(target)  # a copy to a symlink fills its file
+    assert "1500 run" in cli.ok("copy-store", "--to", "alias.db", "--force").out
+    assert (tmp_path / "alias.db").is_symlink()

@@ -20,6 +20,7 @@ from dataflow.store.sqlite.filesystems import mount_type, require_local
 from hosts import alive
 from support import (
     BIN,
+    dump,
     history,
     in_rows,
     process_state,
@@ -425,3 +426,41 @@ def test_ctrl_z_stops_the_jobs_with_runjob_and_fg_lets_them_go_on(chain, tmp_pat
     out, err = runjob.communicate(timeout=60)
     assert runjob.returncode == 0, (out, err)
     assert set(statuses(tmp_path, "work").values()) == {"READY"}
+
+
+# On SIGTERM the job cleans up for 3 s (well within the 10 s grace), says so, then goes on
+# as if it had not been asked to end: only a SIGKILL after the grace ends it.
+STUBBORN = """echo $$ > job.pid
+trap 'echo term > term; sleep 3; echo cleaned > cleaned; while :; do sleep 1; done' TERM
+sleep 300 & wait"""
+
+
+@pytest.mark.slow
+def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(chain, tmp_path):
+    """SIGTERM first, and time to act on it (a SIGKILL at once would leave no "cleaned");
+    then SIGKILL (without it, RunJob would wait for the job for ever)."""
+    script(tmp_path, "work.sh", STUBBORN)
+    runjob = start_runjob(chain, "./work.sh")
+    wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start")
+    job = int((tmp_path / "job.pid").read_text())
+    runjob.send_signal(signal.SIGTERM)
+    assert runjob.wait(timeout=60) == 128 + signal.SIGTERM
+    assert (tmp_path / "term").exists(), "the job never had the SIGTERM"
+    assert (tmp_path / "cleaned").exists(), "the job was killed before its grace ended"
+    assert not os.path.exists(f"/proc/{job}")  # killed, and reaped by RunJob
+    assert statuses(tmp_path, "work") == {"1": "FAILED"}
+
+
+def test_dry_run_never_writes_even_the_recovery_of_dead_runs(chain, tmp_path):
+    chain.ok("dml", "insert into datastatus values ('dst','work','1','OUT','RUNNING',now())")
+    chain.ok("dml", "update datastatus set status='RUNNING' where dataid in ('2','3')")
+    script(tmp_path, "work.sh", "true")
+    before = dump(tmp_path)
+    dry = chain.runjob("--dry-run", "./work.sh")
+    assert dry.code == 0 and "no suitable data" in dry.out, dry
+    assert dump(tmp_path) == before
+    setting(chain, "max_parallel", "1")
+    before = dump(tmp_path)
+    assert chain.runjob("--dry-run", "./work.sh").code == 0
+    assert dump(tmp_path) == before
+    assert not (tmp_path / "dataflow.db.d").exists()  # not even a lock file

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataflow import crypto
 from dataflow.errors import SealBroken, WrongPasskey
+from support import (
+    _chunks,
+    refused,
+    script,
+    start_runjob,
+    wait_for,
+)
 
 SEED_VECTOR = "dKpgTdzYpGVezNffmg912Wjk223NjTmoEr2L6WRxptXH"
 
@@ -81,3 +91,44 @@ def test_cli_crypt(cli, tmp_path):
     assert wrong.err == "error: cannot decrypt the text: wrong passkey or damaged ciphertext\n"
     missing = cli.utility("crypt", "-e", "x")
     assert missing.code == 2 and missing.err.startswith("error: crypt needs the passkey")
+
+
+def _command_lines_holding(secret: bytes) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            line = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if secret in line:
+            found.append(f"{proc.name}: {line!r}")
+    return found
+
+
+@pytest.mark.both_stores
+def test_a_passkey_given_as_an_argument_is_in_no_process_command_line(cli, tmp_path):
+    """The seed's ``RunJob PASSKEY ./job.sh``: RunJob's own command line (and so its
+    keeper's, forked from it) and the job's hold no passkey while the job runs."""
+    _chunks(cli)
+    secret = f"pk-{os.getpid()}-{id(cli)}-x"
+    script(tmp_path, "A.sh", "touch started; while [ ! -e release ]; do sleep 0.05; done")
+    runjob = start_runjob(cli, secret, "./A.sh")
+    try:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+        assert _command_lines_holding(secret.encode()) == []
+    finally:
+        (tmp_path / "release").touch()
+        out, err = runjob.communicate(timeout=60)
+    assert runjob.returncode == 0 and "1 rows updated to READY" in out and err == "", (out, err)
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # no store involved
+@pytest.mark.both_stores
+def test_crypt_with_two_words_and_a_passkey_set_is_ambiguous_and_refused(cli, tmp_path):
+    for env in ({"PASSKEY": "right"}, {"PASSKEY_FILE": str(tmp_path / "key")}):
+        (tmp_path / "key").write_text("right\n")
+        refused(cli.utility("crypt", "-e", "hello", "world", env=env), 2, "takes one TEXT")
+    token = cli.ok("crypt", "-e", "hello world", env={"PASSKEY": "right"}).out.strip()
+    assert cli.ok("crypt", "-d", token, env={"PASSKEY": "right"}).out == "hello world\n"
+    seed = cli.ok("crypt", "-e", "hello", "world").out.strip()  # the seed's form, no PASSKEY
+    assert cli.ok("crypt", "-d", seed, env={"PASSKEY": "hello"}).out == "world\n"

@@ -338,7 +338,7 @@ def test_a_finish_whose_commit_the_server_refuses_leaves_the_chunk_as_it_was(
 ):
     """The server refuses the finish's COMMIT (a deferred constraint trigger of a store
     writer): the run is not READY, and its chunk keeps what its last READY run made
-    (on SQLite: test_sweep_findings, a COMMIT on a full disk)."""
+    (on SQLite: test_publish, a COMMIT on a full disk)."""
     import psycopg
 
     table = _register(cli, tmp_path)

@@ -14,7 +14,12 @@ import pytest
 
 from dataflow.store import create_store
 from dataflow.store.sqlite import schema
-from support import _admin, rows, script, statuses
+from support import (
+    _admin,
+    rows,
+    script,
+    statuses,
+)
 
 SHELL = shutil.which("sqlite3")
 needs_shell = pytest.mark.skipif(
@@ -208,3 +213,16 @@ def test_operator_commands_on_a_run_row_whose_count_is_no_count(chain, tmp_path,
     script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
     assert chain.runjob("--all", "./work.sh").code == 0
     assert sorted((tmp_path / "ran").read_text().split()) == ["1", "3"]
+
+
+def test_a_bad_candidate_row_from_outside_is_repaired_not_looped_over(chain, tmp_path):
+    """A row whose sort key is not its dataid's (any SQLite client can write one) used to
+    spin the claim inside its write transaction forever."""
+    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+        conn.execute("delete from candidate")
+        conn.execute("insert into candidate values ('work', '~', '2'), ('work', '~', '9')")
+    script(tmp_path, "work.sh", "echo $dataid >> seen")
+    assert chain.runjob("./work.sh", timeout=30).code == 0
+    assert (tmp_path / "seen").read_text() == "2\n"
+    keys = rows(tmp_path, "select sortkey from candidate where jobid='work'")
+    assert ("~",) not in keys

@@ -10,45 +10,29 @@ import signal
 import time
 
 import pytest
+from spreading import (
+    JUDGE,
+    SPREAD,
+    _no_overlap,
+    chunks,
+    workers_of,
+)
 
 from dataflow.run import workers
 from dataflow.run.events import Event, Tally
 from dataflow.run.runner import Outcome
 from hosts import alive
-from support import history, rows, script, start_runjob, statuses, wait_for
+from support import (
+    history,
+    rows,
+    script,
+    start_runjob,
+    statuses,
+    wait_for,
+)
 
 on_postgres = pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 cores = pytest.mark.skipif(workers.cores() < 2, reason="a drain spreads over processes on 2+ cores")
-
-
-def chunks(cli, count: int) -> None:
-    """Job ``work`` (src -> dst), chunks 1..count of src READY."""
-    cli.ok("createtables")
-    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
-    cli.ok(
-        "dml",
-        "insert into job (jobid,itemtype,datasetid) values ('work','IN','src'), ('work','OUT','dst')",
-    )
-    values = ", ".join(f"('src','fakejob','{n}','OUT','READY',now())" for n in range(1, count + 1))
-    cli.ok("dml", f"insert into datastatus values {values}")
-
-
-def workers_of(pid: int) -> list[int]:
-    """The worker processes RunJob ``pid`` started (its children running the worker)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as file:
-                parent = int(file.read().rpartition(b")")[2].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as file:
-                command = file.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == pid and b"dataflow.run.worker" in command:
-            found.append(int(entry))
-    return found
 
 
 @on_postgres
@@ -231,3 +215,17 @@ def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(cli, tmp_path,
         with psycopg.connect(address, autocommit=True) as conn:
             conn.execute(f"drop owned by {role}")
             conn.execute(f"drop role {role}")
+
+
+@on_postgres
+def test_racing_spread_drains_run_each_chunk_once(cli, tmp_path):
+    """Two spread drains of the same job at once (two cron lines that overlap): every
+    chunk READY once, no overlap, one history row each."""
+    chunks(cli, 80)
+    script(tmp_path, "work.sh", JUDGE + "sleep 0.02")
+    first = start_runjob(cli, *SPREAD)
+    second = cli.runjob(*SPREAD, timeout=300)
+    out, err = first.communicate(timeout=300)
+    assert (first.returncode, err, second.code, second.err) == (0, "", 0, ""), (out, second)
+    assert sorted(_no_overlap(tmp_path), key=int) == [str(n) for n in range(1, 81)]
+    assert rows(tmp_path, "select count(*) from run where jobid = 'work'") == [(80,)]

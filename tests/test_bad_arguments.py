@@ -1,27 +1,144 @@
-"""A sweep of bad input through ``utility`` and ``RunJob`` on both stores: every kind is
-one ``error: ...`` line on stderr, a non-zero exit, no traceback, and the store as it was.
-
-Signals and crashes are not the point here, so ``utility`` runs in this process
-(``dataflow.cli.utility.main``), as a shell would call it, hundreds in seconds; a
-traceback escapes ``main`` and fails the test. RunJob, whose checks before a claim are
-the point, and ``utility serve``, which would listen, run as real processes. Also: what
-a writer of the store does by SQL (an expression that comes out NULL, a name longer than
-our commands write, a live run's rows deleted) is refused, handled or told."""
+"""Bad arguments, settings and host variables through ``utility`` and ``RunJob`` on both
+stores: every kind is one ``error: ...`` line on stderr, a non-zero exit, no traceback,
+and the store as it was. Signals and crashes are not the point here, so ``utility`` runs
+in this process (``dataflow.cli.utility.main``), as a shell would call it, hundreds in
+seconds; a traceback escapes ``main`` and fails the test. RunJob, whose checks before a
+claim are the point, and ``utility serve``, which would listen, run as real processes."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import zlib
 
 import pytest
+from badinput import LONG_NAME, _one_line, _setup
 
 from dataflow.cli import utility
-from dataflow.dataids import MAX_NAME
-from support import history, rows, script, start_runjob, state, wait_for
+from support import (
+    _chunks,
+    refused,
+    script,
+    state,
+)
 
-pytestmark = pytest.mark.both_stores
+COUNTS = [
+    ("runs", "--limit", "-1"),
+    ("runs", "--limit", "0"),
+    ("runs", "--limit", "99999999999999999999"),
+    ("history", "--limit", "-5"),
+    ("history", "A", "--limit", "1e9"),
+    ("log", "A", "1", "--attempt", "-1"),
+]
+
+
+UNKNOWN = [
+    (("recover", "nosuch"), "unknown job 'nosuch'"),
+    (("ready", "src", "77", "--by", "A"), "job 'A' does not produce 'src'"),
+    (("ready", "dst", "77", "--by", "nosuch"), "job 'nosuch' does not produce 'dst'"),
+    (("resubmit", "A", "--from", "9", "--to", "1"), "--from 9 comes after --to 1"),
+    (("ready", "src", "--from", "9", "--to", "1"), "--from 9 comes after --to 1"),
+]
+
+
+BAD_SETTINGS = [
+    ("DATAFLOW_LIVENESS_TIMEOUT", "abc"),
+    ("DATAFLOW_LIVENESS_TIMEOUT", "-1"),
+    ("DATAFLOW_LIVENESS_TIMEOUT", "0.3"),
+    ("DATAFLOW_LIVENESS_TIMEOUT", "nan"),
+    ("DATAFLOW_BUSY_TIMEOUT", "abc"),
+    ("DATAFLOW_BUSY_TIMEOUT", "-5"),
+    ("DATAFLOW_HOST", "host\nB"),
+    ("DATAFLOW_HOST", "h\x1b[2Jx"),
+]
+
+
+IMPORTS = [
+    ('"just text"', "the document must be an object, not text"),
+    ("[1, 2]", "the document must be an object, not a list"),
+    ('{"opendataflow": 1, "jobs": {}}', "the document has no 'datasets'"),
+    ('{"opendataflow": 1, "datasets": {}, "jobs": {}}', "'datasets' must be a list, not an object"),
+    ('{"opendataflow": 1, "datasets": [], "jobs": []}', "'jobs' must be an object, not a list"),
+    ('{"opendataflow": 1, "datasets": ["x"], "jobs": {}}', "dataset 1 must be an object, not text"),
+    ('{"opendataflow": 1, "datasets": [], "jobs": {"X": "a"}}', "job 'X' must be a list of items"),
+    ('{"opendataflow": 1, "datasets": [], "jobs": {"X": {"a": 1}}}', "job 'X' must be a list"),
+    (
+        '{"opendataflow": 1, "datasets": [], "jobs": {"X": ["IN"]}}',
+        "job 'X': item 1 must be an object",
+    ),
+    (
+        '{"opendataflow": 1, "datasets": [], "jobs": {"X": [{}]}}',
+        "job 'X': item 1: itemtype must be text, not null",
+    ),
+    (
+        '{"opendataflow": 1, "datasets": [], "jobs": {"X": [null]}}',
+        "item 1 must be an object, not null",
+    ),
+    ("{nope", "not JSON (Expecting property name"),
+]
+
+
+@pytest.mark.both_stores
+def test_a_negative_or_huge_count_is_a_usage_error(cli, tmp_path):
+    _chunks(cli)
+    before = state(tmp_path)
+    for args in COUNTS:
+        refused(cli.utility(*args), 2, "must be a whole number from 1 to 1000000")
+    assert state(tmp_path) == before
+
+
+@pytest.mark.both_stores
+def test_an_unknown_job_producer_or_an_empty_range_is_refused(cli, tmp_path):
+    _chunks(cli)
+    before = state(tmp_path)
+    for args, says in UNKNOWN:
+        refused(cli.utility(*args), 2, says)
+    assert state(tmp_path) == before
+
+
+@pytest.mark.both_stores
+def test_an_unusable_setting_in_the_environment_is_refused(cli, tmp_path):
+    _chunks(cli)
+    script(tmp_path, "A.sh", "echo ran > ran")
+    before = state(tmp_path)
+    for name, value in BAD_SETTINGS:
+        for argv in (("utility.sh", "ready", "src", "4"), ("RunJob", "./A.sh")):
+            said = refused(cli(*argv, env={name: value}), 2, f"{name} must be")
+            assert repr(value)[1:-1] in said.err
+    assert state(tmp_path) == before and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+@pytest.mark.both_stores
+def test_a_store_address_of_an_unknown_scheme_is_refused_and_sqlite_urls_are_files(cli, tmp_path):
+    script(tmp_path, "A.sh", "exit 0")
+    for address in ("mysql://u:secret@h/db", "sqlite://", "sqlite://host/x.db", "http://x"):
+        for argv in (
+            ("utility.sh", "--db", address, "createtables"),
+            ("RunJob", "--db", address, "./A.sh"),
+        ):
+            said = refused(cli(*argv), 2, "unknown store address scheme")
+            assert "secret" not in said.err
+    # no folder "mysql:" made for a relative file
+    assert [p.name for p in tmp_path.iterdir()] == ["A.sh"]
+    cli.ok("--db", "sqlite:///rel.db", "createtables")
+    assert (tmp_path / "rel.db").is_file()
+    absolute = tmp_path / "abs.db"
+    cli.ok("--db", f"sqlite:///{absolute}", "createtables")  # sqlite:////tmp/... absolute
+    assert absolute.is_file()
+    where = cli.ok("--db", "sqlite:///rel.db", "where").lines
+    assert where[2].split() == ["store", str(tmp_path / "rel.db")]
+
+
+@pytest.mark.both_stores
+def test_an_import_of_the_wrong_shape_says_what_is_wrong_where(cli, tmp_path):
+    _chunks(cli)
+    before = state(tmp_path)
+    for document, says in IMPORTS:
+        (tmp_path / "bad.json").write_text(document)
+        said = refused(cli.utility("import", "bad.json"), 2, says)
+        assert "attribute" not in said.err and "object is not" not in said.err, said
+    assert state(tmp_path) == before
+
 
 # values no registered name, chunk, status or number is: each makes its place wrong
 BAD = [
@@ -44,6 +161,7 @@ BAD = [
     "\u2603 snow",
     "-",
 ]
+
 
 TEMPLATES = [
     ("endjob", "A", "{}", "READY"),
@@ -68,11 +186,13 @@ TEMPLATES = [
     ("--db", "{}/x.db", "runs"),
 ]
 
+
 NUMBERS = [  # values of whole-number options: none is one from 1 to 1000000
     ("runs", "--limit", "{}"),
     ("history", "--limit", "{}"),
     ("log", "A", "1", "--attempt", "{}"),
 ]
+
 
 SPECIFIC = [
     ("sql", "delete from job"),
@@ -122,8 +242,8 @@ SPECIFIC = [
     ("import", "long.json"),
 ]
 
+
 LONG_ID = "d" * 10240  # a 10 KB dataid
-LONG_NAME = "n" * 10_000  # a dataset's or a job's name
 
 
 def _cases() -> list[tuple[str, ...]]:
@@ -136,6 +256,7 @@ def _cases() -> list[tuple[str, ...]]:
 
 
 CASES = _cases()
+
 
 RUNJOB = [  # RunJob's own mistakes, refused before any claim
     ("./nosuch.sh",),
@@ -183,6 +304,7 @@ SETTINGS = [  # job settings, each refused where it is written (utility set)
     ("set", "*", "alerts=json://127.0.0.1:8080/admin"),
 ]
 
+
 ENVIRONMENT = [  # DATAFLOW_* of the host, each refused wherever it is read
     ("DATAFLOW_LOG_MAX_MB", "abc"),
     ("DATAFLOW_LOG_MAX_MB", "-1"),
@@ -203,11 +325,13 @@ ENVIRONMENT = [  # DATAFLOW_* of the host, each refused wherever it is read
     ("DATAFLOW_POLICY", "/nosuch/policy.toml"),
 ]
 
+
 READ_BY_RUNJOB = [  # variables read only where a job needs them: (name, value, script)
     ("DATAFLOW_SPARK_ARGS", "'unbalanced", "./spark/A.py"),
     ("DATAFLOW_SPARK_ARGS", "--driver-memory 1g --conf", "./spark/A.py"),
     ("PASSKEY_FILE", "/nosuch/passkey", "./A.sh"),
 ]
+
 
 SERVE = [  # utility serve's options (a valid token file given)
     ("--port", "-1"),
@@ -226,23 +350,6 @@ SERVE = [  # utility serve's options (a valid token file given)
 ]
 
 
-def _jobs(folder) -> None:
-    (folder / "folder").mkdir()
-    (folder / "plain.sh").write_text("#!/bin/sh\n")
-    for name, body in (
-        ("garbage.sh", bytes(range(256))),
-        ("B.sh", b"#!/bin/sh\n"),
-        ("A.sh", b"#!/bin/sh\ntouch ran\n"),
-        ("missing-interp.sh", b"#!/nosuch/interp\n"),
-        ("crlf/A.sh", b"#!/bin/sh\r\ntouch ran\r\n"),  # Windows line ends
-        ("envmissing/A.sh", b"#!/usr/bin/env nosuch-interp-42\ntouch ran\n"),
-        ("spark/A.py", b"def run(spark, job):\n    open('ran', 'w')\n"),
-    ):
-        (folder / name).parent.mkdir(exist_ok=True)
-        (folder / name).write_bytes(body)
-        (folder / name).chmod(0o755)
-
-
 def _run(capsys, argv: tuple[str, ...], main=utility.main) -> tuple[int, str, str]:
     try:
         code = main(list(argv))
@@ -253,25 +360,6 @@ def _run(capsys, argv: tuple[str, ...], main=utility.main) -> tuple[int, str, st
         return 1, "", f"Traceback: {exc!r}"[:300]
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def _one_line(code: int, out: str, err: str) -> bool:
-    """A refusal: non-zero, nothing on stdout, one ``error: ...`` line, no traceback."""
-    return code != 0 and not out and err.startswith("error: ") and err.count("\n") == 1
-
-
-def _setup(cli, tmp_path) -> None:
-    cli.ok("createtables")
-    cli.ok("register-dataset", "src")
-    cli.ok("register-dataset", "dst")
-    cli.ok("register-dataset", "dst2")
-    cli.ok("register-job", "A", "--in", "src", "--out", "dst")
-    cli.ok("ready", "src", "1", "2")
-    dataset = {"datasetid": LONG_NAME}
-    (tmp_path / "long.json").write_text(
-        json.dumps({"opendataflow": 1, "datasets": [dataset], "jobs": {}})
-    )
-    _jobs(tmp_path)
 
 
 def _in_process(tmp_path, address, monkeypatch) -> None:
@@ -294,6 +382,7 @@ def _which_changed(tmp_path, capsys, before, cases) -> list:
     return changed
 
 
+@pytest.mark.both_stores
 def test_hundreds_of_bad_inputs_are_each_one_line_and_change_nothing(
     cli, tmp_path, address, capsys, monkeypatch
 ):
@@ -320,6 +409,7 @@ def test_hundreds_of_bad_inputs_are_each_one_line_and_change_nothing(
         pytest.fail(f"the store was changed by {_which_changed(tmp_path, capsys, before, cases)}")
 
 
+@pytest.mark.both_stores
 def test_runjob_refuses_its_own_mistakes_before_any_claim(cli, tmp_path):
     """Real RunJob processes: a script that cannot run (Windows line ends, an interpreter
     that env would not find...) is refused in one line before anything is claimed."""
@@ -334,6 +424,7 @@ def test_runjob_refuses_its_own_mistakes_before_any_claim(cli, tmp_path):
     assert wrong == []
 
 
+@pytest.mark.both_stores
 def test_bad_job_settings_are_refused_where_they_are_written(
     cli, tmp_path, address, capsys, monkeypatch
 ):
@@ -348,6 +439,7 @@ def test_bad_job_settings_are_refused_where_they_are_written(
     assert state(tmp_path) == before, _which_changed(tmp_path, capsys, before, SETTINGS)
 
 
+@pytest.mark.both_stores
 def test_bad_host_variables_are_refused_by_utility_and_runjob(
     cli, tmp_path, address, capsys, monkeypatch
 ):
@@ -377,6 +469,7 @@ def test_bad_host_variables_are_refused_by_utility_and_runjob(
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # the store is not asked
+@pytest.mark.both_stores
 def test_bad_serve_options_are_one_line_before_anything_listens(cli, tmp_path):
     _setup(cli, tmp_path)
     (tmp_path / "token").write_text("t0ken-of-at-least-16-characters\n")
@@ -386,102 +479,3 @@ def test_bad_serve_options_are_one_line_before_anything_listens(cli, tmp_path):
         if not _one_line(done.code, done.out, done.err):
             wrong.append((option, done.code, done.out[:200], done.err[:300]))
     assert wrong == []
-
-
-def test_names_over_the_maximum_written_by_sql_are_run_and_shown(cli, tmp_path):
-    """Our commands refuse a dataid over MAX_NAME characters; one that a writer put in by
-    SQL is run and shown as any other, without a traceback."""
-    _setup(cli, tmp_path)
-    long_id = "9" * 100 + "x" * (10240 - 100)  # 10 KB: PostgreSQL's index takes it compressed
-    cli.ok("dml", f"insert into datastatus values ('src', 'external', '{long_id}', 'OUT', "
-           "'READY', now())")  # fmt: skip
-    script(tmp_path, "A.sh", 'printf %s "$dataid" > "ran.$DATAFLOW_RUN"')
-    done = cli.runjob("--all", "./A.sh", timeout=120)
-    assert done.code == 0 and done.err == "", done
-    assert sorted(p.read_text() for p in tmp_path.glob("ran.*")) == sorted(["1", "2", long_id])
-    assert len(long_id) > MAX_NAME
-    shown = [("explain", "A", long_id), ("history", "A"), ("runs",), ("status",)]
-    for argv in [*shown, ("board", "--json"), ("lineage", "dst", long_id)]:
-        shown = cli.utility(*argv)
-        assert shown.code == 0 and "Traceback" not in shown.err, (argv, shown.err[:300])
-
-
-@pytest.mark.parametrize("drain", [(), ("--all",)])
-def test_a_writer_deleting_a_live_chunks_rows_is_told_its_result_is_not_recorded(
-    cli, tmp_path, drain
-):
-    _setup(cli, tmp_path)
-    script(tmp_path, "A.sh", "touch started; while [ ! -e go ]; do sleep 0.05; done")
-    runjob = start_runjob(cli, *drain, "./A.sh")
-    try:
-        wait_for(lambda: (tmp_path / "started").exists(), 60, "the job's start")
-        cli.ok("dml", "delete from datastatus where jobid = 'A'")
-    finally:
-        (tmp_path / "go").touch()
-        out, err = runjob.communicate(timeout=120)
-    told = [line for line in err.splitlines() if "not recorded" in line]
-    assert len(told) == 1 and told[0].startswith("warning: A 1: its rows were deleted"), err
-    assert "Traceback" not in err and runjob.returncode == 1, (out, err)
-    assert "not recorded" in history(tmp_path, "A")[0][5]
-
-
-def test_an_expression_never_nulls_a_gating_row(cli, tmp_path):
-    """SQLite makes 1/0 NULL where PostgreSQL refuses it, and neither takes a NULL status:
-    on both stores the update is one line, every row as it was, and the job's next chunk
-    still runs."""
-    _setup(cli, tmp_path)
-    before = state(tmp_path)
-    for sql in (
-        "update datastatus set status = NULL",
-        "update job set datasetid = NULL where itemtype = 'IN'",
-        "update datastatus set status = 1/0",
-        "update datastatus set locktype = 1/0 where locktype = 'OUT'",
-        "update job set datasetid = 1/0",
-        "insert into datastatus values ('src', 'x', '3', 'OUT', 1/0, now())",
-    ):
-        refused = cli.utility("dml", sql)
-        assert _one_line(refused.code, refused.out, refused.err), (sql, refused)
-    assert state(tmp_path) == before
-    script(tmp_path, "A.sh", "true")
-    assert cli.runjob("./A.sh").code == 0
-    assert history(tmp_path, "A")[0][:3] == ("1", 1, "READY")
-
-
-def test_hostile_log_and_audit_rows_are_shown_safely_or_refused_in_one_line(cli, tmp_path, address):
-    """A writer's rows of runlog (sizes that are not sizes, a body that is not zlib, one
-    that inflates past what it says) and of action (control characters, 100 KB of detail):
-    utility log, actions and history show them escaped or refuse in one line."""
-    _setup(cli, tmp_path)
-    script(tmp_path, "A.sh", "echo hello")
-    assert cli.runjob("./A.sh").code == 0
-    [(runid, logpath)] = [r for r in rows(tmp_path, "select runid, logpath from run")]
-    os.unlink(logpath)  # (else this host's own file is read, not the row)
-    pg = isinstance(address, str)
-
-    def blob(data: bytes) -> str:
-        return f"'\\x{data.hex()}'::bytea" if pg else f"x'{data.hex()}'"
-
-    bomb = zlib.compress(b"\x1b[2J" * (8 << 20), 9)
-    damaged = [
-        f"body = {blob(b'not zlib')}",
-        f"body = {blob(bomb)}, kept = -5, size = 3",
-        f"body = {blob(bomb)}, kept = 4, size = 9223372036854775807",
-    ]
-    if not pg:  # (an SQLite column takes text where it says integer)
-        damaged += ["kept = 'x'", "size = 'a lot'", "body = 'text, not bytes'"]
-    for case, change in enumerate(damaged):
-        cli.ok("dml", f"update runlog set {change} where runid = {runid}")
-        shown = cli.utility("log", "A", "1")
-        said = (case, shown.code, shown.err[:300], len(shown.out))
-        assert "Traceback" not in shown.err and len(shown.err.splitlines()) <= 1, said
-        assert len(shown.out) < 1 << 20, said  # never the bomb inflated
-        if shown.code:
-            assert shown.err == "error: the store's copy of that log is damaged\n", said
-    detail = "\x1b]0;owned\x07" + "d" * 100_000
-    cli.ok("dml", "insert into action (acted, host, who, client, action, jobid, dataid, "
-           f"detail) values ('2026-11-29 10:00:00', 'h\nx', 'me\x1b[2J', null, 'hold', 'A', "
-           f"'1', '{detail}')")  # fmt: skip
-    for argv in (("actions",), ("history", "A", "1"), ("actions", "--json")):
-        shown = cli.utility(*argv)
-        assert shown.code == 0 and shown.err == "", (argv, shown.err[:300])
-        assert "\x1b" not in shown.out and "\x07" not in shown.out, argv
