@@ -2,10 +2,11 @@
 
 May import: errors, layout, spark.
 
-The packages, in the direction data flows (``cli → ops/run → store``; ``spark`` on its
+The packages, in the direction data flows (``cli → api → ops/run → store``; ``spark`` on its
 own beside them):
 
 - ``cli``: the command-line tools, ``RunJob`` and ``utility``; the only place that prints;
+- ``api``: what the CLIs do, as a library (``dataflow.api.drain(...)``): results, no prints;
 - ``ops``: operator commands (explain, status, lineage, resubmit, registry, purge, board);
 - ``run``: claiming and finishing chunks, locks, the job's environment and process;
 - ``store``: the store interface and its backends (``store.sqlite``), all the SQL;

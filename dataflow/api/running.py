@@ -6,6 +6,7 @@ plan, its listeners (alerts, OpenLineage) and the drain in the foreground."""
 from __future__ import annotations
 
 import shlex
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -181,6 +182,11 @@ class JobRun:
         ``echo``: one chunk's output copied to this process's stdout too (RunJob's).
         ``notify`` is told every event; ``started``, before the first claim, the
         drain's live summary and a count of the chunks left (a progress bar's)."""
+        if threading.current_thread() is not threading.main_thread():
+            raise UsageError(
+                "a run takes its process's signals (SIGINT, SIGTERM, SIGHUP): "
+                "call it from the process's main thread"
+            )
         if workers is not None and scripts.is_spark_job(self.path):
             raise UsageError(
                 f"--workers is for a job run as a process a chunk, not through Spark: {self.script}"

@@ -19,7 +19,8 @@ def page() -> str:
         "# Command reference",
         "",
         "Generated from the commands' own parsers by `python -m dataflow.cli.reference > "
-        "docs/cli.md`; `--help` prints the same.",
+        "docs/cli.md`; `--help` prints the same. The same operations from Python, "
+        "without a subprocess: [api.md](api.md).",
         "",
         "## RunJob",
         "",
