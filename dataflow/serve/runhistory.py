@@ -75,24 +75,32 @@ class RunHistory:
     def read(self, store: Store) -> tuple[list[Row], list[Row], list[Row]]:
         """Every run's counts and buckets (rows as :meth:`Tally.rows`), reading only the
         runs from the oldest one not ended on, once the ended ones are counted."""
-        with self.lock:
-            if store.runs_below(self.settled) != self.done.started():  # runs deleted
+        with self.lock, store.snapshot():  # the runs below and above counted alike
+            found = self._read(store)
+            if found is None:  # runs below are gone, or came late: count them all again
                 self.settled, self.seen, self.done = 0, 0, Tally()
-            first_live = store.first_running_run(self.settled)
-            live = store.next_runid() if first_live is None else first_live
-            # PostgreSQL numbers a run before its claim commits: a run below the oldest
-            # live one may not be seen yet. Only what the scrape before found ended too
-            # is settled (a claim commits in milliseconds); a run seen late is a run
-            # missing below, and every run is counted again.
-            settled = live if not self.settled else min(live, self.seen)
-            self.seen = live
-            if settled > self.settled:
-                self.done.add(*self._sums(store, self.settled, settled))
-                self.settled = settled
-            answer = Tally()
-            answer.add(*self.done.rows())
-            answer.add(*self._sums(store, self.settled))
-            return answer.rows()
+                found = self._read(store)
+            return found.rows()  # type: ignore[union-attr]
+
+    def _read(self, store: Store) -> Tally | None:
+        """As :meth:`read`; None if the runs below ``settled`` are not those counted."""
+        first_live = store.first_running_run(self.settled)
+        live = store.next_runid() if first_live is None else first_live
+        # PostgreSQL numbers a run before its claim commits: a run below the oldest live
+        # one may not be seen yet. Only what the scrape before found ended too is settled
+        # (a claim commits in milliseconds); a run committed later than that is found
+        # missing below, and every run is counted again.
+        settled = live if not self.settled else min(live, self.seen)
+        self.seen = live
+        if settled > self.settled:
+            self.done.add(*self._sums(store, self.settled, settled))
+            self.settled = settled
+        recent = Tally()
+        recent.add(*self._sums(store, self.settled))
+        if store.run_total() != self.done.started() + recent.started():
+            return None
+        recent.add(*self.done.rows())
+        return recent
 
     def _sums(self, store: Store, low: int, *high: int) -> tuple[list[Row], list[Row], list[Row]]:
         durations, latencies = self.bounds

@@ -5,7 +5,8 @@ long ago once (:mod:`dataflow.serve.runhistory`) and at each scrape only the rec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..base import Row
@@ -51,9 +52,19 @@ class MetricQueries:
         """One above the newest runid (1 for an empty history)."""
         return int(self.conn.execute(self.q.next_runid).fetchone()[0])
 
-    def runs_below(self, low: int) -> int:
-        """How many runs have a runid below ``low``."""
-        return int(self.conn.execute(self.q.runs_below, {"low": low}).fetchone()[0])
+    def run_total(self) -> int:
+        """How many runs the history holds."""
+        return int(self.conn.execute(self.q.run_total).fetchone()[0])
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """The reads inside see the store as it was at the first of them (a read-only
+        transaction: writers go on meanwhile). Not inside another transaction."""
+        self.conn.execute(self.q.begin_snapshot)
+        try:
+            yield
+        finally:
+            self.conn.execute(self.q.end_snapshot)
 
 
 def _json_list(values: Sequence[float]) -> str:

@@ -50,5 +50,12 @@ SELECT min(runid) FROM run WHERE runid >= %(low)s AND status = 'RUNNING';
 -- name: next_runid
 SELECT coalesce(max(runid), 0) + 1 FROM run;
 
--- name: runs_below
-SELECT count(*) FROM run WHERE runid < %(low)s;
+-- name: run_total
+SELECT count(*) FROM run;
+
+-- name: begin_snapshot
+-- The reads that follow see one snapshot of the store (writers go on meanwhile).
+BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+
+-- name: end_snapshot
+COMMIT;

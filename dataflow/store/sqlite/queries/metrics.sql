@@ -48,6 +48,12 @@ SELECT MIN(runid) FROM run WHERE runid >= :low AND status = 'RUNNING';
 -- name: next_runid
 SELECT COALESCE(MAX(runid), 0) + 1 FROM run;
 
--- name: runs_below
--- Through an index (its entries carry the runid), not the table's wide rows.
-SELECT COUNT(*) FROM run INDEXED BY run_by_chunk WHERE runid < :low;
+-- name: run_total
+SELECT COUNT(*) FROM run;
+
+-- name: begin_snapshot
+-- The reads that follow see one snapshot of the store (WAL: writers go on meanwhile).
+BEGIN DEFERRED;
+
+-- name: end_snapshot
+COMMIT;
