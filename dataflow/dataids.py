@@ -25,6 +25,11 @@ def check_name(what: str, name: str) -> None:
         )
 
 
+# The natural key's marker of a digit run (a code point) and the width of the run's length
+# in it; the stores' SQL forms of the key use the same (dataflow/store/offers.py).
+KEY_MARK, KEY_WIDTH = 1, 3
+
+
 def natural_key(dataid: str) -> str:
     """A text key whose plain (byte-wise) order is the natural order of dataids.
 
@@ -40,7 +45,7 @@ def natural_key(dataid: str) -> str:
     for i, part in enumerate(_RUNS.split(dataid)):
         if i % 2:  # a digit run
             digits = part.lstrip("0") or "0"
-            parts.append(f"\x01{len(digits):03d}{digits}")
+            parts.append(f"{chr(KEY_MARK)}{len(digits):0{KEY_WIDTH}d}{digits}")
         else:
             parts.append(part)
     return "".join(parts)

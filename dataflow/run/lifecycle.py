@@ -21,13 +21,15 @@ from ..errors import (
     UnknownJob,
 )
 from ..store import ChunkRow, JobItem, Row, Store
+from ..store.offers import READY, RERUNNABLE
 from . import liveness
 from .settings import LONGEST_DELAY, SETTINGS, Settings, settings_of
 
-TODAY = "today"
-READY, FAILED, RESUBMIT, RUNNING, HOLD = "READY", "FAILED", "RESUBMIT", "RUNNING", "HOLD"
+# READY and RERUNNABLE are facts of the claim rule that the stores' triggers share
+# (store/offers.py): the triggers offer a chunk, :func:`claimable` judges it.
+RESUBMIT, FAILED = RERUNNABLE
+RUNNING, HOLD = "RUNNING", "HOLD"
 END_STATUSES = (READY, FAILED, RESUBMIT, HOLD)
-RERUNNABLE = (RESUBMIT, FAILED)
 ABANDONED = "abandoned"  # the reason recorded for a run that died without ending
 
 

@@ -6,7 +6,7 @@ The three seed tables keep the seed's columns in the seed's order (``modified`` 
 ``timestamp``, so the seed's ``now()`` works in positional inserts). ``candidate``, our
 index of work, is kept current by triggers written in PL/pgSQL and stored in the database
 itself, so a write by ``psql`` or any other client is honoured by the next claim exactly
-as one of ours (see :mod:`dataflow.store.sqlite.schema` for the rules: the same here).
+as one of ours (the rule, written once for both stores: :mod:`dataflow.store.offers`).
 
 Writers are not serialized as in SQLite: two transactions that make the inputs of one
 chunk READY at the same time could each miss the other's row and offer nothing. The
@@ -23,23 +23,13 @@ never deadlock on them.
 from __future__ import annotations
 
 from ..migrations import read, read_all
+from ..offers import OFFER_LOCKS, OFFERS, offer_lock
 
-# advisory lock spaces (the first of two int4 keys): a chunk's offers, a job's cap. The
-# offer lock is also written out in the triggers of migration 0002: a change is a new
-# migration (tests/test_migrations.py checks that both agree)
-OFFERS, CAP = 1, 2
-OFFER_LOCKS = 1024  # buckets of dataids, one offer lock each (version 2)
+__all__ = ["CAP", "OFFERS", "OFFER_LOCKS", "VERSION", "migration", "migrations", "offer_lock"]
 
-
-def offer_lock(dataid: str) -> str:
-    """The two keys of the offer lock of the dataid that SQL expression ``dataid`` gives."""
-    return f"{OFFERS}, {_bucket(dataid)}"
-
-
-def _bucket(dataid: str) -> str:
-    return f"hashtext({dataid}) & {OFFER_LOCKS - 1}"
-
-
+# advisory lock spaces (the first of two int4 keys): a chunk's offers (the lock the rule's
+# triggers take, :mod:`dataflow.store.offers`), a job's cap
+CAP = 2
 VERSION = 8  # the number of files in migrations/
 
 

@@ -13,7 +13,8 @@ current for every write, including a user's ``utility dml``, so a claim reads
 the smallest candidate instead of stepping over every chunk already done. It
 may hold stale pairs (an input was later resubmitted, say); the claim checks
 each pair exactly and drops the stale ones. The triggers use plain SQL only (since
-version 7), so that any SQLite client may write the store.
+version 7), so that any SQLite client may write the store; the rule they follow is
+written once for both stores in :mod:`dataflow.store.offers`.
 """
 
 from __future__ import annotations
