@@ -24,7 +24,6 @@ import stores
 from measure import ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))  # simulated hosts, as the tests make them
-from hosts import Proxy, alive, processes_of
 from measure import (
     BIN,
     INFO,
@@ -43,6 +42,7 @@ from measure import (
 from dataflow.run import claims, keeper, lifecycle
 from dataflow.store import open_store
 from dataflow.store.base import liveness_timeout
+from support.hosts import Proxy, alive, processes_of
 
 RUNJOB = "RunJob overhead per chunk (PostgreSQL)"
 DEATH = "Dead host to claimable chunk (PostgreSQL)"

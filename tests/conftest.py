@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pgserver
 import pytest
 
 from dataflow.store import create_store
-from support import ADDRESSES, BOUND, Cli, InProcessCli, two_hosts
+from support import ADDRESSES, BOUND, Cli, InProcessCli, http_receiver, pgserver, two_hosts
+from support.alerts import SECRET, _taken
 
 STORES = ("sqlite", "postgres")
 
@@ -49,7 +49,7 @@ def store_kind(request) -> str:
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """This session's PostgreSQL server (see tests/pgserver.py): its own port and folder."""
+    """This session's PostgreSQL server (see tests/support/pgserver.py): its own port and folder."""
     with pgserver.own_server() as server:
         yield server
 
@@ -120,6 +120,18 @@ def chain(cli, tmp_path):
 
 
 @pytest.fixture
+def pair(store_kind, tmp_path, request):
+    """Host A and host B on the store (on SQLite: two names on this one host; on PostgreSQL
+    each its own state folder), with the liveness bound BOUND."""
+    address = request.getfixturevalue("pg_database") if store_kind == "postgres" else None
+    address = address or tmp_path / "dataflow.db"
+    found = two_hosts(tmp_path, address, BOUND, own_state=store_kind == "postgres")
+    ADDRESSES[tmp_path] = address
+    yield found
+    ADDRESSES.pop(tmp_path, None)
+
+
+@pytest.fixture
 def hosts(tmp_path, pg_store):
     """Two hosts sharing a PostgreSQL store: their own folders and names, the same cwd
     (jobs), the liveness bound BOUND."""
@@ -127,3 +139,11 @@ def hosts(tmp_path, pg_store):
     ADDRESSES[tmp_path] = pg_store
     yield a, b
     ADDRESSES.pop(tmp_path, None)
+
+
+@pytest.fixture
+def hook():
+    """A webhook receiver on 127.0.0.1; ``hook.got``: the JSON bodies it received."""
+    with http_receiver(_taken) as server:
+        server.url = f"json://user:{SECRET}@127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
+        yield server

@@ -14,43 +14,13 @@ from hypothesis import strategies as st
 
 from support import (
     history,
-    host_policy,
-    http_receiver,
     rows,
     script,
     start_runjob,
     statuses,
     wait_for,
 )
-
-SECRET = "s3cretT0ken"  # a password in an alert URL: it must never be shown
-
-
-def _taken(path: str, headers, body: bytes) -> dict:
-    return {**json.loads(body), "auth": headers.get("Authorization"), "path": path}
-
-
-@pytest.fixture
-def hook():
-    """A webhook receiver on 127.0.0.1; ``hook.got``: the JSON bodies it received."""
-    with http_receiver(_taken) as server:
-        server.url = f"json://user:{SECRET}@127.0.0.1:{server.server_address[1]}/hook"  # type: ignore[attr-defined]
-        yield server
-
-
-LOCAL_TARGETS = """
-[alerts]
-targets = ["json://127.0.0.1", "mailto://127.0.0.1"]
-params = ["mode"]
-"""
-
-
-@pytest.fixture(autouse=True)
-def patient(cli):
-    """A delivery that works is not given up on a busy machine (the default is 10 s); the
-    host allows alerts to this machine's own receivers."""
-    cli.env["DATAFLOW_ALERT_TIMEOUT"] = "60"
-    host_policy(cli.cwd, LOCAL_TARGETS)
+from support.alerts import SECRET, patient  # noqa: F401 (patient: an autouse fixture)
 
 
 def _free_port() -> int:

@@ -11,7 +11,6 @@ import itertools
 import os
 
 import pytest
-from badinput import LONG_NAME, _one_line, _setup
 
 from dataflow.cli import utility
 from support import (
@@ -20,6 +19,7 @@ from support import (
     script,
     state,
 )
+from support.badinput import LONG_NAME, _one_line, _setup
 
 COUNTS = [
     ("runs", "--limit", "-1"),

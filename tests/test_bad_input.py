@@ -369,7 +369,7 @@ def test_garbage_ciphertext_changes_nothing(made, tmp_path):
 
 def test_purge_of_a_row_naming_a_folder_in_the_log_folder_ends_in_one_line(cli, tmp_path):
     """What a writer of the store can do, statement 3 (and: errors are for people)."""
-    from test_hosts import _one_job
+    from support.hosts import _one_job
 
     _one_job(cli, tmp_path, "echo hello")
     assert cli.runjob("./work.sh").code == 0

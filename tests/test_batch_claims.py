@@ -537,7 +537,7 @@ def test_keeper_sessions_ended_during_a_drains_batch_claims_cost_it_nothing(chai
     import threading
     import time
 
-    from hosts import keeper_backends
+    from support.hosts import keeper_backends
 
     _chunks(chain, 120)
     script(tmp_path, "work.sh", 'sleep 0.03; echo "$dataid" >> ran')

@@ -23,20 +23,8 @@ import pytest
 
 from dataflow.ops import board, lineage
 from support import Cli, installed, script
+from support.browser import FLAGS, WINDOW, rgb
 
-WINDOW = (1000, 600)
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--force-device-scale-factor=1",
-    f"--window-size={WINDOW[0]},{WINDOW[1]}",
-]
 ODD = '<b>x</b>&"'  # a dataid that is also markup
 EVIL = '<script>document.title="pwned"</script>'
 EXPECTED = {  # (job, dataid) -> status, as the fixture leaves the store
@@ -158,10 +146,6 @@ def png_pixels(data: bytes):
         return row[at], row[at + 1], row[at + 2]
 
     return pixel
-
-
-def rgb(hex_colour: str) -> tuple[int, int, int]:
-    return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
 
 
 # -- a real store -----------------------------------------------------------------------

@@ -16,9 +16,9 @@ import tempfile
 import httpx
 import pytest
 
-from browser import Browser, needed
-from serving import Server, token_file
 from support import script, start_runjob, statuses, wait_for
+from support.browser import Browser, needed
+from support.serving import Server, token_file
 
 pytestmark = [pytest.mark.both_stores, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 

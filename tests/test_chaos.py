@@ -14,18 +14,17 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from hosts import processes_of
 from support import ADDRESSES, rows, script, two_hosts
+from support.hosts import processes_of
+from support.pgserver import _restart
 
 CHUNKS = 200  # x 2 jobs: at least 300 runs
 BOUND = 4  # DATAFLOW_LIVENESS_TIMEOUT, seconds
@@ -89,31 +88,6 @@ def _terminate_a_session(address: str) -> None:
         ]
         if pids:
             conn.execute("SELECT pg_terminate_backend(%s)", (random.choice(pids),))
-
-
-def _restart(server, down: float = 0.0) -> None:
-    """Restart the server (fast shutdown); ``down``: seconds it stays stopped first."""
-    log = str(Path(server.datadir).parent / "restart.log")
-    if not down:
-        _pg_ctl(server, "restart", "-m", "fast", "-l", log)
-        return
-    # the options it was started with (its port...): pg_ctl restart reads them there too
-    started = shlex.split((Path(server.datadir) / "postmaster.opts").read_text())[1:]
-    at = started.index("-D")
-    options = shlex.join(started[:at] + started[at + 2 :])
-    _pg_ctl(server, "stop", "-m", "fast")
-    time.sleep(down)
-    _pg_ctl(server, "start", "-l", log, "-o", options)
-
-
-def _pg_ctl(server, action: str, *options: str) -> None:
-    subprocess.run(
-        [server.executable, action, "-D", server.datadir, *options, "-w"],
-        check=True,
-        stdout=subprocess.DEVNULL,  # the server inherits them: nothing may wait for their end
-        stderr=subprocess.DEVNULL,
-        timeout=120,
-    )
 
 
 @pytest.mark.slow

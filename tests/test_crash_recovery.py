@@ -17,7 +17,6 @@ from dataflow.run.drain import MANY_AHEAD
 from dataflow.run.locks import safe_name
 from dataflow.store import now
 from dataflow.store.sqlite.filesystems import mount_type, require_local
-from hosts import alive
 from support import (
     BIN,
     dump,
@@ -33,6 +32,7 @@ from support import (
     wait_for,
     written,
 )
+from support.hosts import alive
 
 
 @pytest.mark.both_stores

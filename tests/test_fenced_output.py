@@ -10,60 +10,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from test_hosts import _children
-from test_lease import _keeper_of, _pid
 
 from dataflow import layout
 from dataflow.run import processes
-from hosts import alive
 from support import BIN, BOUND, rows, script, start_runjob, wait_for
-
-# the job: writes its host's name into its chunk; host A's then waits for "go" and
-# writes once more, as a writer that goes on after its chunk was taken from it
-JOB = f"""
-out=$({sys.executable} -c 'from dataflow.spark import context; print(context().output().chunk_path)')
-mkdir -p "$out" && echo "${{DATAFLOW_HOST:-here}}" > "$out/part.csv"
-echo $$ > job.pid
-if [ "$DATAFLOW_HOST" = hostA ] || [ -e wait ]; then
-    until [ -e go ]; do sleep 0.1; done
-    echo late > "$out/late.csv"
-fi
-exit "$(cat exit 2>/dev/null || echo 0)"
-"""
-
-
-def _register(cli, tmp_path: Path) -> Path:
-    lake = tmp_path / "lake"
-    cli.ok("createtables")
-    cli.ok(
-        "register-dataset",
-        "src",
-        "--database",
-        "csv",
-        "--schemaname",
-        str(lake),
-        "--tablename",
-        "src",
-    )
-    cli.ok(
-        "register-dataset",
-        "dst",
-        "--database",
-        "csv",
-        "--schemaname",
-        str(lake),
-        "--tablename",
-        "dst",
-    )
-    cli.ok("register-job", "work", "--in", "src", "--out", "dst")
-    cli.ok("ready", "src", "7")
-    script(tmp_path, "work.sh", JOB)
-    return lake / "dst"
+from support.fenced import _files, _register
+from support.hosts import _children, alive
+from support.lease import _keeper_of, _pid
 
 
 def _names(folder: Path) -> list[str]:
@@ -72,10 +29,6 @@ def _names(folder: Path) -> list[str]:
         return [path.name for path in folder.iterdir()]
     except OSError:
         return []
-
-
-def _files(folder: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted(folder.iterdir())} if folder.is_dir() else {}
 
 
 @pytest.mark.both_stores
@@ -391,7 +344,7 @@ def test_a_finish_whose_commit_was_lost_and_not_done_is_recorded_by_its_next_try
 ):
     """The finish's first COMMIT ends its session (not committed, its answer lost): the
     move is kept, the next try commits READY; the chunk holds the run's output only."""
-    from test_fenced_output import _files, _register
+    from support.fenced import _files, _register
 
     table = _register(cli, tmp_path)
     assert cli.runjob("./work.sh").code == 0
@@ -416,7 +369,7 @@ def test_a_finish_whose_every_commit_is_lost_leaves_no_output_of_a_failed_run(
     """Every COMMIT of the finish ends its session (never committed): RunJob gives up
     (one line, non-zero), and once the run is recovered FAILED the chunk must hold what
     its last READY run made, not the output of a run the store says failed."""
-    from test_fenced_output import _files, _register
+    from support.fenced import _files, _register
 
     table = _register(cli, tmp_path)
     assert cli.runjob("./work.sh").code == 0

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_alerts import hook, patient  # noqa: F401 (fixtures: a webhook receiver)
 
 from support import script
+from support.alerts import patient  # noqa: F401 (an autouse fixture: alerts to this host)
 
 DAY = "2030-01-02"
 
@@ -78,7 +78,7 @@ def test_check_lists_what_is_late_and_what_blocks_it(promised, tmp_path):
 def test_check_on_the_store_clock_alerts_each_late_chunk_once_and_the_board_marks_it(
     cli,
     tmp_path,
-    hook,  # noqa: F811 (the fixture imported above)
+    hook,
 ):
     from dataflow.dataids import today
 

@@ -15,11 +15,9 @@ import time
 from collections import Counter
 
 import pytest
-from test_stress import CHUNKS, JOBS, LOOP, OUTPUT, STALL_S, finished
 
 from dataflow.run import claims, keeper, lifecycle
 from dataflow.store import open_store
-from hosts import Proxy, alive, keeper_backends, processes_of
 from support import (
     BOUND,
     _admin,
@@ -29,17 +27,8 @@ from support import (
     wait_for,
     written,
 )
-
-
-def _one_job(cli, tmp_path, body, chunks=1):
-    cli.ok("createtables")
-    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
-    cli.ok(
-        "dml",
-        "insert into job (jobid,itemtype,datasetid) values ('work','IN','src'), ('work','OUT','dst')",
-    )
-    cli.ok("ready", "src", *[str(i) for i in range(1, chunks + 1)])
-    script(tmp_path, "work.sh", body)
+from support.hosts import Proxy, _children, _one_job, alive, keeper_backends, processes_of
+from support.stress import CHUNKS, JOBS, LOOP, OUTPUT, STALL_S, finished
 
 
 def _recovered_by(host, since: float, bound: float) -> bool:
@@ -62,14 +51,6 @@ def _status(tmp_path, dataid="1"):
 def _psql(host) -> list[str]:
     """``psql`` on the host's store, one statement to follow: a client that is not ours."""
     return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", host.env["DATAFLOW_DB"], "-c"]
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as file:
-            found += [int(child) for child in file.read().split()]
-    return found
 
 
 def _stat(pid: int) -> list[str]:
@@ -388,8 +369,8 @@ def _ahead_lapsed(hosts, tmp_path, monkeypatch):
     renews, is older than the bound. Then host B (in this process) claims while the
     server ends host A's keeper session. Yields host A's RunJob and host B's claim (None
     if it took nothing), held until the block ends."""
-    from hosts import keeper_backends
     from support import BOUND
+    from support.hosts import keeper_backends
 
     a, b = hosts
     a.ok("createtables")

@@ -22,12 +22,11 @@ def test_a_keeper_takes_again_the_run_locks_a_hostile_writer_held_at_its_reconne
     import time
 
     import psycopg
-    from test_hosts import _one_job
-    from test_lease import JOB, WAIT_GO, _ledger
 
     from dataflow.store.postgres.claims import run_key
-    from hosts import keeper_backends
     from support import start_runjob, wait_for
+    from support.hosts import _one_job, keeper_backends
+    from support.lease import JOB, WAIT_GO, _ledger
 
     a, b = hosts
     _one_job(a, tmp_path, JOB + WAIT_GO, chunks=3)
@@ -69,11 +68,10 @@ def test_keeper_sessions_ended_again_and_again_under_two_draining_hosts(hosts, t
     import threading
 
     import psycopg
-    from test_hosts import _one_job
-    from test_lease import JOB, _ledger
 
-    from hosts import keeper_backends
     from support import start_runjob
+    from support.hosts import _one_job, keeper_backends
+    from support.lease import JOB, _ledger
 
     a, _ = hosts
     _one_job(a, tmp_path, JOB + "sleep 0.1", chunks=60)
@@ -115,11 +113,9 @@ def test_a_keeper_whose_retry_finds_the_server_refusing_ends_the_drain_in_one_li
     """Host A reaches the store through a proxy that stops accepting connections, then
     its keeper's session is ended: the keeper's retry cannot connect. RunJob ends in one
     line, non-zero, without hanging; nothing is left RUNNING."""
-    from test_hosts import _one_job
-    from test_lease import JOB, _ledger
-
-    from hosts import Proxy, keeper_backends
     from support import start_runjob, wait_for
+    from support.hosts import Proxy, _one_job, keeper_backends
+    from support.lease import JOB, _ledger
 
     proxy = Proxy(pg_server.port)
     a, b = two_hosts(tmp_path, pg_store, BOUND)
@@ -147,8 +143,8 @@ def test_a_keeper_whose_retry_finds_the_server_refusing_ends_the_drain_in_one_li
 
 
 def _lease_job(a, tmp_path) -> None:
-    from test_hosts import _one_job
-    from test_lease import JOB, RETRY, WAIT_GO
+    from support.hosts import _one_job
+    from support.lease import JOB, RETRY, WAIT_GO
 
     _one_job(a, tmp_path, JOB + WAIT_GO)
     a.ok("dml", RETRY)
@@ -180,10 +176,10 @@ def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts
     import time
 
     import psycopg
-    from test_lease import _ledger, _pid
 
-    from hosts import keeper_backends
     from support import start_runjob
+    from support.hosts import keeper_backends
+    from support.lease import _ledger, _pid
 
     a, b = hosts
     _lease_job(a, tmp_path)
@@ -248,10 +244,9 @@ def test_a_stopped_runjob_whose_keeper_is_killed_never_lets_the_chunk_run_twice(
     import os
     import signal
 
-    from test_lease import _keeper_of, _ledger, _pid
-
-    from hosts import alive
     from support import start_runjob
+    from support.hosts import alive
+    from support.lease import _keeper_of, _ledger, _pid
 
     a, b = hosts
     _lease_job(a, tmp_path)
@@ -287,10 +282,8 @@ def test_a_keeper_killed_after_runjob_ended_never_lets_a_retry_start_beside_a_he
     import signal
     import time
 
-    from test_hosts import _one_job
-    from test_lease import HELPER, JOB, RETRY, _ledger, _pid
-
-    from hosts import alive
+    from support.hosts import _one_job, alive
+    from support.lease import HELPER, JOB, RETRY, _ledger, _pid
 
     a, _ = hosts
     _one_job(a, tmp_path, JOB + HELPER + "\nexit 1")

@@ -22,10 +22,8 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_hosts import _children, _one_job
 
 from dataflow.run.holder import TICK_S, reconnect_wait
-from hosts import alive, keeper_backends
 from support import (
     ADDRESSES,
     BOUND,
@@ -33,45 +31,10 @@ from support import (
     rows,
     start_runjob,
     statuses,
-    two_hosts,
     wait_for,
-    written,
 )
-
-# the job: one flock per chunk, held by every process it starts (descriptor 9)
-JOB = """
-exec 9>>"flock.$dataid"
-flock -n 9 || echo "OVERLAP $dataid" >> ledger
-echo "$dataid $$" >> ledger
-echo $$ > job.pid
-"""
-RETRY = "insert into job (jobid, itemtype, itemvalue) values ('work', 'retries', '1')"
-WAIT_GO = "until [ -e go ]; do sleep 0.1; done"
-# a helper that leaves: a new session, every descriptor closed but the flock's (so not the
-# chunk lock's), the environment kept (DATAFLOW_RUN); it ends when told
-HELPER = (
-    f"setsid {sys.executable} -c 'import os, time\n"
-    "os.closerange(3, 9); os.closerange(10, 65536)\n"
-    'open("helper.pid", "w").write(f"{os.getpid()}\\n")\n'
-    'while not os.path.exists("go"): time.sleep(0.1)\' </dev/null >/dev/null 2>&1 &\n'
-    "until [ -s helper.pid ]; do sleep 0.05; done"
-)
-
-
-@pytest.fixture
-def pair(store_kind, tmp_path, request):
-    """Host A and host B on the store (on SQLite: two names on this one host)."""
-    address = request.getfixturevalue("pg_database") if store_kind == "postgres" else None
-    address = address or tmp_path / "dataflow.db"
-    found = two_hosts(tmp_path, address, BOUND, own_state=store_kind == "postgres")
-    ADDRESSES[tmp_path] = address
-    yield found
-    ADDRESSES.pop(tmp_path, None)
-
-
-def _ledger(tmp_path) -> list[str]:
-    path = tmp_path / "ledger"
-    return path.read_text().splitlines() if path.exists() else []
+from support.hosts import _one_job, alive, keeper_backends
+from support.lease import HELPER, JOB, RETRY, WAIT_GO, _keeper_of, _ledger, _pid
 
 
 def _never_taken(host, seconds: float) -> None:
@@ -94,16 +57,6 @@ def _let_go(tmp_path) -> None:
 
 def _attempts(tmp_path) -> int:
     return rows(tmp_path, "select count(*) from run where jobid='work'")[0][0]
-
-
-def _pid(tmp_path, name: str) -> int:
-    wait_for(lambda: written(tmp_path / name), what=name)
-    return int((tmp_path / name).read_text())
-
-
-def _keeper_of(runner, job: int) -> int:
-    (keeper,) = [pid for pid in _children(runner.pid) if pid != job]
-    return keeper
 
 
 @pytest.mark.both_stores

@@ -12,8 +12,6 @@ import signal
 import pytest
 
 from support import (
-    ADDRESSES,
-    BOUND,
     HOLD,
     _chunks,
     dump,
@@ -23,29 +21,14 @@ from support import (
     started_run,
     starts,
     statuses,
-    two_hosts,
     wait_for,
 )
 
 
-@pytest.fixture
-def pair(store_kind, tmp_path, request):
-    """Host A and host B of the store (on SQLite two names on this one host), as in
-    test_lease."""
-    address = request.getfixturevalue("pg_database") if store_kind == "postgres" else None
-    address = address or tmp_path / "dataflow.db"
-    found = two_hosts(tmp_path, address, BOUND, own_state=store_kind == "postgres")
-    ADDRESSES[tmp_path] = address
-    yield found
-    ADDRESSES.pop(tmp_path, None)
-
-
 def test_deleterun_force_never_starts_the_chunk_beside_a_live_helper(cli, tmp_path):
     """On SQLite, statement 5: --force still never starts the chunk beside them."""
-    from test_hosts import _one_job
-    from test_lease import HELPER, JOB, _ledger, _pid
-
-    from hosts import alive
+    from support.hosts import _one_job, alive
+    from support.lease import HELPER, JOB, _ledger, _pid
 
     a = b = cli  # on PostgreSQL the lease holds (the same test on two hosts passes)
     _one_job(a, tmp_path, JOB + HELPER + "\nexit 1")
@@ -65,10 +48,8 @@ def test_deleterun_force_never_starts_the_chunk_beside_a_live_helper(cli, tmp_pa
 def test_a_token_rewritten_by_a_store_writer_never_starts_a_chunk_beside_its_helper(cli, tmp_path):
     """On SQLite, statement 3: a retry of a FAILED chunk waits until no process of the
     failed run lives."""
-    from test_hosts import _one_job
-    from test_lease import HELPER, JOB, RETRY, _ledger, _pid
-
-    from hosts import alive
+    from support.hosts import _one_job, alive
+    from support.lease import HELPER, JOB, RETRY, _ledger, _pid
 
     _one_job(cli, tmp_path, JOB + HELPER + "\nexit 1")
     cli.ok("dml", RETRY)
@@ -90,10 +71,8 @@ def test_a_process_in_the_jobs_group_keeps_its_chunk_live(pair, tmp_path):
     descriptor *and* leaves the job's process group is not seen (statements 1 and 5)."""
     import sys
 
-    from test_hosts import _one_job
-    from test_lease import JOB, _ledger
-
-    from hosts import alive
+    from support.hosts import _one_job, alive
+    from support.lease import JOB, _ledger
 
     a, b = pair
     child = (  # no setsid: it stays in the job's process group

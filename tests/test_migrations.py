@@ -17,7 +17,6 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from pgserver import database
 
 import dataflow
 from dataflow.dataids import natural_key
@@ -27,6 +26,7 @@ from dataflow.store.sqlite import schema as lite_schema
 from dataflow.store.sqlite import store as lite_store
 from dataflow.store.sqlite.connection import statements
 from support import ROOT
+from support.pgserver import database
 
 PACKAGE = Path(dataflow.__file__).parent
 FOLDERS = {

@@ -167,7 +167,7 @@ def test_hostile_dataids_from_an_outside_writer_never_break_a_command(chain, tmp
 def test_a_store_made_before_the_open_schema_is_opened_by_createtables(cli, tmp_path):
     """A v6 store's triggers call dataflow_natkey(): the shell cannot write it until
     createtables upgrades it; then it can, and its chunks are claimed in natural order."""
-    from test_schema import old_store
+    from support import old_store
 
     conn = old_store(tmp_path / "dataflow.db", 6)
     conn.execute("insert into dataset (datasetid) values ('src'), ('dst')")

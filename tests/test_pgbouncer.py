@@ -12,7 +12,6 @@ from collections import Counter
 
 import psycopg
 import pytest
-from pooler import POOL_SIZE, Pooler
 
 from dataflow.run.holder import LOG_NAME
 from support import (
@@ -25,6 +24,7 @@ from support import (
     start_runjob,
     wait_for,
 )
+from support.pooler import POOL_SIZE, Pooler
 
 CHUNKS = 36
 

@@ -14,7 +14,6 @@ from dataflow.run import claims, keeper, lifecycle, patience, recorder
 from dataflow.run.runner import Outcome
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
-from hosts import keeper_backends
 from support import (
     InProcessCli,
     _admin,
@@ -23,6 +22,7 @@ from support import (
     statuses,
     wait_for,
 )
+from support.hosts import keeper_backends
 
 
 @pytest.fixture

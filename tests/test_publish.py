@@ -131,11 +131,10 @@ def test_an_abandoned_runs_attempt_folder_is_deleted(cli, tmp_path):
     import os
     import signal
 
-    from test_fenced_output import JOB as FENCED_JOB
-    from test_fenced_output import _register as register_fenced
-    from test_lease import _pid
-
     from support import start_runjob
+    from support.fenced import JOB as FENCED_JOB
+    from support.fenced import _register as register_fenced
+    from support.lease import _pid
 
     table = register_fenced(cli, tmp_path)
     script(tmp_path, "work.sh", FENCED_JOB)

@@ -12,9 +12,8 @@ import sys
 from collections import Counter
 
 import pytest
-from test_runjob import ready, register
 
-from support import ROOT, open_files, script
+from support import ROOT, open_files, ready, register, script
 
 LIMITED = ("warning: cannot run ./work.sh", "warning: cannot claim a chunk")
 

@@ -12,34 +12,10 @@ from collections import Counter
 import pytest
 
 from dataflow.dataids import today
-from support import BIN, STAMP, host_policy, open_files, script
+from support import BIN, STAMP, host_policy, open_files, ready, register, script
 
 pytestmark = pytest.mark.both_stores
 DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'
-
-
-def register(cli, jobid, inputs, outputs, extras=()):
-    for name in {*inputs, *outputs} - {"today"}:
-        cli.ok("dml", f"insert into dataset (datasetid) values ('{name}') on conflict do nothing")
-    for itemtype, names in (("IN", inputs), ("OUT", outputs)):
-        for name in names:
-            cli.ok(
-                "dml",
-                f"insert into job (jobid,itemtype,datasetid) values ('{jobid}','{itemtype}','{name}')",
-            )
-    for name, value in extras:
-        cli.ok(
-            "dml",
-            f"insert into job (jobid,itemtype,itemvalue) values ('{jobid}','{name}','{value}')",
-        )
-
-
-def ready(cli, dataset, *dataids):
-    for dataid in dataids:
-        cli.ok(
-            "dml",
-            f"insert into datastatus values ('{dataset}','fakejob','{dataid}','OUT','READY',now())",
-        )
 
 
 @pytest.fixture

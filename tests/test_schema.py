@@ -6,23 +6,8 @@ import sqlite3
 
 import pytest
 
-from dataflow.dataids import natural_key
-from dataflow.store import now
 from dataflow.store.sqlite import schema
-from dataflow.store.sqlite.connection import statements
-from support import script
-
-
-def old_store(path, version: int) -> sqlite3.Connection:
-    """A store as release ``version`` of the schema made it."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.create_function("now", 0, now)
-    conn.create_function("dataflow_natkey", 1, natural_key)
-    for migration in schema.migrations()[:version]:
-        for statement in statements(migration):
-            conn.execute(statement)
-    conn.execute(f"PRAGMA user_version = {version}")
-    return conn
+from support import old_store, script
 
 
 def test_a_version_1_store_upgrades_with_its_data(cli, tmp_path):

@@ -16,8 +16,8 @@ import time
 import httpx
 import pytest
 
-from serving import Server, client, json_items, landed, token_file
 from support import Cli, script
+from support.serving import Server, client, json_items, landed, token_file
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

@@ -7,12 +7,10 @@ from __future__ import annotations
 import tempfile
 import time
 
-from test_board import rgb
-
-from browser import Browser, needed
 from dataflow.ops import board
-from serving import Server, token_file
 from support import Cli, script, start_runjob, statuses, wait_for
+from support.browser import Browser, needed, rgb
+from support.serving import Server, token_file
 
 CELLS = """
 return Array.from(document.querySelectorAll('tbody tr')).map(function (tr) {

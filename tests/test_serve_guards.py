@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serving import Server, json_items, landed, token_file
 from support import Cli
+from support.serving import Server, json_items, landed, token_file
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

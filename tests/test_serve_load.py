@@ -13,8 +13,8 @@ from collections import Counter
 import httpx
 import pytest
 
-from serving import Server, client, json_items, landed, token_file
 from support import Cli
+from support.serving import Server, client, json_items, landed, token_file
 
 ITEMS = 2000
 CLIENTS = 16

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_chaos import _restart
-from test_hosts import _one_job
 
 from dataflow.run.holder import LOG_NAME
 from support import ADDRESSES, Cli, rows, start_runjob, wait_for
+from support.hosts import _one_job
+from support.pgserver import _restart
 
 
 def _statuses(tmp_path) -> dict[str, str]:
@@ -197,12 +197,11 @@ def test_ends_the_recorder_cannot_record_are_recorded_by_the_drain(cli, tmp_path
     """The recorder's own connection cannot be opened (as when no descriptor is left; here
     the store's file is renamed under the drain, whose connection goes on): each end it
     is handed comes back to the drain, which records it; every chunk ends READY."""
-    from test_runjob import ready, register
-
     from dataflow.run import claims, keeper, lifecycle
     from dataflow.run.drain import Drain
     from dataflow.run.jobenv import JobEnv
     from dataflow.store import open_store
+    from support import ready, register
 
     cli.ok("createtables")
     register(cli, "work", ["src"], ["dst"])

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from browser import Browser, needed
-from serving import Server, token_file
 from support import BIN, history, rows, script, start_runjob, two_hosts, wait_for
+from support.browser import Browser, needed
+from support.serving import Server, token_file
 
 pytestmark = [pytest.mark.both_stores, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 

@@ -9,7 +9,6 @@ import os
 import zlib
 
 import pytest
-from badinput import _one_line, _setup
 
 from dataflow.dataids import MAX_NAME
 from support import (
@@ -23,6 +22,7 @@ from support import (
     wait_for,
     write,
 )
+from support.badinput import _one_line, _setup
 
 RAW = "".join(map(chr, [*range(0x20), 0x7F, 0x85, 0x9B])).replace("\n", "")
 

@@ -10,18 +10,10 @@ import signal
 import time
 
 import pytest
-from spreading import (
-    JUDGE,
-    SPREAD,
-    _no_overlap,
-    chunks,
-    workers_of,
-)
 
 from dataflow.run import workers
 from dataflow.run.events import Event, Tally
 from dataflow.run.runner import Outcome
-from hosts import alive
 from support import (
     history,
     rows,
@@ -29,6 +21,14 @@ from support import (
     start_runjob,
     statuses,
     wait_for,
+)
+from support.hosts import alive
+from support.spreading import (
+    JUDGE,
+    SPREAD,
+    _no_overlap,
+    chunks,
+    workers_of,
 )
 
 on_postgres = pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)

@@ -10,21 +10,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from spreading import (
-    JUDGE,
-    SPREAD,
-    _lines,
-    _no_overlap,
-    chunks,
-)
 
-from hosts import alive
 from support import (
     BIN,
     script,
     setting,
     statuses,
     wait_for,
+)
+from support.hosts import alive
+from support.spreading import (
+    JUDGE,
+    SPREAD,
+    _lines,
+    _no_overlap,
+    chunks,
 )
 
 on_postgres = pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)

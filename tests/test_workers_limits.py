@@ -11,14 +11,6 @@ import json
 import os
 
 import pytest
-from spreading import (
-    JUDGE,
-    SPREAD,
-    _lines,
-    _no_overlap,
-    _said_once,
-    chunks,
-)
 
 from support import (
     host_policy,
@@ -29,6 +21,14 @@ from support import (
     start_runjob,
     statuses,
     wait_for,
+)
+from support.spreading import (
+    JUDGE,
+    SPREAD,
+    _lines,
+    _no_overlap,
+    _said_once,
+    chunks,
 )
 
 on_postgres = pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)

@@ -16,7 +16,18 @@ import subprocess
 import time
 
 import pytest
-from spreading import (
+
+from support import (
+    BOUND,
+    script,
+    setting,
+    start,
+    start_runjob,
+    statuses,
+    wait_for,
+)
+from support.hosts import alive
+from support.spreading import (
     JUDGE,
     SPREAD,
     _bounded,
@@ -26,17 +37,6 @@ from spreading import (
     _said_once,
     chunks,
     workers_of,
-)
-
-from hosts import alive
-from support import (
-    BOUND,
-    script,
-    setting,
-    start,
-    start_runjob,
-    statuses,
-    wait_for,
 )
 
 on_postgres = pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)

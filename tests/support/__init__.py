@@ -1,5 +1,9 @@
 """Test helpers: the real CLIs in subprocesses (``utility`` in this process where that is
-not the point), job scripts, the shapes of our output."""
+not the point), job scripts, the shapes of our output.
+
+Helpers of one subject are modules of this package (``support.hosts``, ``support.lease``,
+``support.serving``, ``support.pgserver``...); a test module imports helpers from here,
+never from another test module (tests/test_layout.py checks it)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bin"
 # `date`-style stamp of the SPEC §8 messages, e.g. "Mon Dec  1 04:08:50 PM CST 2025"
 STAMP = r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d [AP]M \S* ?\d{4}"
@@ -459,7 +463,9 @@ def lineage_events(receiver, secrets: tuple[str, ...] = ()) -> list[dict]:
     none of ``secrets``."""
     from jsonschema import Draft202012Validator
 
-    schema = (Path(__file__).parent / "data" / "openlineage-runevent.schema.json").read_text()
+    schema = (
+        Path(__file__).parent.parent / "data" / "openlineage-runevent.schema.json"
+    ).read_text()
     checker = Draft202012Validator.FORMAT_CHECKER
     validator = Draft202012Validator(json.loads(schema), format_checker=checker)
     events = []
@@ -568,3 +574,44 @@ def _chunks(cli):
     cli.ok("register-dataset", "dst")
     cli.ok("register-job", "A", "--in", "src", "--out", "dst")
     cli.ok("ready", "src", "1", "2", "3")
+
+
+def register(cli, jobid, inputs, outputs, extras=()):
+    for name in {*inputs, *outputs} - {"today"}:
+        cli.ok("dml", f"insert into dataset (datasetid) values ('{name}') on conflict do nothing")
+    for itemtype, names in (("IN", inputs), ("OUT", outputs)):
+        for name in names:
+            cli.ok(
+                "dml",
+                f"insert into job (jobid,itemtype,datasetid) values ('{jobid}','{itemtype}','{name}')",
+            )
+    for name, value in extras:
+        cli.ok(
+            "dml",
+            f"insert into job (jobid,itemtype,itemvalue) values ('{jobid}','{name}','{value}')",
+        )
+
+
+def ready(cli, dataset, *dataids):
+    for dataid in dataids:
+        cli.ok(
+            "dml",
+            f"insert into datastatus values ('{dataset}','fakejob','{dataid}','OUT','READY',now())",
+        )
+
+
+def old_store(path, version: int) -> sqlite3.Connection:
+    """A store as release ``version`` of the schema made it."""
+    from dataflow.dataids import natural_key
+    from dataflow.store import now
+    from dataflow.store.sqlite import schema
+    from dataflow.store.sqlite.connection import statements
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.create_function("now", 0, now)
+    conn.create_function("dataflow_natkey", 1, natural_key)
+    for migration in schema.migrations()[:version]:
+        for statement in statements(migration):
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    return conn

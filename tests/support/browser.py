@@ -8,7 +8,6 @@ import socket
 import subprocess
 
 import httpx
-from test_board import FLAGS
 
 from support import installed, wait_for
 
@@ -90,3 +89,22 @@ class Browser:
             self.http.close()
             self.driver.terminate()
             self.driver.wait(30)
+
+
+WINDOW = (1000, 600)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--force-device-scale-factor=1",
+    f"--window-size={WINDOW[0]},{WINDOW[1]}",
+]
+
+
+def rgb(hex_colour: str) -> tuple[int, int, int]:
+    return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))

@@ -11,6 +11,10 @@ import socket
 import threading
 from collections.abc import Mapping
 
+from support import (
+    script,
+)
+
 
 class Proxy:
     """A TCP proxy to the PostgreSQL server that can stop forwarding without closing."""
@@ -89,3 +93,22 @@ def keeper_backends(address: str) -> list[int]:
             "AND granted AND pid <> pg_backend_pid()"
         ).fetchall()
     return [pid for (pid,) in found]
+
+
+def _one_job(cli, tmp_path, body, chunks=1):
+    cli.ok("createtables")
+    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
+    cli.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('work','IN','src'), ('work','OUT','dst')",
+    )
+    cli.ok("ready", "src", *[str(i) for i in range(1, chunks + 1)])
+    script(tmp_path, "work.sh", body)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as file:
+            found += [int(child) for child in file.read().split()]
+    return found

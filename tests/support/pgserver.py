@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shlex
 import shutil
+import subprocess
 import tempfile
 import time
 import uuid
@@ -26,7 +28,7 @@ import port_for
 from mirakuru.exceptions import AlreadyRunning
 from pytest_postgresql.executors import PostgreSQLExecutor
 
-PG_CTL = Path(__file__).parent / "postgres" / "pg_ctl"  # runs pg_ctl as user postgres
+PG_CTL = Path(__file__).parent.parent / "postgres" / "pg_ctl"  # runs pg_ctl as user postgres
 OPTIONS = "-c fsync=off -c synchronous_commit=off -c max_connections=300"
 PORTS = Path(tempfile.gettempdir()) / "dataflow-test-ports"  # one lock file a port
 
@@ -146,3 +148,28 @@ def database(server, template: str | None = None) -> Iterator[str]:
     finally:
         with psycopg.connect(admin_url(server), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _restart(server, down: float = 0.0) -> None:
+    """Restart the server (fast shutdown); ``down``: seconds it stays stopped first."""
+    log = str(Path(server.datadir).parent / "restart.log")
+    if not down:
+        _pg_ctl(server, "restart", "-m", "fast", "-l", log)
+        return
+    # the options it was started with (its port...): pg_ctl restart reads them there too
+    started = shlex.split((Path(server.datadir) / "postmaster.opts").read_text())[1:]
+    at = started.index("-D")
+    options = shlex.join(started[:at] + started[at + 2 :])
+    _pg_ctl(server, "stop", "-m", "fast")
+    time.sleep(down)
+    _pg_ctl(server, "start", "-l", log, "-o", options)
+
+
+def _pg_ctl(server, action: str, *options: str) -> None:
+    subprocess.run(
+        [server.executable, action, "-D", server.datadir, *options, "-w"],
+        check=True,
+        stdout=subprocess.DEVNULL,  # the server inherits them: nothing may wait for their end
+        stderr=subprocess.DEVNULL,
+        timeout=120,
+    )

@@ -1,5 +1,5 @@
 """A PgBouncer in transaction mode in front of the test session's PostgreSQL server
-(tests/pgserver.py), started by a test: the ``pgbouncer.ini`` that docs/stores.md shows,
+(tests/support/pgserver.py), started by a test: the ``pgbouncer.ini`` that docs/stores.md shows,
 with its own port, files, database line and trust authentication put in.
 
 It reaches the server through the server's Unix socket, so that the server tells its
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import port_for
 
-DOCS = Path(__file__).parent.parent / "docs" / "stores.md"
+DOCS = Path(__file__).parents[2] / "docs" / "stores.md"
 POOL_SIZE = 3  # server sessions the pooler lends, per database and role
 
 
