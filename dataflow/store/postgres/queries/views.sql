@@ -12,7 +12,7 @@ stale AS (SELECT s.jobid, s.dataid, unnest(s.statuses) AS status FROM pending p
 delta AS (SELECT jobid, status, 1 AS chunks FROM (TABLE fresh EXCEPT TABLE stale) AS came
           UNION ALL
           SELECT jobid, status, -1 FROM (TABLE stale EXCEPT TABLE fresh) AS went)
-SELECT jobid, status, sum(chunks) AS chunks
+SELECT jobid, status, sum(chunks)::bigint AS chunks
 FROM (SELECT jobid, status, chunks FROM chunk_tally UNION ALL TABLE delta) AS t
 WHERE jobid IN (SELECT jobid FROM job)
 GROUP BY jobid, status HAVING sum(chunks) <> 0;
