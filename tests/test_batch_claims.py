@@ -6,7 +6,6 @@ that cannot be taken is passed over for the next; racing drains never run one tw
 from __future__ import annotations
 
 import contextlib
-import datetime
 import subprocess
 import sys
 
@@ -25,7 +24,6 @@ from support import (
     on_cue,
     rows,
     script,
-    start_runjob,
     statuses,
     wait_for,
     waiting_for_locks,
@@ -72,23 +70,6 @@ def _chunks(chain, last: int) -> None:
         f"with recursive n(i) as (select 4 union all select i+1 from n where i < {last}) "
         "insert into datastatus select 'src','fakejob',i,'OUT','READY',now() from n",
     )
-
-
-def test_racing_drains_of_quick_jobs_run_each_chunk_once(chain, tmp_path):
-    """Three drains of four slots each: jobs this quick are claimed four a slot ahead, in
-    batches of up to sixteen, while the other drains claim from the same candidates."""
-    _chunks(chain, 150)
-    script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
-    drains = [start_runjob(chain, "--all", "--parallel", "4", "./work.sh") for _ in range(3)]
-    for drain in drains:
-        out, err = drain.communicate(timeout=600)
-        assert drain.returncode == 0, (out, err)
-    ran = sorted(int(dataid) for dataid in (tmp_path / "ran").read_text().split())
-    assert ran == list(range(1, 151))
-    assert set(statuses(tmp_path, "work").values()) == {"READY"}
-    runs = rows(tmp_path, "select dataid, attempt, status from run")
-    assert sorted(int(d) for d, _, _ in runs) == ran  # one history row each, none lost
-    assert {(attempt, status) for _, attempt, status in runs} == {(1, "READY")}
 
 
 def test_a_batch_passes_over_a_chunk_another_process_holds(chain, tmp_path, address):
@@ -411,10 +392,6 @@ def _stale_candidate(chain, tmp_path, dataid: str) -> None:
     )
 
 
-# dataids no shell, file name or line protocol should take whole
-ODD = [f"{n} \n'\"$(touch pwned)`id`;\t\\ ünï😀 " + "x" * 600 + f" -- {n}\n" for n in range(40)]
-
-
 def test_a_claim_that_fails_in_its_second_batch_lets_go_of_the_first_batchs_locks(
     chain, tmp_path, address
 ):
@@ -477,55 +454,6 @@ def test_a_batch_puts_candidates_with_wrong_sort_keys_in_their_place(chain, tmp_
     finally:
         store.close()
         keeper.close_all()
-
-
-def test_racing_drains_run_chunks_with_odd_long_dataids_once(chain, tmp_path):
-    """Forty chunks whose dataids hold spaces, newlines, quotes, a command substitution,
-    unicode and 600 more characters: two drains of eight slots, claiming up to 32 at a
-    time (on PostgreSQL their run locks asked of the keeper in one request)."""
-    for dataid in ODD:
-        _admin(
-            tmp_path,
-            "insert into datastatus values ('src', 'fakejob', ?, 'OUT', 'READY', ?)",
-            dataid,
-            "2026-11-27 00:00:00.000000",
-        )
-    # a file a run (two runs' appends of long lines could interleave)
-    (tmp_path / "ran").mkdir()
-    script(tmp_path, "work.sh", 'printf "%s" "$dataid" > "ran/$DATAFLOW_RUN"')
-    drains = [start_runjob(chain, "--all", "--parallel", "8", "./work.sh") for _ in range(2)]
-    for drain in drains:
-        out, err = drain.communicate(timeout=600)
-        assert drain.returncode == 0, (out, err)
-        assert "Traceback" not in err and "error" not in err, err
-    ran = [one.read_bytes().decode() for one in (tmp_path / "ran").iterdir()]
-    assert sorted(ran) == sorted(["1", "2", "3", *ODD])
-    assert not (tmp_path / "pwned").exists()
-    found = statuses(tmp_path, "work")
-    assert len(found) == 43 and set(found.values()) == {"READY"}
-    assert len(rows(tmp_path, "select 1 from run")) == 43
-
-
-def test_racing_drains_of_a_clock_jobs_backfill_run_each_period_once(cli, tmp_path):
-    """A daily job with 80 days resubmitted (a backfill) and today: three drains of four
-    slots, whose quick jobs make them claim up to sixteen periods at a time. A clock job
-    has no candidate rows to lock: each period is guarded by its offer lock alone."""
-    cli.ok("createtables")
-    cli.ok("register-dataset", "daily_out")
-    cli.ok("register-job", "daily", "--in", "today", "--out", "daily_out")
-    today = datetime.date.today()
-    first, last = today - datetime.timedelta(days=80), today - datetime.timedelta(days=1)
-    cli.ok("resubmit", "daily", "--from", first.isoformat(), "--to", last.isoformat())
-    script(tmp_path, "daily.sh", 'echo "$dataid" >> ran')
-    drains = [start_runjob(cli, "--all", "--parallel", "4", "./daily.sh") for _ in range(3)]
-    for drain in drains:
-        out, err = drain.communicate(timeout=600)
-        assert drain.returncode == 0, (out, err)
-    ran = (tmp_path / "ran").read_text().split()
-    assert len(ran) == len(set(ran)) and len(set(ran)) >= 81  # today's may be tomorrow's
-    runs = rows(tmp_path, "select dataid, attempt, status from run")
-    assert sorted(d for d, _, _ in runs) == sorted(ran)  # one history row each
-    assert {(attempt, status) for _, attempt, status in runs} == {(1, "READY")}
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)

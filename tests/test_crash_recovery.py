@@ -378,23 +378,6 @@ def test_a_chunk_claimed_ahead_by_a_killed_drain_is_recovered_and_never_runs_twi
 
 
 @pytest.mark.both_stores
-def test_racing_drains_claiming_ahead_run_each_chunk_once_within_the_cap(chain, tmp_path):
-    """Three drains of short jobs, each claiming a chunk for each of its free slots in
-    one transaction (none ahead: under a cap one would hold a place without running):
-    every chunk runs once, and never more than max_parallel at a time."""
-    _counting_live_runs(chain, tmp_path, 90, 4, "sleep 0.05")
-    drains = [start_runjob(chain, "--all", "--parallel", "3", "./work.sh") for _ in range(3)]
-    for drain in drains:
-        out, err = drain.communicate(timeout=600)
-        assert drain.returncode == 0, (out, err)
-    seen = [line.split() for line in (tmp_path / "seen").read_text().splitlines()]
-    assert sorted(int(dataid) for dataid, _ in seen) == list(range(1, 91))
-    assert max(int(live) for _, live in seen) <= 4
-    assert set(statuses(tmp_path, "work").values()) == {"READY"}
-    assert len(rows(tmp_path, "select 1 from run")) == 90  # no attempt lost or repeated
-
-
-@pytest.mark.both_stores
 @pytest.mark.parametrize("how", ["one", "drain", "workers", "folder"])
 def test_ctrl_z_stops_the_jobs_with_runjob_and_fg_lets_them_go_on(chain, tmp_path, how):
     """A terminal's ^Z (SIGTSTP to RunJob's process group) stopped RunJob alone: its jobs,

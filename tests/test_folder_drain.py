@@ -13,26 +13,7 @@ import time
 import pytest
 
 from support import BIN, rows, script, start_runjob, wait_for
-
-# a chain a -> b -> c; each job appends "<job> <dataid>" to a ledger
-STEP = 'echo "$jobid $dataid" >> ledger; [ "$jobid $dataid" != "$FAIL" ]'
-
-
-def _chain(cli, tmp_path, chunks: int):
-    cli.ok("createtables")
-    for name in ("src", "a_out", "b_out", "c_out"):
-        cli.ok("register-dataset", name)
-    cli.ok("register-job", "a", "--in", "src", "--out", "a_out")
-    cli.ok("register-job", "b", "--in", "a_out", "--out", "b_out")
-    cli.ok("register-job", "c", "--in", "b_out", "--out", "c_out")
-    cli.ok("ready", "src", *[str(i) for i in range(1, chunks + 1)])
-    etl = tmp_path / "etl"
-    etl.mkdir()
-    for job in ("c", "a", "b"):  # not in pipeline order: the store knows the order
-        script(etl, f"{job}.sh", STEP)
-    (etl / "README").write_text("not a job\n")
-    script(etl, "helper.sh", "exit 0")  # an executable that names no job
-    return etl
+from support.folders import STEP, _chain
 
 
 @pytest.mark.both_stores
@@ -59,14 +40,6 @@ def test_one_cron_line_drains_a_whole_pipeline_in_dependency_order(cli, tmp_path
     again = cli.runjob("--all", "./etl")
     assert again.code == 0, again
     assert (tmp_path / "ledger").read_text().splitlines()[len(ledger) :] == ["b 2", "c 2"]
-
-
-def test_racing_pipeline_drains_run_each_chunk_once(cli, tmp_path):
-    _chain(cli, tmp_path, 30)
-    racers = [start_runjob(cli, "--all", "--parallel", "2", "./etl") for _ in range(3)]
-    assert [racer.wait(timeout=300) for racer in racers] == [0, 0, 0]
-    ledger = (tmp_path / "ledger").read_text().splitlines()
-    assert len(ledger) == len(set(ledger)) == 90
 
 
 def test_a_folder_takes_no_script_options(cli, tmp_path):

@@ -4,7 +4,6 @@ and the events the driver sends RunJob."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +19,6 @@ from dataflow.run.events import Event, decode, encode
 from dataflow.run.inprocess import ThreadRun
 from dataflow.run.runner import Outcome
 from dataflow.run.sparksubmit import has_entry_point
-from support import history, statuses
 
 
 @pytest.mark.parametrize(
@@ -159,83 +157,3 @@ def test_events_reach_runjob_as_the_driver_sent_them(dataid, reason):
         Event("unusable", "bad\udcff" + dataid, status=claims.UNNAMEABLE),
     ):
         assert decode(encode(event)) == event
-
-
-DRAINER = """\
-import os, sys, time
-from pathlib import Path
-from dataflow.run import claims, lifecycle
-from dataflow.run.drain import Drain
-from dataflow.run.inprocess import ThreadRun
-from dataflow.run.jobenv import JobEnv
-from dataflow.store import open_store
-
-def work(variables):
-    with open("done.txt", "a") as out:
-        out.write(f"{variables['dataid']} {os.getpid()} {time.time()} start\\n")
-    try:
-        time.sleep(0.1)
-        if variables["dataid"] == "13":
-            raise ValueError("thirteen")
-        print(f"chunk {variables['dataid']} in {os.getpid()}")
-    finally:
-        with open("done.txt", "a") as out:
-            out.write(f"{variables['dataid']} {os.getpid()} {time.time()} end\\n")
-
-with open_store(Path("dataflow.db")) as store:
-    job = lifecycle.load_job(store, "work")
-    claims.prepare(store, "work")
-    drain = Drain(store, job, JobEnv({}), ["in-process"], parallel=int(sys.argv[1]),
-                  in_process=lambda claim, v: ThreadRun(work, v, lock_fd=claim.lock.fd,
-                                                        log_path=claim.logpath))
-    summary = drain.run()
-print(summary.ready, summary.failed)
-"""
-
-
-def test_two_processes_draining_in_process_never_run_a_chunk_twice(cli, tmp_path):
-    cli.ok("createtables")
-    cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
-    cli.ok(
-        "dml",
-        "insert into job (jobid, itemtype, datasetid, itemvalue) values ('work', 'IN', 'src', null), "
-        "('work', 'OUT', 'dst', null), ('work', 'max_parallel', null, '3')",
-    )
-    cli.ok(
-        "dml",
-        "insert into datastatus (dataid, datasetid, jobid, locktype, modified, status) "
-        "with recursive s(n) as (select 1 union all select n + 1 from s where n < 30) "
-        "select n, 'src', 'feed', 'OUT', now(), 'READY' from s",
-    )
-    (tmp_path / "drainer.py").write_text(DRAINER)
-    drains = [
-        subprocess.Popen(
-            [sys.executable, "drainer.py", "2"],
-            cwd=tmp_path,
-            env=cli.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    outputs = [drain.communicate(timeout=120) for drain in drains]
-    assert [drain.returncode for drain in drains] == [0, 0], outputs
-    done = [line.split() for line in (tmp_path / "done.txt").read_text().splitlines()]
-    started = [dataid for dataid, _, _, what in done if what == "start"]
-    assert sorted(started, key=int) == [str(n) for n in range(1, 31)]  # each chunk once
-    assert len({pid for _, pid, _, _ in done}) == 2  # both processes drained
-    events = sorted((float(t), 1 if what == "start" else -1) for _, _, t, what in done)
-    live, most = 0, 0
-    for _, step in events:
-        live += step
-        most = max(most, live)
-    assert most <= 3  # max_parallel 3 across both processes (each would run 2)
-    assert statuses(tmp_path, "work") == {
-        str(n): "FAILED" if n == 13 else "READY" for n in range(1, 31)
-    }
-    reasons = {d: r for d, _, _, _, _, r in history(tmp_path, "work")}
-    assert len(history(tmp_path, "work")) == 30 and reasons["13"] == "ValueError: thirteen"
-    logs = tmp_path / "dataflow.db.d" / "logs" / "work"
-    pid = next(pid for dataid, pid, _, _ in done if dataid == "7")
-    assert (logs / "7.1.log").read_text() == f"chunk 7 in {pid}\n"  # its own output only

@@ -116,35 +116,6 @@ def test_script_found_on_path_and_without_shebang(env_job, tmp_path):
     assert ran.code == 0 and "no shebang, dataid 1" in ran.out
 
 
-@pytest.mark.slow
-def test_racing_runjobs_run_each_chunk_exactly_once(env_job, tmp_path):
-    """8 processes, each calling RunJob in a loop over 40 chunks: every chunk once."""
-    register(env_job, "race", ["src"], ["dst"])
-    ready(env_job, "src", *map(str, range(1, 41)))
-    script(tmp_path, "race.sh", 'echo "$dataid" >> ran.log')
-    loop = "for i in $(seq 12); do RunJob ./race.sh || exit 1; done"
-    workers = [
-        subprocess.Popen(
-            ["bash", "-c", loop],
-            cwd=tmp_path,
-            env=env_job.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(8)
-    ]
-    outputs = [w.communicate(timeout=600) for w in workers]
-    assert all(w.returncode == 0 for w in workers), outputs
-    assert all(err == "" for _, err in outputs), [err for _, err in outputs if err]
-    counts = Counter((tmp_path / "ran.log").read_text().split())
-    assert counts == Counter(str(i) for i in range(1, 41))
-    statuses = env_job.ok(
-        "sql", "select status, count(*) from datastatus where jobid='race' group by 1"
-    ).lines
-    assert statuses[-1].split() == ["READY", "40"]
-
-
 def test_drain_prints_a_line_per_chunk_and_a_summary(env_job, tmp_path):
     register(env_job, "drainme", ["src"], ["dst"])
     ready(env_job, "src", "1", "2", "3")

@@ -24,9 +24,6 @@ from support import (
 )
 from support.hosts import alive
 from support.spreading import (
-    JUDGE,
-    SPREAD,
-    _no_overlap,
     chunks,
     workers_of,
 )
@@ -215,17 +212,3 @@ def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(cli, tmp_path,
         with psycopg.connect(address, autocommit=True) as conn:
             conn.execute(f"drop owned by {role}")
             conn.execute(f"drop role {role}")
-
-
-@on_postgres
-def test_racing_spread_drains_run_each_chunk_once(cli, tmp_path):
-    """Two spread drains of the same job at once (two cron lines that overlap): every
-    chunk READY once, no overlap, one history row each."""
-    chunks(cli, 80)
-    script(tmp_path, "work.sh", JUDGE + "sleep 0.02")
-    first = start_runjob(cli, *SPREAD)
-    second = cli.runjob(*SPREAD, timeout=300)
-    out, err = first.communicate(timeout=300)
-    assert (first.returncode, err, second.code, second.err) == (0, "", 0, ""), (out, second)
-    assert sorted(_no_overlap(tmp_path), key=int) == [str(n) for n in range(1, 81)]
-    assert rows(tmp_path, "select count(*) from run where jobid = 'work'") == [(80,)]
