@@ -5,7 +5,7 @@ Environment:
                        RESULTS.md and README are then left alone unless BENCH_WRITE=1
   BENCH_ONLY=a,b       only these benchmarks (runjob, claim, contention, spark, sparkdrain,
                        streaming, serve, views, scale, drain, backlog, postgres, peers,
-                       backfill); also leaves the files alone unless BENCH_WRITE=1
+                       backfill, fleet); also leaves the files alone unless BENCH_WRITE=1
   BENCH_SIZES=...      claim benchmark store sizes in rows, e.g. 10000,100000
   BENCH_K=1,5,10,...   backfill: a sweep of the batch size K (RunJob --all --batch K ÷
                        the one-query limit at each K) instead of its usual rows
@@ -28,6 +28,7 @@ import bench_backlog
 import bench_claim
 import bench_contention
 import bench_drain
+import bench_fleet
 import bench_peers
 import bench_postgres
 import bench_runjob
@@ -54,6 +55,7 @@ BENCHMARKS = (
     ("backlog", bench_backlog.bench),
     ("postgres", bench_postgres.bench),
     ("peers", bench_peers.bench),
+    ("fleet", bench_fleet.bench),
 )
 
 
