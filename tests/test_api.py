@@ -6,6 +6,8 @@ is tested through processes elsewhere (test_runjob.py, test_operator_commands.py
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from dataflow import api
@@ -13,6 +15,7 @@ from dataflow.errors import (
     BadStatus,
     DataflowError,
     StoreMissing,
+    StreamError,
     UnknownChunk,
     UnknownJob,
     UsageError,
@@ -221,4 +224,48 @@ def test_a_missing_store_is_an_error(tmp_path, store_kind, capfd, monkeypatch):
     with pytest.raises(DataflowError):
         api.status(db=str(tmp_path / "none.db"))
     assert not (tmp_path / "none.db").exists()
+    _silent(capfd)
+
+
+def test_stream_launch_gives_the_command_and_its_environment(work, tmp_path, chain, capfd):
+    chain.ok("register-dataset", "landing")
+    chain.ok("register-dataset", "batches")
+    chain.ok("register-job", "flow", "--in", "landing", "--out", "batches")
+    capfd.readouterr()
+    (tmp_path / "flow.py").write_text("print('a stream')\n")
+    launch = api.stream_launch("flow.py", ["--fast"], db=work, passkey="secret")
+    assert launch.jobid == "flow"
+    assert launch.argv[0].endswith("spark-submit")
+    assert launch.argv[-2:] == ["./flow.py", "--fast"]
+    assert launch.environ["jobid"] == "flow" and launch.environ["DATAFLOW_DB"] == work
+    assert "dataid" not in launch.environ and "secret" not in str(launch.argv)
+    with pytest.raises(UsageError):
+        api.stream_launch("work.sh", db=work)  # a stream is a .py script
+    chain.ok("register-dataset", "more")
+    chain.ok("register-dataset", "other")
+    chain.ok("register-job", "two", "--in", "landing", "--out", "more", "other")
+    capfd.readouterr()
+    (tmp_path / "two.py").write_text("")
+    with pytest.raises(StreamError, match="it has 2 OUT datasets; a stream has one"):
+        api.stream_launch("two.py", db=work)
+    _silent(capfd)
+
+
+def test_a_run_from_another_thread_is_refused_and_claims_nothing(work, tmp_path, capfd):
+    raised = []
+
+    def call() -> None:
+        try:
+            api.run_job("./work.sh", db=work)
+        except UsageError as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join(60)
+    assert [str(exc) for exc in raised] == [
+        "a run takes its process's signals (SIGINT, SIGTERM, SIGHUP): call it from the "
+        "process's main thread"
+    ]
+    assert statuses(tmp_path, "work") == {}
     _silent(capfd)
