@@ -7,6 +7,7 @@ is tested through processes elsewhere (test_runjob.py, test_operator_commands.py
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 
 import pytest
 
@@ -268,4 +269,41 @@ def test_a_run_from_another_thread_is_refused_and_claims_nothing(work, tmp_path,
         "process's main thread"
     ]
     assert statuses(tmp_path, "work") == {}
+    _silent(capfd)
+
+
+def test_mark_ready_lineage_and_purge(work, tmp_path, capfd):
+    assert api.mark_ready("src", ["4"], db=work) == (1, 0)
+    assert api.mark_ready("src", ["4", "5"], db=work) == (1, 1)  # 4 was READY already
+    assert api.run_job("./work.sh", db=work).ready == 1
+    found = api.lineage("dst", "1", db=work)
+    assert [(p["jobid"], p["status"]) for p in found.producers] == [("work", READY)]
+    assert found.runs["work"]["attempt"] == 1 and found.consumers == []
+    assert found.downstream["work"].steps == []  # nothing consumes dst
+    with pytest.raises(UsageError, match="dataset 'dst' has no chunk '9'"):
+        api.lineage("dst", "9", db=work)
+    api.resubmit("work", "1", db=work)
+    assert api.run_job("./work.sh", db=work).ready == 1  # attempt 2 of chunk 1
+    listed = api.purge("work", db=work, dry_run=True)  # (a chunk's last run is kept)
+    assert [(r["jobid"], r["dataid"], r["attempt"]) for r in listed] == [("work", "1", 1)]
+    assert len(history(tmp_path, "work")) == 2  # a dry run deletes nothing
+    assert len(api.purge("work", db=work)) == 1
+    assert [run[:2] for run in history(tmp_path, "work")] == [("1", 2)]
+    assert statuses(tmp_path, "work") == {"1": READY}  # the statuses that gate work stay
+    _silent(capfd)
+
+
+def test_check_finds_a_late_chunk_and_a_what_if_tells_no_one(work, tmp_path, chain, capfd):
+    chain.ok("register-dataset", "raw")
+    chain.ok("register-dataset", "clean")
+    chain.ok("register-job", "load", "--in", "raw", "--out", "clean", "--set", "ready_by=06:00")
+    chain.ok("dml", "update job set modified = '2030-01-02 00:00:00'")
+    chain.ok("ready", "raw", "2030-01-02")
+    capfd.readouterr()
+    assert api.check(datetime(2030, 1, 2, 5, 59), db=work) == ([], [])
+    late, problems = api.check(datetime(2030, 1, 2, 6, 1), db=work)
+    assert [(c.jobid, c.dataid, c.due) for c in late] == [
+        ("load", "2030-01-02", "2030-01-02 06:00")
+    ]
+    assert problems == []
     _silent(capfd)

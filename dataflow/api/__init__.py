@@ -23,14 +23,31 @@ from .running import Drained, JobRun, Preview, check_options, drain, preview, ru
 
 if TYPE_CHECKING:
     from .folders import FolderDrained, drain_folder
-    from .operations import apply, endjob, explain, hold, plan, recover, release, resubmit, status
+    from .operations import (
+        Checked,
+        Lineage,
+        apply,
+        check,
+        endjob,
+        explain,
+        hold,
+        lineage,
+        mark_ready,
+        plan,
+        purge,
+        recover,
+        release,
+        resubmit,
+        status,
+    )
     from .streams import StreamLaunch, stream_launch
 
 # the names of the modules RunJob's cron tick does not need, imported at their first use
 _LATER = {
     "folders": ("FolderDrained", "drain_folder"),
     "operations": (
-        "apply", "endjob", "explain", "hold", "plan", "recover", "release", "resubmit", "status",
+        "Checked", "Lineage", "apply", "check", "endjob", "explain", "hold", "lineage",
+        "mark_ready", "plan", "purge", "recover", "release", "resubmit", "status",
     ),
     "streams": ("StreamLaunch", "stream_launch"),
 }  # fmt: skip
@@ -54,20 +71,26 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Checked",
     "Drained",
     "FolderDrained",
     "JobRun",
+    "Lineage",
     "Preview",
     "StreamLaunch",
     "apply",
+    "check",
     "check_options",
     "drain",
     "drain_folder",
     "endjob",
     "explain",
     "hold",
+    "lineage",
+    "mark_ready",
     "plan",
     "preview",
+    "purge",
     "recover",
     "release",
     "resubmit",

@@ -1,6 +1,7 @@
 """Operator actions and views, as ``utility`` offers them: :func:`status`,
-:func:`explain`, :func:`resubmit`, :func:`hold`, :func:`release`, :func:`endjob`,
-:func:`recover`, and a project's :func:`plan` and :func:`apply`.
+:func:`explain`, :func:`lineage`, :func:`check`, :func:`resubmit`, :func:`hold`,
+:func:`release`, :func:`endjob`, :func:`recover`, :func:`mark_ready`, :func:`purge`, and
+a project's :func:`plan` and :func:`apply`.
 
 Each opens the store, does its work in one transaction where it changes anything, and
 returns what it found or changed. An action is recorded in the store's audit (``utility
@@ -9,14 +10,19 @@ inside each function: RunJob imports this module, never the operator commands.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import crypto
+from ..errors import UsageError
 from ..store import locate, open_store
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ..ops.audit import Actor
     from ..ops.explain import Explanation
+    from ..ops.freshness import Late
+    from ..ops.lineage import Downstream
     from ..ops.plans import Change as PlanChange
     from ..ops.reruns import Change, Recovered
     from ..store import Store
@@ -50,6 +56,57 @@ def explain(jobid: str, dataid: str | None = None, *, db: str | None = None) -> 
 
     with _store(db, readonly=True) as store:
         return explaining.explain(store, jobid, dataid)
+
+
+class Lineage(NamedTuple):
+    """Who produced a dataset's chunk and who consumes it now, and the chain downstream."""
+
+    producers: list[dict[str, Any]]  # the chunk's OUT rows (jobid, status, modified...)
+    consumers: list[dict[str, Any]]  # its IN rows: the jobs consuming it now
+    downstream: dict[str, Downstream]  # by producer: ``steps`` (depth, job, outs), ``cycles``
+    runs: dict[str, dict[str, Any] | None]  # by producer: its last run of the chunk
+
+
+def lineage(datasetid: str, dataid: str, *, db: str | None = None) -> Lineage:
+    """``utility lineage DATASET DATAID``; :class:`~dataflow.errors.UsageError` when the
+    dataset has no such chunk."""
+    from ..ops import lineage as lines
+
+    with _store(db, readonly=True) as store:
+        rows = store.chunk_of_dataset(datasetid, dataid)
+        if not rows:
+            raise UsageError(f"dataset '{datasetid}' has no chunk '{dataid}'")
+        producers = [r for r in rows if r["locktype"] == "OUT"]
+        jobs = [p["jobid"] for p in producers]
+        return Lineage(
+            producers,
+            [r for r in rows if r["locktype"] == "IN"],
+            {job: lines.downstream(store, job, dataid) for job in jobs},
+            {job: store.last_run(job, dataid) for job in jobs},
+        )
+
+
+class Checked(NamedTuple):
+    """What :func:`check` found: the late chunks, and the alerts it could not send."""
+
+    late: list[Late]  # each: jobid, dataid, due, what blocks it...
+    problems: list[str]
+
+
+def check(
+    at: datetime | None = None, *, db: str | None = None, alert: bool | None = None
+) -> Checked:
+    """``utility check``: the chunks late on their job's ``ready_by`` promise at ``at``
+    (default: the store's now), each alerted once. ``alert``: None alerts unless ``at``
+    is given (a what-if tells no one and records nothing)."""
+    from ..ops import freshness
+
+    if at is not None and at.tzinfo is None:
+        at = at.replace(tzinfo=freshness.system_zone())
+    with _store(db) as store:
+        late = freshness.late(store, at)
+        telling = at is None if alert is None else alert
+        return Checked(late, freshness.alert(store, late) if telling else [])
 
 
 def resubmit(
@@ -129,6 +186,36 @@ def recover(
 
     with _store(db) as store:
         return reruns.recover(store, jobid, _actor(by))
+
+
+def mark_ready(
+    datasetid: str, dataids: list[str], *, db: str | None = None, producer: str | None = None
+) -> tuple[int, int]:
+    """``utility ready``: record that ``producer`` (default: the dataset's registered
+    producer, else ``external``) made these chunks READY; (marked, already READY)."""
+    from ..ops import drops
+
+    with _store(db) as store:
+        return drops.mark_ready(store, datasetid, dataids, producer)
+
+
+def purge(
+    jobid: str | None = None,
+    *,
+    db: str | None = None,
+    days_old: float | None = None,
+    dry_run: bool = False,
+) -> list[dict[str, Any]]:
+    """``utility purge``: delete run history and its logs (of ``jobid``; runs started at
+    least ``days_old`` days ago), never the statuses that gate work, nor a run whose
+    process lives; the runs purged (``dry_run``: that would be)."""
+    from ..ops import housekeeping
+    from ..run import lifecycle
+
+    with _store(db) as store:
+        if jobid:
+            lifecycle.load_job(store, jobid)
+        return housekeeping.purge(store, jobid, days_old, dry_run)
 
 
 def plan(

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from .. import api
 from ..errors import UsageError
-from ..ops import drops, freshness, housekeeping, lineage, reruns, status
+from ..ops import drops, reruns, status
 from ..ops import explain as explaining
 from ..run import lifecycle
 from . import brief, output, say, say_lines, warn
@@ -61,21 +61,14 @@ def status_view(options: argparse.Namespace) -> int:
     positional("datasetid", "dataid"),
 )
 def lineage_view(options: argparse.Namespace) -> int:
-    with open_store(options, readonly=True) as store:
-        rows = store.chunk_of_dataset(options.datasetid, options.dataid)
-        if not rows:
-            raise UsageError(f"dataset '{options.datasetid}' has no chunk '{options.dataid}'")
-        producers = [r for r in rows if r["locktype"] == "OUT"]
-        chains = {
-            p["jobid"]: lineage.downstream(store, p["jobid"], options.dataid) for p in producers
-        }
-        runs = {p["jobid"]: store.last_run(p["jobid"], options.dataid) for p in producers}
+    found = api.lineage(options.datasetid, options.dataid, db=options.db)
+    chains = found.downstream
     if options.json:
         say_lines(
             json.dumps(
                 {
-                    "producers": producers,
-                    "consumers_now": [r for r in rows if r["locktype"] == "IN"],
+                    "producers": found.producers,
+                    "consumers_now": found.consumers,
                     "downstream": {j: c.steps for j, c in chains.items()},
                     "cycles": {j: c.cycles for j, c in chains.items() if c.cycles},
                 },
@@ -85,13 +78,12 @@ def lineage_view(options: argparse.Namespace) -> int:
         )
         return 0
     say(f"{options.datasetid} {options.dataid}")
-    for row in producers:
-        run = runs[row["jobid"]]
+    for row in found.producers:
+        run = found.runs[row["jobid"]]
         detail = f", attempt {run['attempt']} ended {run['ended']}" if run else " (no run history)"
         say(f"  produced by {row['jobid']}: {row['status']} at {row['modified']}{detail}")
-    for row in rows:
-        if row["locktype"] == "IN":
-            say(f"  being consumed by {row['jobid']} since {row['modified']}")
+    for row in found.consumers:
+        say(f"  being consumed by {row['jobid']} since {row['modified']}")
     for chain in chains.values():
         for depth, jobid, outs in chain.steps:
             state = ", ".join(f"{d} {s}" for d, s in outs) or "not produced yet"
@@ -167,8 +159,7 @@ def ready(options: argparse.Namespace) -> int:
         chunks += drops.dataid_range(options.first, options.last)
     if not chunks:
         raise UsageError("name the chunks: DATAID..., or --from and --to")
-    with open_store(options) as store:
-        marked, already = drops.mark_ready(store, options.datasetid, chunks, options.by)
+    marked, already = api.mark_ready(options.datasetid, chunks, db=options.db, producer=options.by)
     noun = "chunk" if marked == 1 else "chunks"
     say(f"{marked} {noun} of {options.datasetid} marked READY ({already} already READY)")
     return 0
@@ -220,10 +211,9 @@ def _purge_arguments(parser: argparse.ArgumentParser) -> None:
     "purge", "delete run history and logs (never the statuses that gate work)", _purge_arguments
 )
 def purge(options: argparse.Namespace) -> int:
-    with open_store(options) as store:
-        if options.jobid:
-            lifecycle.load_job(store, options.jobid)
-        runs = housekeeping.purge(store, options.jobid, options.days_old, options.dry_run)
+    runs = api.purge(
+        options.jobid, db=options.db, days_old=options.days_old, dry_run=options.dry_run
+    )
     verb = "would be purged" if options.dry_run else "purged"
     if options.dry_run:
         for run in runs:
@@ -257,11 +247,8 @@ def check(options: argparse.Namespace) -> int:
             at = datetime.fromisoformat(options.at)
         except ValueError:
             raise UsageError(f"--at takes 'YYYY-MM-DD HH:MM', not '{options.at}'") from None
-        at = at if at.tzinfo else at.replace(tzinfo=freshness.system_zone())
-    with open_store(options) as store:
-        late = freshness.late(store, at)
-        # a what-if (--at) tells no one, and leaves the record of chunks alerted as it is
-        problems = freshness.alert(store, late) if at is None or options.alert else []
+    # a what-if (--at) tells no one, and leaves the record of chunks alerted as it is
+    late, problems = api.check(at, db=options.db, alert=True if options.alert else None)
     for problem in problems:
         warn(problem)
     if late or options.json:
