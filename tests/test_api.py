@@ -201,6 +201,7 @@ def test_drain_folder_runs_producers_before_consumers(work, tmp_path, chain, cap
         (lambda db: api.run_job("./nobody.sh", db=db), UnknownJob),
         (lambda db: api.drain("./work.sh", db=db, parallel=0), UsageError),
         (lambda db: api.drain("./work.sh", db=db, workers=2), UsageError),
+        (lambda db: api.drain("./flow.py", db=db, parallel=2, workers=2), UsageError),
         (lambda db: api.resubmit("work", "77", db=db), UnknownChunk),
         (lambda db: api.endjob("work", "1", "DONE", db=db), BadStatus),
         (lambda db: api.recover("nobody", db=db), UnknownJob),

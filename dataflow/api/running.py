@@ -73,9 +73,13 @@ class Preview(NamedTuple):
 
 
 def check_options(
-    parallel: int | None = None, workers: int | None = None, batch: int | None = None
+    parallel: int | None = None,
+    workers: int | None = None,
+    batch: int | None = None,
+    script: str | None = None,
 ) -> None:
-    """Refuse a drain's numbers that cannot be (:class:`~dataflow.errors.UsageError`)."""
+    """Refuse a drain's numbers that cannot be (:class:`~dataflow.errors.UsageError`),
+    and ``workers`` for a ``script`` run through Spark; before anything is opened."""
     if parallel is not None and parallel < 1:
         raise UsageError("--parallel needs a number >= 1")
     if batch is not None and batch < 1:
@@ -84,6 +88,16 @@ def check_options(
         raise UsageError("--workers needs a number >= 1")
     if workers is not None and parallel is None:
         raise UsageError("--workers spreads the slots of --parallel N: give --parallel too")
+    if workers is not None and script is not None:
+        _spread(script)
+
+
+def _spread(script: str) -> None:
+    """A script whose chunks may be spread over worker processes: not a Spark job."""
+    if scripts.is_spark_job(script):
+        raise UsageError(
+            f"--workers is for a job run as a process a chunk, not through Spark: {script}"
+        )
 
 
 def environment(store: Store, job: lifecycle.Job, passkey: str | None, warn: Warn) -> jobenv.JobEnv:
@@ -187,10 +201,8 @@ class JobRun:
                 "a run takes its process's signals (SIGINT, SIGTERM, SIGHUP): "
                 "call it from the process's main thread"
             )
-        if workers is not None and scripts.is_spark_job(self.path):
-            raise UsageError(
-                f"--workers is for a job run as a process a chunk, not through Spark: {self.script}"
-            )
+        if workers is not None:
+            _spread(self.script)
         self.plan.check(self.script)
         checks = [scripts.resolve(validate, submitted=False)] if validate else None
         pager = listeners.Alerts(self.store, self.job)  # sends when the drain ends
@@ -253,7 +265,7 @@ def drain(
 ) -> Drained:
     """``RunJob --all [--parallel N] [--workers W] [--batch K] SCRIPT``: run every
     claimable chunk of the job until none is left, each once."""
-    check_options(parallel, workers, batch)
+    check_options(parallel, workers, batch, script)
     with JobRun(script, args, db=db, passkey=passkey) as job:
         return job.drain(
             every=True, parallel=parallel or 1, workers=workers, batch=batch or 0,

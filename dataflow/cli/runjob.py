@@ -172,6 +172,7 @@ def run(options: argparse.Namespace) -> int:
         from . import folder
 
         return folder.drain(options)
+    api.check_options(options.parallel, options.workers, options.batch, options.script)
     passkey = _passkey(options)
     with api.JobRun(options.script, options.args, db=options.db, passkey=passkey, warn=warn) as job:
         if options.dry_run:
