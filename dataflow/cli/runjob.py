@@ -172,8 +172,8 @@ def run(options: argparse.Namespace) -> int:
         from . import folder
 
         return folder.drain(options)
+    passkey = _passkey(options)  # (the seed's passkey word is no longer options.script)
     api.check_options(options.parallel, options.workers, options.batch, options.script)
-    passkey = _passkey(options)
     with api.JobRun(options.script, options.args, db=options.db, passkey=passkey, warn=warn) as job:
         if options.dry_run:
             return _dry_run(job.preview())
