@@ -104,7 +104,10 @@ def test_utility_usage_errors(loadbob):
         "job 'loadbob' has no chunk with dataid '9.9'",
     )
     one_line_error(loadbob.utility("endjob", "loadbob", "1.0", "DONE"), "status must be one of")
-    one_line_error(loadbob.utility("deleterun", "loadbob", "9.9"), "job 'loadbob' has no chunk")
+    one_line_error(
+        loadbob.utility("deleterun", "loadbob", "9.9"),
+        "job 'loadbob' has no chunk with dataid '9.9'",
+    )
     for name in (
         "createtables",
         "sql",
