@@ -126,6 +126,8 @@ HEADLINES = (
     "PostgreSQL: network partition",
     "sqlite: `board --html` at",
     "postgres: `board --html` at",
+    "sqlite: `RunJob --all --parallel 4 ./noop.sh`, 100,000 ÷",
+    "postgres: `RunJob --all --parallel 4 ./noop.sh`, 100,000 ÷",
 )
 
 
