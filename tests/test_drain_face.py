@@ -15,6 +15,7 @@ FACE = [name for name in vars(Draining) if not name.startswith("_")]
 
 def test_the_face_is_what_foreground_and_the_report_call():
     assert sorted(FACE) == ["left", "pass_on", "run", "stop"]
+    assert Draining.__annotations__ == {"summary": "Summary"}
 
 
 @pytest.mark.parametrize("drain", [Drain, DriverDrain, WorkerDrain])
@@ -25,3 +26,5 @@ def test_each_drain_shows_the_face(drain):
         have = inspect.signature(getattr(drain, name))
         assert list(have.parameters) == list(want.parameters), (drain.__name__, name)
         assert have.return_annotation == want.return_annotation, (drain.__name__, name)
+    source = inspect.getsource(drain.__init__)
+    assert "self.summary" in source, f"{drain.__name__} keeps no summary"

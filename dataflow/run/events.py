@@ -20,7 +20,9 @@ class Draining(Protocol):
     """What runs a job's chunks, as its process sees it: :class:`.drain.Drain` (jobs as
     child processes), :class:`.driven.DriverDrain` (one Spark driver or Connect client)
     and :class:`.workers.WorkerDrain` (spread over worker processes). :mod:`.foreground`
-    runs any of them the same way."""
+    runs any of them the same way, and RunJob's report reads ``summary`` as it goes."""
+
+    summary: Summary  # what it did so far: the report's progress line reads it
 
     def run(self) -> Summary:
         """Claim and run chunks until none is left to claim (or one, for a plain RunJob),
