@@ -134,6 +134,13 @@ def test_purge_refuses_absurd_ages(made, tmp_path, days):
 
 
 @pytest.mark.both_stores
+@pytest.mark.parametrize("days", ["0", "36500"])
+def test_purge_takes_both_ends_of_the_ages_it_names(made, days):
+    """Its refusal says "from 0 to 36500": both ends are ages it takes."""
+    assert made.ok("purge", f"--days-old={days}").out == "0 runs purged\n"
+
+
+@pytest.mark.both_stores
 def test_export_to_a_missing_folder_or_a_folder(made, tmp_path):
     (tmp_path / "out").mkdir()
     with unchanged(tmp_path):
