@@ -173,3 +173,18 @@ def _statements(store_kind: str, script: str) -> list[str]:
     else:
         found = [s for s in script.split(";\n") if s.strip()]
     return [s for s in found if s.lstrip("\n").startswith(("DELETE", "INSERT"))]
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_reader_that_may_not_write_reads_the_pending_chunks_unfolded(store, store_kind):
+    """On PostgreSQL a role that may only read (or a standby) cannot fold: its count is
+    the same, the chunks written since the last fold added as they are. (SQLite's
+    summary is kept by its writers: nothing to fold.)"""
+    _register(store, "%s")
+    store.status_counts()  # folded
+    with store.transaction():
+        for dataid in ("1", "2"):
+            _write(store, "%s", ("insert", "da", "a", dataid, "OUT", "FAILED"))
+    store.conn.execute("SET default_transaction_read_only = on")
+    assert _summarised(store) == _every_row(store) == {("a", "FAILED"): 2}
+    assert store.conn.execute("SELECT count(*) FROM chunk_pending").fetchone()[0] == 2

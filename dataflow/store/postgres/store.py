@@ -316,9 +316,15 @@ class PostgresStore(
     def status_counts(self) -> list[Row]:
         """Chunks per registered job and OUT status (migration 8's summary), the chunks
         written since the last fold folded in first unless another reader is folding
-        them; exact either way."""
+        them, or this one may not write (a role that may only read, a standby); exact
+        either way."""
         if self.conn.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            with self.transaction():  # the fold's statement reads after the lock is taken
+            with (
+                suppress(
+                    psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction
+                ),
+                self.transaction(),
+            ):  # the fold reads after the lock is taken
                 if self.conn.execute(self.q.fold_lock).fetchone()[0]:
                     self.conn.execute(self.q.fold_chunk_tally)
         return super().status_counts()
