@@ -281,6 +281,8 @@ def test_purge_keeps_what_gates_work(pipeline, tmp_path):
     # a cutoff inside today (14 minutes ago): SQLite compares times as text, so the cutoff
     # is written as the runs' times are ("YYYY-MM-DD HH:MM:SS", never an ISO "T")
     assert pipeline.ok("purge", "--days-old", "0.01").out == "0 runs purged\n"
+    other = pipeline.ok("purge", "--job", "B", "--dry-run").out  # A's run is not B's
+    assert other.splitlines()[-1] == "0 runs would be purged"
     dry = pipeline.ok("purge", "--job", "A", "--dry-run").out.splitlines()
     assert dry[-1] == "1 run would be purged"  # the first attempt at 4: a chunk's last stays
     last = query(tmp_path, "select max(attempt), jobid, dataid from run group by 2, 3")
