@@ -143,11 +143,13 @@ def build_chain(address: str, chain, triggers: bool) -> tuple[Store, float]:
             # the chunks' summary (migration 8) as its triggers and a fold leave it
             store.conn.execute(
                 "INSERT INTO chunk_seen(jobid, dataid, statuses) SELECT jobid, dataid, "
-                "array_agg(DISTINCT status) FROM datastatus WHERE locktype = 'OUT' GROUP BY 1, 2"
+                "array_agg(DISTINCT status) FROM datastatus WHERE locktype = 'OUT' "
+                "AND status IS DISTINCT FROM 'RUNNING' GROUP BY 1, 2"
             )
             store.conn.execute(
                 "INSERT INTO chunk_tally(jobid, status, chunks) SELECT jobid, status, "
-                "count(DISTINCT dataid) FROM datastatus WHERE locktype = 'OUT' GROUP BY 1, 2"
+                "count(DISTINCT dataid) FROM datastatus WHERE locktype = 'OUT' "
+                "AND status IS DISTINCT FROM 'RUNNING' GROUP BY 1, 2"
             )
     store.conn.execute("VACUUM ANALYZE")  # as autovacuum leaves a store that has lived
     return store, time.perf_counter() - start

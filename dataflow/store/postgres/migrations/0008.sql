@@ -1,7 +1,9 @@
 -- 8: `utility status` and /metrics read a job's chunks by status from a summary, not by
 -- counting every OUT row of the store (0.5 s of the server at a million rows).
--- chunk_tally holds, per job and status, the dataids at which some OUT row of the job
--- has that status (what COUNT(DISTINCT dataid) of those rows gives). A counter that
+-- chunk_tally holds, per job and status other than RUNNING, the dataids at which some
+-- OUT row of the job has that status (what COUNT(DISTINCT dataid) of those rows gives);
+-- RUNNING chunks are few and counted where they are read, so a claim of a new chunk
+-- appends nothing (a RUNNING row's insert or delete changes no other status). A counter that
 -- every claim and finish updated would be a hot row each claim of a job waits on until
 -- its COMMIT; here a statement that writes datastatus (ours, psql's, a COPY) only
 -- appends the chunks it touched to chunk_pending, and a reader folds them in
@@ -32,24 +34,26 @@ DELETE FROM chunk_pending;
 DELETE FROM chunk_seen;
 DELETE FROM chunk_tally;
 INSERT INTO chunk_seen(jobid, dataid, statuses)
-SELECT jobid, dataid, array_agg(DISTINCT status) FROM datastatus WHERE locktype = 'OUT'
-GROUP BY jobid, dataid;
+SELECT jobid, dataid, array_agg(DISTINCT status) FROM datastatus
+WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'RUNNING' GROUP BY jobid, dataid;
 INSERT INTO chunk_tally(jobid, status, chunks)
-SELECT jobid, status, count(DISTINCT dataid) FROM datastatus WHERE locktype = 'OUT'
-GROUP BY jobid, status;
+SELECT jobid, status, count(DISTINCT dataid) FROM datastatus
+WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'RUNNING' GROUP BY jobid, status;
 
 CREATE OR REPLACE FUNCTION dataflow_chunks_written() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO chunk_pending(jobid, dataid)
-        SELECT DISTINCT jobid, dataid FROM written WHERE locktype = 'OUT';
+        SELECT DISTINCT jobid, dataid FROM written
+        WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'RUNNING';
     ELSIF TG_OP = 'UPDATE' THEN
         INSERT INTO chunk_pending(jobid, dataid)
         SELECT jobid, dataid FROM gone WHERE locktype = 'OUT'
         UNION SELECT jobid, dataid FROM written WHERE locktype = 'OUT';
     ELSE
         INSERT INTO chunk_pending(jobid, dataid)
-        SELECT DISTINCT jobid, dataid FROM gone WHERE locktype = 'OUT';
+        SELECT DISTINCT jobid, dataid FROM gone
+        WHERE locktype = 'OUT' AND status IS DISTINCT FROM 'RUNNING';
     END IF;
     RETURN NULL;
 END $$;

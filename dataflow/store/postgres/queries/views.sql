@@ -3,10 +3,11 @@
 -- name: status_counts
 -- From the summary of migration 8 (what COUNT(DISTINCT dataid) of each job's OUT rows by
 -- status gives), with the difference the chunks written since the last fold make: exact
--- whether or not anyone folded them.
+-- whether or not anyone folded them. RUNNING chunks (few) counted here, a seek per job.
 WITH pending AS (SELECT DISTINCT jobid, dataid FROM chunk_pending),
 fresh AS (SELECT DISTINCT d.jobid, d.dataid, d.status FROM pending p
-        JOIN datastatus d ON d.jobid = p.jobid AND d.dataid = p.dataid AND d.locktype = 'OUT'),
+        JOIN datastatus d ON d.jobid = p.jobid AND d.dataid = p.dataid AND d.locktype = 'OUT'
+         AND d.status IS DISTINCT FROM 'RUNNING'),
 stale AS (SELECT s.jobid, s.dataid, unnest(s.statuses) AS status FROM pending p
         JOIN chunk_seen s ON s.jobid = p.jobid AND s.dataid = p.dataid),
 delta AS (SELECT jobid, status, 1 AS chunks FROM (TABLE fresh EXCEPT TABLE stale) AS came
@@ -15,7 +16,12 @@ delta AS (SELECT jobid, status, 1 AS chunks FROM (TABLE fresh EXCEPT TABLE stale
 SELECT jobid, status, sum(chunks)::bigint AS chunks
 FROM (SELECT jobid, status, chunks FROM chunk_tally UNION ALL TABLE delta) AS t
 WHERE jobid IN (SELECT jobid FROM job)
-GROUP BY jobid, status HAVING sum(chunks) <> 0;
+GROUP BY jobid, status HAVING sum(chunks) <> 0
+UNION ALL
+SELECT j.jobid, 'RUNNING', r.chunks FROM (SELECT DISTINCT jobid FROM job) j,
+LATERAL (SELECT count(DISTINCT d.dataid) AS chunks FROM datastatus d
+         WHERE d.jobid = j.jobid AND d.status = 'RUNNING' AND d.locktype = 'OUT') r
+WHERE r.chunks <> 0;
 
 -- name: fold_lock
 -- One folder at a time (advisory lock space 3); a reader that does not get it reads the
@@ -30,6 +36,7 @@ WITH pending AS (DELETE FROM chunk_pending RETURNING jobid, dataid),
 chunk AS (SELECT DISTINCT jobid, dataid FROM pending),
 fresh AS (SELECT d.jobid, d.dataid, array_agg(DISTINCT d.status) AS statuses FROM chunk c
         JOIN datastatus d ON d.jobid = c.jobid AND d.dataid = c.dataid AND d.locktype = 'OUT'
+         AND d.status IS DISTINCT FROM 'RUNNING'
         GROUP BY d.jobid, d.dataid),
 stale AS (SELECT s.jobid, s.dataid, s.statuses FROM chunk c
         JOIN chunk_seen s ON s.jobid = c.jobid AND s.dataid = c.dataid),

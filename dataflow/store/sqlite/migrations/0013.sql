@@ -1,11 +1,13 @@
 -- 13: `utility status` and /metrics read a job's chunks by status from a summary, not by
 -- counting every OUT row of the store (0.15 s of CPU at a million rows). chunk_tally
--- holds, per job and status, the dataids at which some OUT row of the job has that
--- status (what COUNT(DISTINCT dataid) of those rows gives), kept by plain-SQL triggers
--- in the transaction of each write, ours or any SQLite client's. SQLite serializes its
--- writers, so a row per (job, status) is no queue: a claim already holds the store's
--- write lock. A row is counted where it is the only OUT row of its chunk with its
--- status (the triggers run once per row, seeing the rows written before it).
+-- holds, per job and status other than RUNNING, the dataids at which some OUT row of
+-- the job has that status (what COUNT(DISTINCT dataid) of those rows gives), kept by
+-- plain-SQL triggers in the transaction of each write, ours or any SQLite client's.
+-- RUNNING chunks are few and counted where they are read (index
+-- datastatus_by_job_status): a claim of a new chunk writes no page more. SQLite
+-- serializes its writers, so a row per (job, status) is no queue: a finish already holds
+-- the store's write lock. A row is counted where it is the only OUT row of its chunk
+-- with its status (the triggers run once per row, seeing the rows written before it).
 -- Frozen: never edit a migration once released; a change is a new file.
 
 CREATE TABLE IF NOT EXISTS chunk_tally(
@@ -17,9 +19,10 @@ CREATE TABLE IF NOT EXISTS chunk_tally(
 DELETE FROM chunk_tally;
 INSERT INTO chunk_tally(jobid, status, chunks)
 SELECT jobid, status, COUNT(DISTINCT dataid) FROM datastatus
-WHERE locktype = 'OUT' AND status IS NOT NULL GROUP BY jobid, status;
+WHERE locktype = 'OUT' AND status IS NOT NULL AND status <> 'RUNNING'
+GROUP BY jobid, status;
 CREATE TRIGGER IF NOT EXISTS chunk_tally_on_insert AFTER INSERT ON datastatus
-WHEN NEW.locktype = 'OUT' AND NOT EXISTS (
+WHEN NEW.status <> 'RUNNING' AND NEW.locktype = 'OUT' AND NOT EXISTS (
     SELECT 1 FROM datastatus o WHERE o.jobid = NEW.jobid AND o.dataid = NEW.dataid
       AND o.datasetid <> NEW.datasetid AND o.locktype = 'OUT' AND o.status = NEW.status)
 BEGIN
@@ -27,15 +30,16 @@ BEGIN
     ON CONFLICT(jobid, status) DO UPDATE SET chunks = chunks + 1;
 END;
 CREATE TRIGGER IF NOT EXISTS chunk_tally_on_delete AFTER DELETE ON datastatus
-WHEN OLD.locktype = 'OUT' AND NOT EXISTS (
+WHEN OLD.status <> 'RUNNING' AND OLD.locktype = 'OUT' AND NOT EXISTS (
     SELECT 1 FROM datastatus o WHERE o.jobid = OLD.jobid AND o.dataid = OLD.dataid
       AND o.locktype = 'OUT' AND o.status = OLD.status)
 BEGIN
     UPDATE chunk_tally SET chunks = chunks - 1 WHERE jobid = OLD.jobid AND status = OLD.status;
 END;
 CREATE TRIGGER IF NOT EXISTS chunk_tally_on_update_old AFTER UPDATE ON datastatus
-WHEN OLD.locktype = 'OUT' AND (NEW.status IS NOT OLD.status OR NEW.locktype IS NOT 'OUT'
-      OR NEW.jobid IS NOT OLD.jobid OR NEW.dataid IS NOT OLD.dataid)
+WHEN OLD.status <> 'RUNNING' AND OLD.locktype = 'OUT'
+  AND (NEW.status IS NOT OLD.status OR NEW.locktype IS NOT 'OUT'
+       OR NEW.jobid IS NOT OLD.jobid OR NEW.dataid IS NOT OLD.dataid)
   AND NOT EXISTS (
     SELECT 1 FROM datastatus o WHERE o.jobid = OLD.jobid AND o.dataid = OLD.dataid
       AND o.locktype = 'OUT' AND o.status = OLD.status)
@@ -43,8 +47,9 @@ BEGIN
     UPDATE chunk_tally SET chunks = chunks - 1 WHERE jobid = OLD.jobid AND status = OLD.status;
 END;
 CREATE TRIGGER IF NOT EXISTS chunk_tally_on_update_new AFTER UPDATE ON datastatus
-WHEN NEW.locktype = 'OUT' AND (NEW.status IS NOT OLD.status OR OLD.locktype IS NOT 'OUT'
-      OR NEW.jobid IS NOT OLD.jobid OR NEW.dataid IS NOT OLD.dataid)
+WHEN NEW.status <> 'RUNNING' AND NEW.locktype = 'OUT'
+  AND (NEW.status IS NOT OLD.status OR OLD.locktype IS NOT 'OUT'
+       OR NEW.jobid IS NOT OLD.jobid OR NEW.dataid IS NOT OLD.dataid)
   AND NOT EXISTS (
     SELECT 1 FROM datastatus o WHERE o.jobid = NEW.jobid AND o.dataid = NEW.dataid
       AND o.datasetid <> NEW.datasetid AND o.locktype = 'OUT' AND o.status = NEW.status)

@@ -2,9 +2,17 @@
 
 -- name: status_counts
 -- From the summary the triggers of migration 13 keep (what COUNT(DISTINCT dataid) of each
--- job's OUT rows by status gives), not from every row.
+-- job's OUT rows by status gives), not from every row; RUNNING chunks (few) counted
+-- here, a seek per job in datastatus_by_job_status.
 SELECT jobid, status, chunks FROM chunk_tally
-WHERE chunks <> 0 AND jobid IN (SELECT jobid FROM job);
+WHERE chunks <> 0 AND jobid IN (SELECT jobid FROM job)
+UNION ALL
+SELECT jobid, 'RUNNING', chunks FROM (
+    SELECT j.jobid, (SELECT COUNT(DISTINCT d.dataid) FROM datastatus d
+                     WHERE d.jobid = j.jobid AND d.status = 'RUNNING' AND d.locktype = 'OUT')
+               AS chunks
+    FROM (SELECT DISTINCT jobid FROM job) j)
+WHERE chunks <> 0;
 
 -- name: job_ids
 SELECT DISTINCT jobid FROM job WHERE jobid <> '*' ORDER BY 1;
