@@ -285,6 +285,7 @@ def test_purge_keeps_what_gates_work(pipeline, tmp_path):
     assert other.splitlines()[-1] == "0 runs would be purged"
     dry = pipeline.ok("purge", "--job", "A", "--dry-run").out.splitlines()
     assert dry[-1] == "1 run would be purged"  # the first attempt at 4: a chunk's last stays
+    assert all(os.path.exists(p) for p in logs)  # a dry run deletes no log either
     last = query(tmp_path, "select max(attempt), jobid, dataid from run group by 2, 3")
     assert len(query(tmp_path, "select * from run")) == 11
     assert len(last) == 10 and pipeline.ok("purge").out == "1 run purged\n"
