@@ -288,6 +288,8 @@ def test_purge_keeps_what_gates_work(pipeline, tmp_path):
     assert all(os.path.exists(p) for p in logs)  # a dry run deletes no log either
     last = query(tmp_path, "select max(attempt), jobid, dataid from run group by 2, 3")
     assert len(query(tmp_path, "select * from run")) == 11
+    [(gone,)] = query(tmp_path, "select logpath from run where dataid = '4' and attempt = 1")
+    os.unlink(gone)  # its log deleted by hand already: the purge goes on
     assert len(last) == 10 and pipeline.ok("purge").out == "1 run purged\n"
     kept = query(tmp_path, "select max(attempt), jobid, dataid from run group by 2, 3")
     assert kept == last and (2, "A", "4") in kept
