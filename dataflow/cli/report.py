@@ -25,7 +25,9 @@ class Report:
         self.left = lambda: 0
         self.summary: Summary | None = None
         self.lost_said: set[str] = set()  # output destinations already reported as failed
-        self.ends: dict[str, str] = {}  # each chunk's last status in this drain (its retries)
+        # chunks ended in this drain, and those whose last end was not READY (a retry
+        # follows a failure: only those are remembered, not every chunk of a long drain)
+        self.chunks, self.unready = 0, set()
         self.handlers = {
             "abandoned": self._abandoned,
             "fenced": self._warn_status,
@@ -94,7 +96,12 @@ class Report:
                 f"{', '.join(event.outcome.lost)} (recorded in its history)"
             )
         if self.drain:
-            self.ends[event.dataid] = event.status
+            retried = event.dataid in self.unready
+            self.chunks += not retried
+            if event.status == lifecycle.READY:
+                self.unready.discard(event.dataid)
+            else:
+                self.unready.add(event.dataid)
             self._drain_line(event)
         else:
             updated, released = event.counts
@@ -149,12 +156,12 @@ class Report:
     def counted(self, summary: Summary, waiting: int) -> str:
         """A drain's chunks by their last status, then its attempts apart (a chunk
         retried in the drain is one chunk, run twice)."""
-        ends = list(self.ends.values())
-        ready, failed = ends.count(lifecycle.READY), len(ends) - ends.count(lifecycle.READY)
+        failed = len(self.unready)
+        ready = self.chunks - failed
         attempts = summary.ready + summary.failed
         rate = attempts / summary.elapsed if summary.elapsed else 0
         return (
             f"{ready} READY, {failed} FAILED in {summary.elapsed:.1f} s "
-            f"({plural(len(ends), 'chunk')}, {plural(attempts, 'attempt')}, {rate:.1f}/s); "
+            f"({plural(self.chunks, 'chunk')}, {plural(attempts, 'attempt')}, {rate:.1f}/s); "
             f"{waiting} waiting"
         )
