@@ -224,3 +224,23 @@ def test_a_consumer_asked_to_rerun_while_it_ran_says_its_chunk_is_resubmit(cli, 
     ((dataid, _, status, exitcode, _, reason),) = history(tmp_path, "B")
     assert (dataid, status, exitcode) == ("1", "READY", 0)  # the run itself succeeded
     assert reason.startswith("its chunk set to RESUBMIT: resubmit --cascade of A 1")
+
+
+def test_copy_store_refuses_a_finished_run_whose_leftover_holds_its_lock(chain, tmp_path):
+    """A run ended READY, but a process it left (its own session, an empty environment:
+    no token) still holds the chunk's lock: copy-store counts the run as live, as every
+    RunJob does, and copies only with --force."""
+    helper_line = "env -i setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > helper.pid"
+    script(tmp_path, "work.sh", f'[ "$dataid" = 1 ] && {{ {helper_line}; }}; exit 0')
+    assert chain.runjob("./work.sh").code == 0
+    helper = int((tmp_path / "helper.pid").read_text())
+    try:
+        assert statuses(tmp_path, "work")["1"] == "READY"
+        refused = chain.utility("copy-store", "--to", str(tmp_path / "copy.db"))
+        assert refused.code == 2 and "1 run of this store still live (work 1: " in refused.err
+    finally:
+        os.kill(helper, signal.SIGKILL)
+    wait_for(
+        lambda: chain.utility("copy-store", "--to", str(tmp_path / "copy.db")).code == 0,
+        what="the copy once the leftover has ended",
+    )
