@@ -62,6 +62,7 @@ DIGESTS = {
         "3d6db44137addea943c73e0bba5f3d42c1d053a919c7da5d1c631ba2ac1c3068",
         "989a82ac314d32bab821fae584b008e712093b575def586f0a87c6cd5ee3aa22",
         "0df13ec90c5ac8479a5ba273ffd4ff65b8340e311996b390e519376dcb69b001",
+        "a960834a7797941227a2efa468c438a64876633b765a95c8faef8305fbb4dc05",
     ],
 }
 
@@ -312,3 +313,20 @@ def test_a_postgresql_store_of_every_version_upgrades_to_a_fresh_ones_schema(
     # the claim takes the offer lock the triggers take (schema.offer_lock), both frozen
     space, bucket = pg_schema.offer_lock("dataid").split(", ")
     assert f"pg_advisory_xact_lock({space}, b)" in trigger and f"{bucket} AS b" in trigger
+
+
+def test_postgres_vacuums_the_candidate_queue_by_its_dead_rows_not_its_size(pg_store):
+    """Every claim deletes a candidate from the front of the index claims read: autovacuum
+    cleans them after a fixed number, not after a fifth of the table (migration 9)."""
+    import psycopg
+
+    from dataflow.store.postgres import connection
+
+    with psycopg.connect(connection.conninfo(pg_store)) as conn:
+        (options,) = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = 'candidate'"
+        ).fetchone()
+    assert sorted(options) == [
+        "autovacuum_vacuum_scale_factor=0",
+        "autovacuum_vacuum_threshold=5000",
+    ]
