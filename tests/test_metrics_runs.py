@@ -152,3 +152,37 @@ def test_a_run_numbered_before_a_scrape_and_committed_after_it_is_counted_withou
     assert kept.settled == 2  # not recounted from 0 (which settles at once): 4 next time
     kept.read(store)
     assert kept.settled == 4
+
+
+@pytest.mark.parametrize("odd", [-1, -(2**63), 2**62, 2**63 - 2])
+def test_a_run_numbered_by_hand_anywhere_is_counted(store, store_kind, odd):
+    """The store is data: a run written by hand below 0 or far above the others (live or
+    ended) is counted like any other, scrape after scrape, and no scrape fails."""
+    mark = "?" if store_kind == "sqlite" else "%s"
+    kept = _history()
+    with store.transaction():
+        for runid in (1, 2, odd):
+            _run(store, mark, runid, "a", runid)
+        store.conn.execute("UPDATE run SET status = 'READY', duration = 2 WHERE runid = 1")
+    for _ in range(3):
+        assert {r["jobid"]: r["started"] for r in kept.read(store)[0]} == {"a": 3}
+    with store.transaction():
+        store.conn.execute(
+            "UPDATE run SET status = 'FAILED', duration = 1 WHERE status = 'RUNNING'"
+        )
+        _run(store, mark, 3, "b", 3)
+    for _ in range(3):
+        assert _normal(kept.read(store)) == _normal(_history().read(store))
+        assert {r["jobid"]: r["started"] for r in kept.read(store)[0]} == {"a": 3, "b": 1}
+
+
+def test_a_run_numbered_by_hand_at_the_last_runid_fails_no_scrape(store, store_kind):
+    """A run at the highest runid a store holds is past every range a scrape reads: the
+    others are counted, and the scrape answers."""
+    mark = "?" if store_kind == "sqlite" else "%s"
+    with store.transaction():
+        for runid in (1, 2**63 - 1):
+            _run(store, mark, runid, "a", runid)
+    kept = _history()
+    for _ in range(2):
+        assert {r["jobid"]: r["started"] for r in kept.read(store)[0]} == {"a": 1}

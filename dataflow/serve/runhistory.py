@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..store import Row, Store
+from ..store.queries.metrics import LOWEST
 
 COUNTS = ("started", "failed", "abandoned")
 
@@ -68,8 +69,8 @@ class RunHistory:
 
     def __init__(self, abandoned: str, durations: Sequence[float], latencies: Sequence[float]):
         self.abandoned, self.bounds = abandoned, (tuple(durations), tuple(latencies))
-        self.settled, self.done = 0, Tally()
-        self.seen = 0  # where the last scrape found the oldest live run: settled next time
+        self.settled, self.done = LOWEST, Tally()
+        self.seen = LOWEST  # where the last scrape found the oldest live run: settled next time
         self.lock = threading.Lock()  # one scrape at a time reads and moves the totals
 
     def read(self, store: Store) -> tuple[list[Row], list[Row], list[Row]]:
@@ -78,26 +79,27 @@ class RunHistory:
         with self.lock, store.snapshot():  # the runs below and above counted alike
             found = self._read(store)
             if found is None:  # runs below are gone, or came late: count them all again
-                self.settled, self.seen, self.done = 0, 0, Tally()
-                found = self._read(store)
+                self.settled, self.seen, self.done = LOWEST, LOWEST, Tally()
+                found = self._read(store, recount=True)
             return found.rows()  # type: ignore[union-attr]
 
-    def _read(self, store: Store) -> Tally | None:
-        """As :meth:`read`; None if the runs below ``settled`` are not those counted."""
+    def _read(self, store: Store, recount: bool = False) -> Tally | None:
+        """As :meth:`read`; None if the runs below ``settled`` are not those counted
+        (never on a ``recount``: what it read is the answer)."""
         first_live = store.first_running_run(self.settled)
         live = store.next_runid() if first_live is None else first_live
         # PostgreSQL numbers a run before its claim commits: a run below the oldest live
         # one may not be seen yet. Only what the scrape before found ended too is settled
         # (a claim commits in milliseconds); a run committed later than that is found
         # missing below, and every run is counted again.
-        settled = live if not self.settled else min(live, self.seen)
+        settled = live if self.settled == LOWEST else min(live, self.seen)
         self.seen = live
         if settled > self.settled:
             self.done.add(*self._sums(store, self.settled, settled))
             self.settled = settled
         recent = Tally()
         recent.add(*self._sums(store, self.settled))
-        if store.run_total() != self.done.started() + recent.started():
+        if not recount and store.run_total() != self.done.started() + recent.started():
             return None
         recent.add(*self.done.rows())
         return recent

@@ -12,21 +12,25 @@ from typing import Any
 from ..base import Row
 from . import NamedQueries
 
-EVERY = 2**62  # a runid above every runid: no upper bound
+# the runids a store may hold (64-bit integers): a run written by hand may be numbered
+# anywhere in them, below 0 too
+LOWEST, EVERY = -(2**63), 2**63 - 1
 
 
 class MetricQueries:
     conn: Any
     q: NamedQueries
 
-    def run_counts(self, abandoned: str, low: int = 0, high: int = EVERY) -> list[Row]:
+    def run_counts(self, abandoned: str, low: int = LOWEST, high: int = EVERY) -> list[Row]:
         """Per job, of the runs from runid ``low`` up to (not with) ``high``: its runs
         (``started``), those FAILED (``failed``), and those of them whose reason starts
         with ``abandoned`` (``abandoned``)."""
         params = {"abandoned": f"{abandoned}%", "low": low, "high": high}
         return [dict(row) for row in self.conn.execute(self.q.run_counts, params)]
 
-    def run_durations(self, bounds: Sequence[float], low: int = 0, high: int = EVERY) -> list[Row]:
+    def run_durations(
+        self, bounds: Sequence[float], low: int = LOWEST, high: int = EVERY
+    ) -> list[Row]:
         """The durations of finished runs (of runids ``low`` to ``high``, as in
         :meth:`run_counts`), per job and bucket: a row per job and ``le`` (the smallest of
         ``bounds`` at or above a run's seconds; None: above them all) with its ``runs``
@@ -35,7 +39,7 @@ class MetricQueries:
         return [dict(row) for row in self.conn.execute(self.q.run_durations, params)]
 
     def claim_latencies(
-        self, bounds: Sequence[float], low: int = 0, high: int = EVERY
+        self, bounds: Sequence[float], low: int = LOWEST, high: int = EVERY
     ) -> list[Row]:
         """As :meth:`run_durations`, of the seconds from the moment a chunk's inputs were
         all READY (the newest ``modified`` of their READY OUT rows, as the store holds them
@@ -49,8 +53,8 @@ class MetricQueries:
         return self.conn.execute(self.q.first_running_run, {"low": low}).fetchone()[0]
 
     def next_runid(self) -> int:
-        """One above the newest runid (1 for an empty history)."""
-        return int(self.conn.execute(self.q.next_runid).fetchone()[0])
+        """One above the newest runid (1 for an empty history; at most ``EVERY``)."""
+        return min(int(self.conn.execute(self.q.newest_runid).fetchone()[0]) + 1, EVERY)
 
     def run_total(self) -> int:
         """How many runs the history holds."""

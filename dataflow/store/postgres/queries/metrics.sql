@@ -47,8 +47,8 @@ FROM waited GROUP BY 1, 2;
 -- change no more, but by hand. From the partial index of running runs.
 SELECT min(runid) FROM run WHERE runid >= %(low)s AND status = 'RUNNING';
 
--- name: next_runid
-SELECT coalesce(max(runid), 0) + 1 FROM run;
+-- name: newest_runid
+SELECT coalesce(max(runid), 0) FROM run;
 
 -- name: run_total
 SELECT count(*) FROM run;

@@ -45,8 +45,8 @@ FROM waited GROUP BY jobid, le;
 -- change no more, but by hand.
 SELECT MIN(runid) FROM run WHERE runid >= :low AND status = 'RUNNING';
 
--- name: next_runid
-SELECT COALESCE(MAX(runid), 0) + 1 FROM run;
+-- name: newest_runid
+SELECT COALESCE(MAX(runid), 0) FROM run;
 
 -- name: run_total
 SELECT COUNT(*) FROM run;
