@@ -190,3 +190,20 @@ def test_a_reader_that_may_not_write_reads_the_pending_chunks_unfolded(store, st
     store.conn.execute("SET default_transaction_read_only = on")
     assert _summarised(store) == _every_row(store) == {("a", "FAILED"): 2}
     assert store.conn.execute("SELECT count(*) FROM chunk_pending").fetchone()[0] == 2
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("chunks", ["many", b"\x00", 1.5])
+def test_a_summary_row_a_writer_spoilt_fails_no_reader(store, store_kind, chunks, tmp_path):
+    """The store is data: SQLite keeps what a writer puts in chunk_tally.chunks, text
+    included. utility status and /metrics read it as a number, and answer."""
+    from dataflow.ops import status
+    from dataflow.serve import metrics
+
+    _register(store, "?")
+    with store.transaction():
+        _write(store, "?", ("insert", "da", "a", "1", "OUT", "READY"))
+        store.conn.execute("UPDATE chunk_tally SET chunks = ? WHERE jobid = 'a'", (chunks,))
+    assert all(isinstance(row["chunks"], int) for row in store.status_counts())
+    assert isinstance(status.job_status(store, "a")[0]["ready"], int)
+    metrics.read(store, metrics.history(str(tmp_path)))

@@ -3,9 +3,10 @@
 -- name: status_counts
 -- From the summary the triggers of migration 13 keep (what COUNT(DISTINCT dataid) of each
 -- job's OUT rows by status gives), not from every row; RUNNING chunks (few) counted
--- here, a seek per job in datastatus_by_job_status.
-SELECT jobid, status, chunks FROM chunk_tally
-WHERE chunks <> 0 AND jobid IN (SELECT jobid FROM job)
+-- here, a seek per job in datastatus_by_job_status. A count a writer spoilt (text, a
+-- blob) is read as the integer SQLite makes of it, never handed on as it is.
+SELECT jobid, status, CAST(chunks AS INTEGER) AS chunks FROM chunk_tally
+WHERE CAST(chunks AS INTEGER) <> 0 AND jobid IN (SELECT jobid FROM job)
 UNION ALL
 SELECT jobid, 'RUNNING', chunks FROM (
     SELECT j.jobid, (SELECT COUNT(DISTINCT d.dataid) FROM datastatus d
