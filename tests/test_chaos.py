@@ -1,7 +1,7 @@
 """Chaos on a shared store: two hosts drain a 2-job chain while an adversary kills and cuts.
 
 Every 0.3 s the adversary picks one of: ``kill -9`` of a RunJob alone, of a
-RunJob's whole process group, of a keeper, of a job; ``pg_terminate_backend`` of a
+RunJob's whole process group, of a host's lease holder, of a job; ``pg_terminate_backend`` of a
 random session of the store; and once, a restart of the server. Jobs sometimes leave a
 detached helper (its own session, its descriptors closed but the ledger's flock). The
 judge is the job's own ``flock`` per chunk: a second run beside a live process of the
@@ -28,7 +28,7 @@ from support.pgserver import _restart
 
 CHUNKS = 200  # x 2 jobs: at least 300 runs
 BOUND = 4  # DATAFLOW_LIVENESS_TIMEOUT, seconds
-KINDS = ("runjob", "group", "keeper", "job", "session")
+KINDS = ("runjob", "group", "holder", "job", "session")
 CHAOS_S = 150  # how long the adversary works (bounded: then the hosts finish the work)
 JOB = f"""
 exec 9>>"flock.$jobid.$dataid"
@@ -62,14 +62,15 @@ def _cmdline(pid: int) -> str:
 
 
 def _victims(host) -> dict[str, list[int]]:
-    """A host's RunJobs, keepers (a RunJob's fork, a session of its own) and jobs."""
-    found: dict[str, list[int]] = {"runjob": [], "keeper": [], "job": []}
+    """A host's RunJobs (and their drains' workers), its lease holder and its jobs."""
+    found: dict[str, list[int]] = {"runjob": [], "holder": [], "job": []}
     for pid in processes_of(host.env):
         with contextlib.suppress(OSError, IndexError):
-            command, stat = _cmdline(pid), _stat(pid)
-            if "runjob" in command.lower():  # a keeper's parent is its RunJob
-                keeper = "runjob" in _cmdline(int(stat[1])).lower()
-                found["keeper" if keeper else "runjob"].append(pid)
+            command = _cmdline(pid)
+            if "dataflow.run.holderprocess" in command:
+                found["holder"].append(pid)
+            elif "runjob" in command.lower() or "dataflow.run.worker" in command:
+                found["runjob"].append(pid)
             elif "/A.sh" in command or "/B.sh" in command:
                 found["job"].append(pid)
     return found

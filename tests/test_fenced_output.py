@@ -20,7 +20,7 @@ from dataflow.run import processes
 from support import BIN, BOUND, rows, script, start_runjob, wait_for
 from support.fenced import _files, _register
 from support.hosts import _children, alive
-from support.lease import _keeper_of, _pid
+from support.lease import _holder_of, _pid
 
 
 def _names(folder: Path) -> list[str]:
@@ -64,7 +64,7 @@ def test_a_late_writer_never_overwrites_the_chunk_of_the_attempt_that_took_it(ho
     table = _register(a, tmp_path)
     runner = start_runjob(a, "./work.sh")
     job = _pid(tmp_path, "job.pid")
-    keeper = _keeper_of(runner, job)
+    keeper = _holder_of(runner)
     for pid in (runner.pid, keeper, job):
         os.kill(pid, signal.SIGSTOP)
     try:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import subprocess
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +29,14 @@ from support import (
     wait_for,
     written,
 )
-from support.hosts import Proxy, _children, _one_job, alive, keeper_backends, processes_of
+from support.hosts import (
+    Proxy,
+    _one_job,
+    alive,
+    holder_of,
+    keeper_backends,
+    processes_of,
+)
 from support.stress import CHUNKS, JOBS, LOOP, OUTPUT, STALL_S, finished
 
 
@@ -62,41 +71,40 @@ def _targets(pid: int) -> dict[int, str]:
     return {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
 
 
-def test_the_keeper_is_forked_into_its_own_session_and_keeps_nothing_of_runjob(hosts, tmp_path):
-    """RunJob forks its keeper (no second interpreter) into a session and process group of
-    its own, so that no signal to RunJob's group reaches it; the keeper keeps none of
-    RunJob's descriptors: not a chunk lock, not the store's connection, and not RunJob's
-    standard output or error (a caller reading them would wait for the keeper)."""
+def test_the_holder_runs_in_its_own_session_and_keeps_nothing_of_runjob(hosts, tmp_path):
+    """The host's lease holder, started by the first RunJob that needs it, is a new
+    interpreter in a session and process group of its own, so that no signal to RunJob's
+    group reaches it; it keeps none of RunJob's descriptors (not a chunk lock, not the
+    store's connection, not RunJob's standard output or error: a caller reading them would
+    wait for it) and nothing of a run's environment; its socket is its user's alone."""
     a, _ = hosts
     _one_job(a, tmp_path, "echo $$ > job.pid; sleep 300")
-    runner = start_runjob(a, "./work.sh")
+    runner = start_runjob(a, "./work.sh", env={"DATAFLOW_RUN": "outer", "jobid": "outer"})
     try:
         wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start")
         job = int((tmp_path / "job.pid").read_text())
-        (keeper,) = [pid for pid in _children(runner.pid) if pid != job]
-        with (
-            open(f"/proc/{keeper}/cmdline", "rb") as file,
-            open(f"/proc/{runner.pid}/cmdline", "rb") as runjob,
-        ):
-            assert file.read() == runjob.read()  # forked, not a new interpreter
+        holder = holder_of(a.env["DATAFLOW_STATE"])
+        assert holder and holder != runner.pid
+        with open(f"/proc/{holder}/cmdline", "rb") as file:
+            assert b"dataflow.run.holderprocess" in file.read()  # not a fork of RunJob
+        with open(f"/proc/{holder}/environ", "rb") as file:
+            environ = file.read().split(b"\0")
+        assert not [v for v in environ if v.startswith((b"DATAFLOW_RUN=", b"jobid="))]
         # process group and session (fields 5 and 6 of stat): neither is RunJob's
-        assert _stat(keeper)[2:4] == [str(keeper), str(keeper)]
-        assert _stat(runner.pid)[2] != str(keeper)
-        targets = _targets(keeper)
+        assert _stat(holder)[2:4] == [str(holder), str(holder)]
+        assert _stat(runner.pid)[2] != str(holder)
+        targets = _targets(holder)
         runjob = _targets(runner.pid)
         assert targets[0] == targets[1] == os.devnull
-        assert targets[2].endswith("/keeper.log")
+        assert targets[2].endswith("/holder.log")
         others = [t for fd, t in targets.items() if fd > 2]
-        pipes = [t for t in others if t.startswith("pipe:")]
-        # its four pipes to RunJob (requests, answers, pings, pongs) and nothing else: each
-        # one's other end is RunJob's, none is the job's (its output RunJob copies)
-        assert len(set(pipes)) == len(pipes) == 4, targets
-        assert set(pipes) <= set(runjob.values())
-        assert not set(pipes) & set(_targets(job).values())
-        assert not [t for t in others if t not in pipes and not t.startswith("socket:")], targets
-        assert len([t for t in others if t.startswith("socket:")]) == 1  # its own connection
-        assert not set(others) & {runjob[0], runjob[1], runjob[2]}
-        assert not {t for t in others if t.startswith("socket:")} & set(runjob.values())
+        lock = [t for t in others if t.endswith(".lock")]
+        assert len(lock) == 1 and "-holder-" in lock[0]  # its own lock file, nothing else
+        assert not [t for t in others if t not in lock and not t.startswith("socket:")], targets
+        assert not set(others) & set(runjob.values())
+        assert not set(others) & set(_targets(job).values())
+        (sock,) = Path(a.env["DATAFLOW_STATE"]).glob("*-holder-*.sock")
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
     finally:
         runner.send_signal(signal.SIGTERM)
         runner.wait(timeout=60)

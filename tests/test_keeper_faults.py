@@ -6,8 +6,6 @@ hung, one line."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from support import ADDRESSES, BOUND, rows, two_hosts, wait_for
@@ -150,25 +148,6 @@ def _lease_job(a, tmp_path) -> None:
     a.ok("dml", RETRY)
 
 
-def _keepers_in(folder: Path) -> list[int]:
-    """Keepers left by this test's RunJobs: RunJob's fork, a session leader, in ``folder``."""
-    import os
-
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            command = Path(f"/proc/{name}/cmdline").read_bytes()
-            stat = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
-            cwd = os.readlink(f"/proc/{name}/cwd")
-        except OSError:
-            continue
-        if b"runjob" in command.lower() and int(stat[3]) == int(name) and cwd == str(folder):
-            found.append(int(name))
-    return found
-
-
 def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts, tmp_path):
     """On PostgreSQL, statements 1 and 2."""
     import contextlib
@@ -246,13 +225,13 @@ def test_a_stopped_runjob_whose_keeper_is_killed_never_lets_the_chunk_run_twice(
 
     from support import start_runjob
     from support.hosts import alive
-    from support.lease import _keeper_of, _ledger, _pid
+    from support.lease import _holder_of, _ledger, _pid
 
     a, b = hosts
     _lease_job(a, tmp_path)
     runner = start_runjob(a, "./work.sh")
     job = _pid(tmp_path, "job.pid")
-    keeper = _keeper_of(runner, job)
+    keeper = _holder_of(runner)
     os.kill(runner.pid, signal.SIGSTOP)
     os.kill(keeper, signal.SIGKILL)
     other = None
@@ -282,7 +261,7 @@ def test_a_keeper_killed_after_runjob_ended_never_lets_a_retry_start_beside_a_he
     import signal
     import time
 
-    from support.hosts import _one_job, alive
+    from support.hosts import _one_job, alive, holder_of
     from support.lease import HELPER, JOB, RETRY, _ledger, _pid
 
     a, _ = hosts
@@ -291,7 +270,8 @@ def test_a_keeper_killed_after_runjob_ended_never_lets_a_retry_start_beside_a_he
     assert a.runjob("./work.sh").code == 1
     helper = _pid(tmp_path, "helper.pid")
     try:
-        (keeper,) = _keepers_in(tmp_path)
+        keeper = holder_of(a.env["DATAFLOW_STATE"])  # the host's lease holder, left
+        assert keeper is not None
         os.kill(keeper, signal.SIGKILL)
         time.sleep(BOUND * 1.5)
         a.runjob("./work.sh")  # host A itself, where the helper lives

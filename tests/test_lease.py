@@ -34,7 +34,7 @@ from support import (
     wait_for,
 )
 from support.hosts import _one_job, alive, keeper_backends
-from support.lease import HELPER, JOB, RETRY, WAIT_GO, _keeper_of, _ledger, _pid
+from support.lease import HELPER, JOB, RETRY, WAIT_GO, _holder_of, _ledger, _pid
 
 
 def _never_taken(host, seconds: float) -> None:
@@ -114,7 +114,7 @@ def test_a_stopped_keeper_fences_its_runs_before_another_host_may_take_them(host
     _one_job(a, tmp_path, JOB + HELPER + "\n" + WAIT_GO)
     runner = start_runjob(a, "./work.sh")
     job, helper = _pid(tmp_path, "job.pid"), _pid(tmp_path, "helper.pid")
-    keeper = _keeper_of(runner, job)
+    keeper = _holder_of(runner)
     os.kill(keeper, signal.SIGSTOP)
     try:
         # every process of the run dies before host B may take the chunk (the bound)
@@ -342,7 +342,7 @@ def test_a_keeper_killed_takes_every_process_of_its_runs_with_it(hosts, tmp_path
     _one_job(a, tmp_path, JOB + HELPER + "\n" + WAIT_GO)
     runner = start_runjob(a, "./work.sh")
     job, helper = _pid(tmp_path, "job.pid"), _pid(tmp_path, "helper.pid")
-    os.kill(_keeper_of(runner, job), signal.SIGKILL)
+    os.kill(_holder_of(runner), signal.SIGKILL)
     wait_for(lambda: not alive(job) and not alive(helper), timeout=BOUND, what="the fence")
     assert runner.wait(timeout=60) != 0
     assert _status_failed(tmp_path)  # RunJob, still alive, recorded its run
@@ -461,7 +461,7 @@ def test_a_keeper_that_comes_back_after_its_lease_was_taken_fences_its_run(hosts
     _one_job(a, tmp_path, JOB + WAIT_GO)
     runner = start_runjob(a, "./work.sh")
     job = _pid(tmp_path, "job.pid")
-    keeper = _keeper_of(runner, job)
+    keeper = _holder_of(runner)
     for pid in (runner.pid, keeper):
         os.kill(pid, signal.SIGSTOP)
     try:

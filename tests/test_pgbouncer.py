@@ -1,7 +1,7 @@
 """A fleet's hosts behind PgBouncer in transaction mode (docs/stores.md): everything but
-the leases goes through the pooler (``DATAFLOW_DB``), the keepers straight to the server
-(``DATAFLOW_DB_DIRECT``). A real PgBouncer (Debian's ``pgbouncer``, the ini of the docs)
-in front of the test session's PostgreSQL server."""
+the leases goes through the pooler (``DATAFLOW_DB``), the host's lease holder straight to
+the server (``DATAFLOW_DB_DIRECT``). A real PgBouncer (Debian's ``pgbouncer``, the ini of
+the docs) in front of the test session's PostgreSQL server."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_a_drain_and_the_operators_commands_work_through_pgbouncer(behind, tmp_p
     """createtables, register, ready, a drain of --parallel 2, the operator's reads, a
     resubmit and its rerun, all through PgBouncer in transaction mode: no chunk runs
     twice (the job's own ledger); the server sees the pooled work on the pooler's few
-    sessions, and the run locks held only by sessions straight to it (the keepers)."""
+    sessions, and the run locks held only by sessions straight to it (the lease holder's)."""
     cli = behind
     _setup(cli, tmp_path, CHUNKS, 'echo "$dataid" >> ledger; echo "did $dataid"; sleep 0.2')
     sessions = Sessions(pg_database)
@@ -129,8 +129,10 @@ def test_a_drain_and_the_operators_commands_work_through_pgbouncer(behind, tmp_p
     assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, CHUNKS + 1)}
     assert sessions.pooled and 1 <= sessions.most_pooled <= POOL_SIZE
     assert sessions.locking_direct and not sessions.locking_pooled
-    # every session straight to the server was a keeper's: it held run locks
+    # every session straight to the server was the lease holder's: it held run locks,
+    # one session for the drain and its workers
     assert sessions.direct == sessions.locking_direct
+    assert len(sessions.direct) == 1, sessions.direct
 
     status = json.loads(cli.ok("status", "--json").out)
     assert status, status
@@ -146,13 +148,13 @@ def test_a_drain_and_the_operators_commands_work_through_pgbouncer(behind, tmp_p
     assert again.code == 0, again
     assert _ledger(tmp_path)["7"] == 2 and sum(_ledger(tmp_path).values()) == CHUNKS + 1
     assert _statuses(tmp_path)["7"] == "READY"
-    # nothing of ours is left on the server: the keepers' sessions ended with them
-    left = rows(
-        tmp_path,
+    # nothing of ours is left on the server: the lease holder's session ended with it,
+    # once idle (DATAFLOW_HOLDER_IDLE, 10 s by default)
+    query = (
         "select count(*) from pg_stat_activity where datname = current_database()"
-        " and client_addr is not null and pid <> pg_backend_pid()",
+        " and client_addr is not null and pid <> pg_backend_pid()"
     )
-    assert left == [(0,)]
+    wait_for(lambda: rows(tmp_path, query) == [(0,)], what="the holder's session to end")
 
 
 def test_a_poolers_address_without_the_direct_one_is_refused_in_one_line(

@@ -95,12 +95,12 @@ def test_a_store_that_stays_busy_ends_the_drain_with_one_line_and_loses_nothing(
 @pytest.mark.slow
 @pytest.mark.parametrize("down", [0.0, 3.0], ids=["restart", "down for seconds"])
 def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server, down):
-    """A PostgreSQL server restarting under a drain: its sessions and the keeper's are
+    """A PostgreSQL server restarting under a drain: its sessions and the lease holder's are
     cut; the drain waits, reconnects, and every chunk ends READY, once. Stopped for 3 s
     (a restart that takes a while, within half the bound less a heartbeat), the drain's
     connections are refused meanwhile, and it waits for them within its patience (the
     bound), said in one line; a job that runs through it is not fenced. The
-    keeper says the outage once, and its end, however long it lasts."""
+    holder says the outage once, and its end, however long it lasts."""
     cli = Cli(tmp_path, pg_database)
     cli.env.update(DATAFLOW_LIVENESS_TIMEOUT="20" if down else "10")
     ADDRESSES[tmp_path] = pg_database
@@ -120,10 +120,10 @@ def test_a_drain_outlives_a_server_restart(tmp_path, pg_database, pg_server, dow
             str(n) for n in range(1, 9)
         )
         (log,) = tmp_path.rglob(LOG_NAME)
-        said: dict[str, list[str]] = {}  # each keeper's lines (a drain may have several)
+        said: dict[str, list[str]] = {}  # each holder's lines (the host's, for every worker)
         for line in log.read_text().splitlines():
-            keeper, what = line.split(" keeper ", 1)[1].split(": ", 1)
-            said.setdefault(keeper, []).append(what.split(" (")[0].split(" after")[0])
+            holder, what = line.split(" holder ", 1)[1].split(": ", 1)
+            said.setdefault(holder, []).append(what.split(" (")[0].split(" after")[0])
         outage = ["store out of reach", "store reached again"]
         assert said and all(lines == outage for lines in said.values()), log.read_text()
     finally:

@@ -147,8 +147,8 @@ def main(argv: list[str]) -> int:
 
 
 def _start_keeper() -> None:
-    """Fork what holds this drain's leases (on a shared store) now, before Spark or gRPC
-    start threads that a fork copies in a state the child cannot use."""
+    """Reach what holds this drain's leases (on a shared store: the host's lease holder)
+    now, before Spark or gRPC start threads."""
     with open_store(locate()) as store:
         liveness.before_threads(store)
 

@@ -1,13 +1,14 @@
-"""The keeper process: it holds the leases of one RunJob's runs (see :mod:`.keeper`,
-RunJob's side, for what a lease is and why a keeper holds it).
+"""The lease holder's lease logic: the leases of every run of one host on one store
+(see :mod:`.keeper`, a RunJob's side, for what a lease is and why a holder holds it;
+:mod:`.holderprocess` for the process that serves the host's RunJobs).
 
-Forked from RunJob into a session of its own, it serves RunJob's requests (lines on a
-pipe: ``hold`` a chunk's run lock, ``watch`` a run, ``look`` at its chunks now), answers
-RunJob's pings on a pipe of their own from a thread that never touches the store, renews
-its runs' heartbeats, lets a chunk go once no process of its run lives on this host, and
-fences its runs (kills every process of them) when it cannot renew for half the bound or
-the store revoked a lease.
-What it has to say goes to ``keeper.log`` in the store's folder of this host.
+It takes chunks' run locks as RunJobs ask (``hold``), watches their runs (``watch``),
+looks at its chunks at once when told (``look``), renews every run's heartbeat in one
+statement, lets a chunk go once no process of its run lives on this host, reconnects
+when its session is ended and takes its locks again, and fences its runs (kills every
+process of them, whichever RunJob started them) when it cannot renew for half the bound
+or the store revoked a lease.
+What it has to say goes to ``holder.log`` in the store's folder of this host.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import signal
 import threading
 import time
 
@@ -23,9 +23,9 @@ from ..store import LeaseStore
 from ..store.address import host_name
 from . import locks, processes
 
-PING_S = 2.0  # how often a keeper renews its heartbeats (more often under a bound below 12 s)
+PING_S = 2.0  # how often a holder renews its heartbeats (more often under a bound below 12 s)
 TICK_S = 0.2  # how often it looks at its runs' local locks and processes
-LOG_NAME = "keeper.log"  # in the store's folder of this host: what a keeper had to say
+LOG_NAME = "holder.log"  # in the store's folder of this host: what the holder had to say
 
 
 def word(text: str) -> str:
@@ -66,7 +66,7 @@ class Lines:
 
 
 class _Run:
-    """A run whose lease the keeper holds."""
+    """A run whose lease the holder holds."""
 
     def __init__(self, chunk: tuple[str, str], runid: int, token: str, group: int):
         self.chunk, self.runid, self.token, self.group = chunk, runid, token, group
@@ -75,8 +75,8 @@ class _Run:
         return f"{self.chunk[0]}/{self.chunk[1]} (run {self.runid})"
 
 
-class _State:
-    """The keeper's runs, its connection and its heartbeat, shared by its threads."""
+class State:
+    """The holder's runs, its connection and its heartbeat, shared by its threads."""
 
     def __init__(self, address: str):
         self.address = address
@@ -87,11 +87,13 @@ class _State:
         self.missing: set[tuple[str, str]] = set()
         self.lock = threading.Lock()  # one user of the store and of ``chunks`` at a time
         self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
-        self.runjob_gone = False
-        self.woken = threading.Event()  # RunJob is gone: look at the runs now, not at a tick
+        self.woken = threading.Event()  # look at the runs now, not at the next tick
         self.outage: float | None = None  # since when the store is out of reach (monotonic)
         self.retry = TICK_S  # the wait before the next reconnect, doubled up to half a beat's
         self.retry_at = 0.0  # no reconnect before (monotonic)
+        # where the runs it holds are listed for whoever must fence them should it die
+        self.listing: str | None = None
+        self._listed: frozenset[tuple[str, int]] = frozenset()
 
     def lost(self, exc: BaseException) -> None:
         """The store failed: said once an outage, its session dropped."""
@@ -111,7 +113,7 @@ class _State:
 
         self._drop()
         store = open_store(self.address, session=True)  # straight to the server, past a pooler
-        assert isinstance(store, LeaseStore)  # a keeper is started for such a store only
+        assert isinstance(store, LeaseStore)  # a holder is started for such a store only
         store.keep_alive()
         chunks = list(self.chunks)  # lost with the old session; leases held on
         taken = store.try_run_locks(chunks)
@@ -135,6 +137,20 @@ class _State:
     def runs(self) -> list[_Run]:
         return [run for run in self.chunks.values() if run is not None]
 
+    def publish(self) -> None:
+        """List the runs it holds (token and process group, a line each) in its runs
+        file when they changed: a RunJob that sees this holder die, and the holder started
+        after it, kill every process of them (a RunJob that died left them to it)."""
+        runs = frozenset((run.token, run.group) for run in self.runs())
+        if self.listing is None or runs == self._listed:
+            return
+        temporary = f"{self.listing}.new"
+        with contextlib.suppress(OSError):
+            with open(temporary, "w") as file:
+                file.writelines(f"{token} {group}\n" for token, group in sorted(runs))
+            os.replace(temporary, self.listing)
+            self._listed = runs
+
     def fence(self, runs: list[_Run], why: str) -> None:
         """Kill every process of ``runs``: their leases are gone, or about to go."""
         if runs:
@@ -149,7 +165,7 @@ def one_line(exc: BaseException) -> str:
 
 def say(line: str) -> None:
     with contextlib.suppress(OSError):
-        os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper {os.getpid()}: {line}\n".encode())
+        os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} holder {os.getpid()}: {line}\n".encode())
 
 
 def _gone(store: LeaseStore, chunks: dict[tuple[str, str], _Run | None]) -> list[tuple[str, str]]:
@@ -162,14 +178,14 @@ def _gone(store: LeaseStore, chunks: dict[tuple[str, str], _Run | None]) -> list
     return [chunk for chunk in free if chunks[chunk] is None or chunk not in alive]
 
 
-def _request(state: _State, line: str) -> str | None:
+def _request(state: State, line: str) -> str | None:
     verb, *words = line.split()
     if verb == "look":  # a claim given back: its run lock let go now, not at the next tick
         state.woken.set()
         return None
     store = state.store
     if store is None:
-        raise ConnectionError("the keeper is reconnecting to the store")
+        raise ConnectionError("the lease holder is reconnecting to the store")
     if verb == "watch":  # not answered
         chunk = (text(words[0]), text(words[1]))
         state.chunks[chunk] = _Run(chunk, int(words[2]), words[3], int(words[4]))
@@ -200,32 +216,7 @@ def _request(state: _State, line: str) -> str | None:
     return " ".join(answers)
 
 
-def _serve_requests(state: _State, requests: int, answers: int) -> None:
-    lines = Lines(requests)
-    while line := lines.read(None):
-        with state.lock:
-            try:
-                try:
-                    answer = _request(state, line)
-                except Exception as exc:  # its session ended: at once, not at a heartbeat
-                    state.lost(exc)
-                    state.connect()  # (which takes the locks it held again)
-                    answer = _request(state, line)
-            except Exception as exc:
-                answer = f"!{one_line(exc)}"
-        if answer is not None:
-            os.write(answers, (answer + "\n").encode())
-    state.runjob_gone = True
-    state.woken.set()
-
-
-def _serve_pings(pings: int, pongs: int) -> None:
-    with contextlib.suppress(OSError):
-        while os.read(pings, 4096):
-            os.write(pongs, b"1\n")
-
-
-def _watchdog(state: _State, fence_after: float) -> None:
+def watchdog(state: State, fence_after: float) -> None:
     """A heartbeat that hangs (a cut network) must not hang the fence."""
     while True:
         time.sleep(TICK_S)
@@ -235,14 +226,14 @@ def _watchdog(state: _State, fence_after: float) -> None:
 
 
 def reconnect_wait(retry: float, since_beat: float, fence_after: float, ping_every: float) -> float:
-    """How long a keeper out of reach waits before it asks the store again: ``retry``
+    """How long a holder out of reach waits before it asks the store again: ``retry``
     (doubled at each failure, up to half a heartbeat: a server restarting is not asked
-    five times a second by every keeper), but a tick once the fence is less than a
+    five times a second by every holder), but a tick once the fence is less than a
     heartbeat away, so that a server back before the fence is heartbeaten in time."""
     return TICK_S if since_beat + retry > fence_after - ping_every else retry
 
 
-def _renew(state: _State, ping_every: float, fence_after: float) -> None:
+def _renew(state: State, ping_every: float, fence_after: float) -> None:
     """One heartbeat of every run; a run whose lease was revoked is fenced and let go.
     Out of reach, the store is asked again after :func:`reconnect_wait`."""
     sent = time.monotonic()
@@ -269,47 +260,53 @@ def _renew(state: _State, ping_every: float, fence_after: float) -> None:
             del state.chunks[run.chunk]
 
 
-def serve(state: _State, requests: int, answers: int, pings: int, pongs: int) -> None:
-    """Hold run locks and leases as RunJob asks, until RunJob is gone and no run lives."""
-    limit = bound()
-    ping_every = min(PING_S, limit / 6)
-    threading.Thread(target=_watchdog, args=(state, limit / 2), daemon=True).start()
-    threading.Thread(target=_serve_pings, args=(pings, pongs), daemon=True).start()
-    threading.Thread(target=_serve_requests, args=(state, requests, answers), daemon=True).start()
-    while not (state.runjob_gone and not state.chunks):
-        state.woken.wait(TICK_S)
-        state.woken.clear()
-        with state.lock:
-            now = time.monotonic()
-            if now >= state.retry_at and (now - state.beat >= ping_every or state.store is None):
-                _renew(state, ping_every, limit / 2)
-            if state.store is None:
-                continue
-            try:
-                gone = _gone(state.store, state.chunks)
-                if gone:  # a statement for all of them, whatever their number
-                    runs = [state.chunks[chunk] for chunk in gone]
-                    state.store.release_leases([run.runid for run in runs if run])
-                    state.store.drop_run_locks(gone)
-                    for chunk in gone:  # (not before: a failure lets them go at a later tick)
-                        del state.chunks[chunk]
-            except Exception as exc:  # the next heartbeat reconnects
-                state.lost(exc)
-
-
-def main(address: str, requests: int, answers: int, pings: int, pongs: int) -> None:
-    """The keeper, in its own session: requests and answers, pings and pongs on pipes."""
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(number, signal.SIG_IGN)
-    state = _State(address)
-    try:
-        state.connect()
-    except Exception as exc:  # "!!": a mistake that waiting does not mend (the addresses)
-        mark = "!!" if getattr(exc, "lasting", False) else "!"
-        os.write(answers, f"{mark}{one_line(exc)}\n".encode())
+def let_go(state: State) -> None:
+    """Let go of the chunks no process of whose run lives here any more: their leases
+    released and their run locks dropped, a statement for all of them whatever their
+    number (kept on a failure: a later look lets them go, after a reconnect)."""
+    if state.store is None:
         return
     try:
-        serve(state, requests, answers, pings, pongs)
-    except BaseException as exc:  # a defect here: nobody would hold the leases any more
-        state.fence(state.runs(), f"internal error {type(exc).__name__}: {exc}")
-        os._exit(3)
+        gone = _gone(state.store, state.chunks)
+        if gone:
+            runs = [state.chunks[chunk] for chunk in gone]
+            state.store.release_leases([run.runid for run in runs if run])
+            state.store.drop_run_locks(gone)
+            for chunk in gone:
+                del state.chunks[chunk]
+    except Exception as exc:  # the next heartbeat reconnects
+        state.lost(exc)
+
+
+def tick(state: State, ping_every: float, fence_after: float) -> None:
+    """What the holder does at each tick (under its state's lock): a heartbeat when one
+    is due, and a look at its runs."""
+    now = time.monotonic()
+    if now >= state.retry_at and (now - state.beat >= ping_every or state.store is None):
+        _renew(state, ping_every, fence_after)
+    let_go(state)
+    state.publish()
+
+
+def serve_requests(state: State, requests: int, answer) -> None:
+    """One client's requests, a line each, until it closes its end; ``answer`` sends a
+    line back."""
+    lines = Lines(requests)
+    while line := lines.read(None):
+        with state.lock:
+            try:
+                if line == "bye":  # the client ends: its runs that ended are let go now
+                    let_go(state)
+                    reply: str | None = "1"
+                else:
+                    try:
+                        reply = _request(state, line)
+                    except Exception as exc:  # its session ended: at once, not at a beat
+                        state.lost(exc)
+                        state.connect()  # (which takes the locks it held again)
+                        reply = _request(state, line)
+            except Exception as exc:
+                reply = f"!{one_line(exc)}"
+            state.publish()
+        if reply is not None:
+            answer(reply + "\n")

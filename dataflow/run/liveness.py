@@ -3,8 +3,9 @@
 The lock is held by every process that inherited its descriptor (the job and its
 children); the token (:mod:`.processes`) is carried by every process that inherited
 the environment, which covers a helper that closed its descriptors and left. On a
-shared store, whose runs may live on other hosts, a run's keeper turns both into a
-lease every host can see (:mod:`.keeper`): the store's run lock and the run's heartbeat.
+shared store, whose runs may live on other hosts, the host's lease holder turns both
+into a lease every host can see (:mod:`.keeper`): the store's run lock and the run's
+heartbeat.
 A run is dead there only when the lock is free *and* the heartbeat is older than the
 liveness bound.
 
@@ -70,10 +71,10 @@ class _Locks:
 
 class _Leases(_Locks):
     """Liveness every host sees: a run's lease (its run lock and heartbeat in the
-    store), held by its RunJob's keeper, beside its local lock."""
+    store), held by its host's lease holder, beside its local lock."""
 
     def prepare(self, store: LeaseStore, jobid: str) -> None:
-        if store.count_candidates(jobid):  # work likely: its keeper starts now, while
+        if store.count_candidates(jobid):  # work likely: its holder is reached now, while
             from .keeper import keeper_for  # RunJob gets ready to claim (else at the
 
             keeper_for(store)  # claim, if one is made: cron's idle calls start none)
@@ -104,7 +105,7 @@ class _Leases(_Locks):
 
         found = current(store)
         if found is not None and found.ended(jobid, dataid, runid):
-            # its keeper is gone, its processes killed: the chunk is free at once, or (the
+            # its holder is gone, its processes killed: the chunk is free at once, or (the
             # store out of reach for longer than its patience) once the lease lapses
             with contextlib.suppress(StoreUnavailable, *DRIVER_ERRORS):
                 patience.patiently(store, lambda: _release(store, runid))
@@ -125,7 +126,7 @@ class _Leases(_Locks):
 
     def last_run_lives(self, store: LeaseStore, jobid: str, dataid: str) -> bool:
         # the lease covers other hosts' processes (see take); this host's are looked at
-        # too: a helper whose keeper was killed after RunJob ended
+        # too: a helper whose holder was killed after RunJob ended
         last = store.last_run(jobid, dataid)
         token = {run_token(store, last): (jobid, dataid)} if last else {}
         return bool(processes.chunks_alive(token, store.identity, host_name()))
@@ -139,9 +140,9 @@ def _release(store: LeaseStore, runid: int) -> None:
 def _leased(
     store: LeaseStore, keeper, chunks: list[tuple[str, str, Row | None]]
 ) -> set[tuple[str, str]]:
-    """Those chunks whose last run (not one of this RunJob's: its keeper judges those)
+    """Those chunks whose last run (not one of this RunJob's: its holder judges those)
     holds a lease. Fresh, it lives elsewhere; stale, it is revoked now under its row's lock
-    (all of them in one statement), unless its keeper renewed it since the look or holds
+    (all of them in one statement), unless its holder renewed it since the look or holds
     its row now."""
     others = [
         (jobid, dataid, last)
@@ -161,14 +162,14 @@ def _of(store: Store) -> _Locks:
 
 
 def before_threads(store: Store) -> None:
-    """Start now what must be forked before this process starts threads (a Spark driver,
-    gRPC) that a fork would copy in a state the child cannot use: a lease's keeper."""
+    """Reach now, before this process starts threads (a Spark driver, gRPC), what a claim
+    needs: a shared store's lease holder (started when none lives)."""
     _of(store).before_threads(store)
 
 
 def prepare(store: Store, jobid: str) -> None:
-    """Before a claim: what liveness needs ready (a shared store's keeper, when there is
-    work)."""
+    """Before a claim: what liveness needs ready (a shared store's lease holder, when
+    there is work)."""
     _of(store).prepare(store, jobid)
 
 
@@ -176,8 +177,9 @@ def take(store: Store, chunks: list[tuple[locks.ChunkLock, str, str, Row | None]
     """Lock chunks for runs that are about to be claimed (inside the claim's
     transaction), each (lock, jobid, dataid, last): its local lock, and on a shared store
     its lease too: no lease of its last run ``last`` (one of this RunJob's own runs is
-    judged by its keeper, which knows its processes), and the run lock, held by this
-    RunJob's keeper (one request for them all). Never waits. A lock not taken is closed."""
+    judged by its holder, which knows its processes), and the run lock, held by this
+    host's lease holder (one request for them all). Never waits. A lock not taken is
+    closed."""
     if not chunks:
         return []
     local: list[bool] = []
@@ -207,7 +209,7 @@ def released(store: Store) -> None:
 
 def lapsing(store: Store, since: float) -> bool:
     """May the lease of a run claimed at ``since`` (``time.monotonic()``) and not started
-    yet lapse soon? Nobody renews it before its start (its keeper watches a run from its
+    yet lapse soon? Nobody renews it before its start (its holder watches a run from its
     start): once it is older than the bound another host may take the chunk, so a drain
     gives such claims back at half the bound (``claims.release`` leaves one taken since)."""
     return _of(store).lapsing(since)
@@ -219,7 +221,7 @@ def started(store: Store, jobid: str, dataid: str, runid: int, token: str, group
 
 
 def ended(store: Store, jobid: str, dataid: str, runid: int) -> None:
-    """A run's end is recorded and its chunk lock closed (its keeper holds the lease on
+    """A run's end is recorded and its chunk lock closed (its holder holds the lease on
     while a process of the run lives)."""
     _of(store).ended(store, jobid, dataid, runid)
 
@@ -265,7 +267,7 @@ def living(store: Store, runs: list[Row]) -> set[int]:
 def where(store: Store, run: Row | None) -> str:
     """Where a run lives, for a person: ``pid 4242 on host edge1``; on this host, the
     processes that really live when its RunJob has ended (the job, a helper it left);
-    on a shared store, when its keeper last renewed its lease."""
+    on a shared store, when its holder last renewed its lease."""
     if not run:
         return "no run recorded"
     place = f"pid {run['pid']} on host {run['host']}"

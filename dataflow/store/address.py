@@ -116,6 +116,8 @@ LIVENESS_S = 20.0  # the default bound: a dead host's runs are recoverable after
 BUSY_ENV = "DATAFLOW_BUSY_TIMEOUT"
 BUSY_S = 60.0  # how long a write waits for another writer (SQLite)
 HOST_ENV = "DATAFLOW_HOST"
+HOLDER_IDLE_ENV = "DATAFLOW_HOLDER_IDLE"
+HOLDER_IDLE_S = 10.0  # how long a host's lease holder outlives its last run and RunJob
 
 
 def _number(name: str, default: float, low: float, high: float, unit: str) -> float:
@@ -146,6 +148,13 @@ def _seconds(name: str, default: float, low: float, high: float) -> float:
 def liveness_timeout() -> float:
     """Seconds after which a host that stopped answering counts as dead (default 20 s)."""
     return _seconds(LIVENESS_ENV, LIVENESS_S, 2, 3600)
+
+
+def holder_idle() -> float:
+    """Seconds a host's lease holder waits, holding no run and serving no RunJob, before
+    it ends (the next RunJob starts another): RunJobs a cron starts back to back share
+    it."""
+    return _seconds(HOLDER_IDLE_ENV, HOLDER_IDLE_S, 0, 86_400)
 
 
 def for_job(address: Address) -> str:
@@ -246,6 +255,7 @@ def check_environment() -> None:
     """Refuse a DATAFLOW_* setting of the environment that is not usable, before a store
     is opened: one line naming the variable and what it accepts."""
     liveness_timeout()
+    holder_idle()
     busy_timeout()
     direct_address()
     host_name()

@@ -1,7 +1,7 @@
 """What a store whose liveness is ``"lease"`` adds to :class:`Store`: run locks that a
-keeper process holds (dataflow.run.keeper), and the runs' heartbeats every host sees.
-Only the liveness of leases (``dataflow.run.liveness``) and the keeper's holder ask
-for them."""
+host's lease holder holds (dataflow.run.keeper, dataflow.run.holder), and the runs'
+heartbeats every host sees. Only the liveness of leases (``dataflow.run.liveness``) and
+the holder ask for them."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ class LeaseStore(Store):
 
     @classmethod
     def open_session(cls, address: Address) -> LeaseStore:
-        """The store for what needs a session of its own (a keeper's run locks, heartbeats
+        """The store for what needs a session of its own (a lease holder's run locks, heartbeats
         and session settings): where the store's address is a pooler's in transaction mode,
         a connection straight to the server; else :meth:`Store.open`'s."""
         return cls.open(address)
 
-    # Run locks: a keeper process holds them, one session-level lock per chunk.
+    # Run locks: a host's lease holder holds them, one session-level lock per chunk.
 
     @abstractmethod
     def try_run_locks(self, chunks: Sequence[tuple[str, str]]) -> list[bool]:
@@ -35,9 +35,9 @@ class LeaseStore(Store):
 
     @abstractmethod
     def run_locks_held(self, chunks: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Those chunks whose run lock a live run's keeper holds."""
+        """Those chunks whose run lock a live run's holder holds."""
 
-    # Leases: a run's heartbeat, renewed by its keeper.
+    # Leases: a run's heartbeat, renewed by its host's lease holder.
 
     @abstractmethod
     def renew_leases(self, runids: Sequence[int]) -> set[int]:
@@ -57,4 +57,5 @@ class LeaseStore(Store):
 
     @abstractmethod
     def keep_alive(self) -> None:
-        """Make the server end this connection's session once it stops pinging."""
+        """Make the server end this connection's session once it stops pinging, and name
+        it (``application_name``) the lease holder's of this host."""

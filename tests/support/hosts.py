@@ -112,3 +112,32 @@ def _children(pid: int) -> list[int]:
         with open(f"/proc/{pid}/task/{task}/children") as file:
             found += [int(child) for child in file.read().split()]
     return found
+
+
+def holder_of(state) -> int | None:
+    """The pid of the live lease holder whose files are in a host's state folder
+    (DATAFLOW_STATE): the one holding a ``*-holder-*.lock`` file, its pid inside."""
+    import fcntl
+    from pathlib import Path
+
+    for lock in Path(state).glob("*-holder-*.lock"):
+        with open(lock) as file:
+            try:
+                fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: its holder lives
+                text = file.read().strip()
+                return int(text) if text.isdigit() else None
+    return None
+
+
+def holder_sessions(address: str, host: str | None = None) -> list[int]:
+    """Server sessions of lease holders (of ``host``, else of any host): their
+    application_name (``dataflow/MS holder HOST``) says whose they are."""
+    import psycopg
+
+    with psycopg.connect(address, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT pid, application_name FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name LIKE 'dataflow/%% holder %%'"
+        ).fetchall()
+    return [pid for pid, name in found if host is None or name.split(" ", 1)[1] == f"holder {host}"]

@@ -11,7 +11,7 @@ from support import (
     wait_for,
     written,
 )
-from support.hosts import _children
+from support.hosts import holder_of
 
 # the job: one flock per chunk, held by every process it starts (descriptor 9)
 JOB = """
@@ -49,6 +49,12 @@ def _pid(tmp_path, name: str) -> int:
     return int((tmp_path / name).read_text())
 
 
-def _keeper_of(runner, job: int) -> int:
-    (keeper,) = [pid for pid in _children(runner.pid) if pid != job]
-    return keeper
+def _holder_of(runner) -> int:
+    """The lease holder RunJob ``runner`` reaches: its host's (DATAFLOW_STATE)."""
+    with open(f"/proc/{runner.pid}/environ", "rb") as file:
+        variables = dict(v.split(b"=", 1) for v in file.read().split(b"\0") if b"=" in v)
+    state = variables[b"DATAFLOW_STATE"].decode()
+    wait_for(lambda: holder_of(state), what="the lease holder")
+    found = holder_of(state)
+    assert found is not None
+    return found

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...dataids import chunk_hash
-from ..address import liveness_timeout
+from ..address import host_name, liveness_timeout
 from ..base import ChunkRow, JobItem, Row, capped
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
@@ -165,7 +165,8 @@ class ClaimQueries(ChunkQueries):
 
     def keep_alive(self) -> None:
         bound = str(int(liveness_timeout() * 1000))
-        self.conn.execute(self.q.keep_alive, (bound, str(stall_ms())))
+        name = f"dataflow/{stall_ms()} holder {host_name()}"[:63]  # (the server's limit)
+        self.conn.execute(self.q.keep_alive, (bound, str(stall_ms()), name))
 
     def ping(self) -> None:
         self.conn.execute(self.q.ping)

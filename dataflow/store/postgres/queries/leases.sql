@@ -17,14 +17,17 @@ WHERE locktype = 'advisory' AND objsubid = 1 AND granted
 
 -- name: keep_alive
 -- The server ends this session once it stops pinging for this long, and none of its
--- statements waits for a lock longer than the other (milliseconds each).
-SELECT set_config('idle_session_timeout', %s, false), set_config('lock_timeout', %s, false);
+-- statements waits for a lock longer than the other (milliseconds each); its
+-- application_name says whose it is (dataflow/MILLISECONDS holder HOST).
+SELECT set_config('idle_session_timeout', %s, false), set_config('lock_timeout', %s, false),
+       set_config('application_name', %s, false);
 
 -- name: end_stalled
 -- Sessions of ours (this role, this database) that the server has waited on in the middle
 -- of a transaction's statements for longer than each allows (its application_name,
--- dataflow/MILLISECONDS: a quarter of its host's bound, as its idle timeout): their
--- process stopped after sending a part and before its end (psycopg's pipeline mode:
+-- dataflow/MILLISECONDS, then maybe a space and whose it is: a quarter of its host's
+-- bound, as its idle timeout): their process stopped after sending a part and before its
+-- end (psycopg's pipeline mode:
 -- statements, then their Sync), so that the server sees them active, never idle in their
 -- transaction, and its idle timeout never ends them. Ended, their transactions are undone
 -- and their locks let go. A COPY waits for its rows the same way while it lasts: it is
@@ -34,8 +37,8 @@ WHERE datname = current_database() AND usename = current_user AND pid <> pg_back
   AND state = 'active' AND wait_event = 'ClientRead' AND xact_start IS NOT NULL
   AND query NOT ILIKE 'copy%%'
   AND query_start < clock_timestamp() - interval '1 millisecond' *
-      CASE WHEN application_name ~ '^dataflow/[0-9]{1,9}$'
-           THEN split_part(application_name, '/', 2)::int END;
+      CASE WHEN application_name ~ '^dataflow/[0-9]{1,9}( |$)'
+           THEN split_part(split_part(application_name, ' ', 1), '/', 2)::int END;
 
 -- name: renew_leases
 -- Every statement that locks several rows of run locks them in the order of runid: two
