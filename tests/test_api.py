@@ -253,6 +253,22 @@ def test_stream_launch_gives_the_command_and_its_environment(work, tmp_path, cha
     _silent(capfd)
 
 
+def test_a_stream_launch_shown_names_no_password(work, tmp_path, chain, capfd):
+    """Its environ holds the decrypted password spark-submit needs; printing or logging
+    the launch (an Airflow task's return value is) shows it masked."""
+    chain.ok("register-dataset", "landing")
+    chain.ok("register-dataset", "batches", "--password-stdin", input="s3cr3t-pw\n",
+             env={"PASSKEY": "k"})  # fmt: skip
+    chain.ok("register-job", "flow", "--in", "landing", "--out", "batches")
+    capfd.readouterr()
+    (tmp_path / "flow.py").write_text("print('a stream')\n")
+    launch = api.stream_launch("flow.py", db=work, passkey="k")
+    assert launch.environ["batches_password"] == "s3cr3t-pw"
+    assert "s3cr3t-pw" not in repr(launch) and "s3cr3t-pw" not in str(launch)
+    assert "s3cr3t-pw" not in repr(launch.environ) and "'k'" not in repr(launch)
+    _silent(capfd)
+
+
 def test_a_run_from_another_thread_is_refused_and_claims_nothing(work, tmp_path, capfd):
     raised = []
 

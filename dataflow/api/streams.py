@@ -12,7 +12,25 @@ from .. import crypto
 from ..errors import StreamError, UsageError
 from ..run import lifecycle, runner, scripts
 from ..store import locate, open_store
+from ..store.address import for_job
 from .running import STORE_ENV, environment
+
+
+class Environ(dict):
+    """A process's environment that shows its secrets masked (a printed or logged launch
+    names no password); the values themselves are those the process gets."""
+
+    def __init__(self, values: dict[str, str], secrets: Sequence[str], shown: dict[str, str]):
+        super().__init__(values)
+        self.secrets, self.shown = frozenset(filter(None, secrets)), shown
+
+    def __repr__(self) -> str:
+        return repr(
+            {
+                name: self.shown.get(name, "***" if value in self.secrets else value)
+                for name, value in self.items()
+            }
+        )
 
 
 class StreamLaunch(NamedTuple):
@@ -54,7 +72,9 @@ def stream_launch(
     argv = sparksubmit.job_argv(path, args, {"spark_args": job.settings.spark_args})
     withheld = (*runner.WITHHELD, "dataid")  # no passkey; no chunk: a stream makes its own
     inherited = {k: v for k, v in os.environ.items() if k not in withheld}
-    return StreamLaunch(jobid, argv, {**inherited, **env.variables, STORE_ENV: str(address)})
+    environ = {**inherited, **env.variables, STORE_ENV: str(address)}
+    secrets = [*env.secrets, *(v for k, v in environ.items() if k.lower().endswith("password"))]
+    return StreamLaunch(jobid, argv, Environ(environ, secrets, {STORE_ENV: for_job(address)}))
 
 
 def _ignore(message: str) -> None:
