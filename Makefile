@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast lint format bench clean
+.PHONY: venv demo test test-fast lint format bench mutation clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,5 +38,16 @@ bench: $(STAMP)
 	$(BIN)/python -m compileall -q dataflow  # as an installed package is: bytecode ready
 	$(BIN)/python benchmarks/run.py
 
+# mutation testing of the claim, finish, liveness and purge rules (docs/development.md,
+# "Mutation run"): hours on two cores; mutmut keeps its copies and verdicts in mutants/
+# and goes on where it stopped. The CLIs the tests start import the mutants too
+# (PYTHONPATH), and tell mutmut what they reached (dev/mutation); tmp in mutants/.tmp
+mutation: $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' --config-settings editable_mode=compat
+	mkdir -p mutants/.hits mutants/.tmp
+	TMPDIR=$(CURDIR)/mutants/.tmp MUTMUT_HITS=$(CURDIR)/mutants/.hits \
+	PYTHONPATH=$(CURDIR)/mutants:$(CURDIR)/dev/mutation nice -n 10 $(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache demo-run
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache demo-run mutants
