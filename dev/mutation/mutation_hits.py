@@ -17,4 +17,3 @@ def pytest_runtest_teardown(item, nextitem):
     for path in Path(folder).glob("*.hits"):
         state()._stats.update(path.read_text().split())
         path.unlink()
-
