@@ -94,3 +94,34 @@ def test_postgres_natkey_is_the_natural_key(pg_store, dataids):
         for dataid in dataids:
             (key,) = conn.execute("select dataflow_natkey(%s)", (dataid,)).fetchone()
             assert key == natural_key(dataid), dataid
+
+
+def test_a_fresh_postgres_store_fires_the_rules_functions_on_every_write(pg_store):
+    """The rule's functions do nothing unless triggers call them: each write to
+    datastatus (per statement, with its rows) and to job (per row) fires one, and no
+    other trigger of the rule is there (a migration that drops or rewires one fails)."""
+    with psycopg.connect(connection.conninfo(pg_store)) as conn:
+        stored = {
+            name: " ".join(definition.split())
+            for name, definition in conn.execute(
+                "select tgname, pg_get_triggerdef(oid) from pg_trigger "
+                "where not tgisinternal and tgname like 'candidate_on_%'"
+            )
+        }
+    table = r"ON (\w+\.)?{} "
+    wanted = {
+        "candidate_on_insert": (r"AFTER INSERT " + table.format("datastatus"),
+                                r"REFERENCING NEW TABLE AS written FOR EACH STATEMENT "
+                                r"EXECUTE FUNCTION (\w+\.)?dataflow_on_statuses\(\)$"),
+        "candidate_on_update": (r"AFTER UPDATE " + table.format("datastatus"),
+                                r"REFERENCING NEW TABLE AS written FOR EACH STATEMENT "
+                                r"EXECUTE FUNCTION (\w+\.)?dataflow_on_statuses\(\)$"),
+        "candidate_on_delete": (r"AFTER DELETE " + table.format("datastatus"),
+                                r"REFERENCING OLD TABLE AS gone FOR EACH STATEMENT "
+                                r"EXECUTE FUNCTION (\w+\.)?dataflow_on_statuses\(\)$"),
+        "candidate_on_job": (r"AFTER INSERT OR DELETE OR UPDATE " + table.format("job"),
+                             r"FOR EACH ROW EXECUTE FUNCTION (\w+\.)?dataflow_on_job\(\)$"),
+    }  # fmt: skip
+    assert set(stored) == set(wanted), stored
+    for name, (event, rest) in wanted.items():
+        assert re.search(rf"^CREATE TRIGGER {name} {event}{rest}", stored[name]), stored[name]
