@@ -186,3 +186,20 @@ def test_a_run_numbered_by_hand_at_the_last_runid_fails_no_scrape(store, store_k
     kept = _history()
     for _ in range(2):
         assert {r["jobid"]: r["started"] for r in kept.read(store)[0]} == {"a": 1}
+
+
+def test_a_run_deleted_as_another_commits_late_is_not_taken_for_it(store, store_kind):
+    """A run committed after the scrape that settled the runs above it, and a settled run
+    deleted meanwhile: the history holds as many runs as were counted, but not those;
+    the next scrape counts them all again (hypothesis found it)."""
+    mark = "?" if store_kind == "sqlite" else "%s"
+    kept = _history()
+    with store.transaction():  # run 1 numbered, not committed yet; run 2 ends FAILED
+        _run(store, mark, 2, "a", 2)
+        store.conn.execute("UPDATE run SET status = 'FAILED', duration = 1 WHERE runid = 2")
+    kept.read(store)
+    with store.transaction():
+        _run(store, mark, 1, "a", 1)
+        store.conn.execute("DELETE FROM run WHERE runid = 2")
+    assert _normal(kept.read(store)) == _normal(_history().read(store))
+    assert {r["jobid"]: r["failed"] for r in kept.read(store)[0]} == {"a": 0}

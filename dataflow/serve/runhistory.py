@@ -24,6 +24,7 @@ from ..store import Row, Store
 from ..store.queries.metrics import LOWEST
 
 COUNTS = ("started", "failed", "abandoned")
+SUMS = (*COUNTS, "runids")  # runids: their sum modulo a prime, which run_total checks
 
 
 @dataclass
@@ -36,8 +37,8 @@ class Tally:
 
     def add(self, counts: list[Row], durations: list[Row], latencies: list[Row]) -> None:
         for row in counts:
-            mine = self.counts.setdefault(str(row["jobid"]), dict.fromkeys(COUNTS, 0))
-            for name in COUNTS:
+            mine = self.counts.setdefault(str(row["jobid"]), dict.fromkeys(SUMS, 0))
+            for name in SUMS:
                 mine[name] += int(row[name] or 0)  # type: ignore[call-overload]
         for rows, into in ((durations, self.durations), (latencies, self.latencies)):
             for row in rows:
@@ -46,8 +47,10 @@ class Tally:
                 bucket[0] += int(row["runs"])  # type: ignore[call-overload]
                 bucket[1] += float(row["seconds"] or 0)  # type: ignore[arg-type]
 
-    def started(self) -> int:
-        return sum(mine["started"] for mine in self.counts.values())
+    def total(self) -> tuple[int, int]:
+        """Runs counted, and their runids' sum modulo a prime (as ``run_total``)."""
+        mine = self.counts.values()
+        return sum(m["started"] for m in mine), sum(m["runids"] for m in mine)
 
     def rows(self) -> tuple[list[Row], list[Row], list[Row]]:
         """The sums in the shape of the store's rows (``MetricQueries``)."""
@@ -99,7 +102,8 @@ class RunHistory:
             self.settled = settled
         recent = Tally()
         recent.add(*self._sums(store, self.settled))
-        if not recount and store.run_total() != self.done.started() + recent.started():
+        (done, done_ids), (new, new_ids) = self.done.total(), recent.total()
+        if not recount and store.run_total() != (done + new, done_ids + new_ids):
             return None
         recent.add(*self.done.rows())
         return recent

@@ -56,9 +56,11 @@ class MetricQueries:
         """One above the newest runid (1 for an empty history; at most ``EVERY``)."""
         return min(int(self.conn.execute(self.q.newest_runid).fetchone()[0]) + 1, EVERY)
 
-    def run_total(self) -> int:
-        """How many runs the history holds."""
-        return int(self.conn.execute(self.q.run_total).fetchone()[0])
+    def run_total(self) -> tuple[int, int]:
+        """How many runs the history holds, and the sum of their runids modulo a prime
+        (as :meth:`run_counts`' ``runids``)."""
+        runs, runids = self.conn.execute(self.q.run_total).fetchone()
+        return int(runs), int(runids)
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:

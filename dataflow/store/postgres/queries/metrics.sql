@@ -6,7 +6,8 @@
 -- %(abandoned)s is a LIKE pattern of the reason of a run that died without ending.
 SELECT jobid, count(*) AS started,
        count(*) FILTER (WHERE status = 'FAILED') AS failed,
-       count(*) FILTER (WHERE status = 'FAILED' AND reason LIKE %(abandoned)s) AS abandoned
+       count(*) FILTER (WHERE status = 'FAILED' AND reason LIKE %(abandoned)s) AS abandoned,
+       sum(mod(runid, 1000003)) AS runids
 FROM run WHERE runid >= %(low)s AND runid < %(high)s GROUP BY jobid;
 
 -- name: run_durations
@@ -51,7 +52,9 @@ SELECT min(runid) FROM run WHERE runid >= %(low)s AND status = 'RUNNING';
 SELECT coalesce(max(runid), 0) FROM run;
 
 -- name: run_total
-SELECT count(*) FROM run;
+-- How many runs, and the sum of their runids modulo a prime (what run_counts' runids
+-- sum to): a run deleted and another committed late between two scrapes change it.
+SELECT count(*), coalesce(sum(mod(runid, 1000003)), 0) FROM run;
 
 -- name: begin_snapshot
 -- The reads that follow see one snapshot of the store (writers go on meanwhile).

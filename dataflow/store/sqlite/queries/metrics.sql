@@ -7,7 +7,8 @@
 SELECT jobid, COUNT(*) AS started,
        SUM(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed,
        SUM(CASE WHEN status = 'FAILED' AND reason LIKE :abandoned THEN 1 ELSE 0 END)
-           AS abandoned
+           AS abandoned,
+       SUM(runid % 1000003) AS runids
 FROM run WHERE runid >= :low AND runid < :high GROUP BY jobid;
 
 -- name: run_durations
@@ -49,7 +50,9 @@ SELECT MIN(runid) FROM run WHERE runid >= :low AND status = 'RUNNING';
 SELECT COALESCE(MAX(runid), 0) FROM run;
 
 -- name: run_total
-SELECT COUNT(*) FROM run;
+-- How many runs, and the sum of their runids modulo a prime (what run_counts' runids
+-- sum to): a run deleted and another committed late between two scrapes change it.
+SELECT COUNT(*), COALESCE(SUM(runid % 1000003), 0) FROM run;
 
 -- name: begin_snapshot
 -- The reads that follow see one snapshot of the store (WAL: writers go on meanwhile).
