@@ -207,3 +207,23 @@ def test_a_summary_row_a_writer_spoilt_fails_no_reader(store, store_kind, chunks
     assert all(isinstance(row["chunks"], int) for row in store.status_counts())
     assert isinstance(status.job_status(store, "a")[0]["ready"], int)
     metrics.read(store, metrics.history(str(tmp_path)))
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_summary_count_a_writer_set_at_bigints_end_fails_no_reader(store, store_kind):
+    """The store is data: a count at bigint's end, and a chunk written after it, leave
+    utility status, /api/status and /metrics answering (they failed: bigint out of range),
+    and the pending chunks folded."""
+    _register(store, "%s")
+    chunks = 2**63 - 1
+    with store.transaction():
+        store.conn.execute(
+            "INSERT INTO chunk_tally(jobid, status, chunks) VALUES ('a', 'READY', %s)", (chunks,)
+        )
+        for dataid in ("1", "2"):
+            _write(store, "%s", ("insert", "da", "a", dataid, "OUT", "READY"))
+    store.conn.execute("SET default_transaction_read_only = on")
+    assert {r["jobid"]: r["chunks"] for r in store.status_counts()} == {"a": chunks}
+    store.conn.execute("SET default_transaction_read_only = off")
+    assert {r["jobid"]: r["chunks"] for r in store.status_counts()} == {"a": chunks}
+    assert store.conn.execute("SELECT count(*) FROM chunk_pending").fetchone()[0] == 0

@@ -13,7 +13,8 @@ stale AS (SELECT s.jobid, s.dataid, unnest(s.statuses) AS status FROM pending p
 delta AS (SELECT jobid, status, 1 AS chunks FROM (TABLE fresh EXCEPT TABLE stale) AS came
           UNION ALL
           SELECT jobid, status, -1 FROM (TABLE stale EXCEPT TABLE fresh) AS went)
-SELECT jobid, status, sum(chunks)::bigint AS chunks
+SELECT jobid, status,  -- a count a writer set past bigint's ends stops there
+       least(greatest(sum(chunks), -9223372036854775807), 9223372036854775807)::bigint AS chunks
 FROM (SELECT jobid, status, chunks FROM chunk_tally UNION ALL TABLE delta) AS t
 WHERE jobid IN (SELECT jobid FROM job)
 GROUP BY jobid, status HAVING sum(chunks) <> 0
@@ -54,7 +55,8 @@ kept AS (INSERT INTO chunk_seen(jobid, dataid, statuses) SELECT jobid, dataid, s
          ON CONFLICT (jobid, dataid) DO UPDATE SET statuses = EXCLUDED.statuses)
 INSERT INTO chunk_tally(jobid, status, chunks) SELECT jobid, status, chunks FROM delta
 WHERE chunks <> 0
-ON CONFLICT (jobid, status) DO UPDATE SET chunks = chunk_tally.chunks + EXCLUDED.chunks;
+ON CONFLICT (jobid, status) DO UPDATE SET chunks = least(greatest(
+    chunk_tally.chunks::numeric + EXCLUDED.chunks, -9223372036854775807), 9223372036854775807);
 
 -- name: job_ids
 SELECT DISTINCT jobid FROM job WHERE jobid <> '*' ORDER BY 1;
