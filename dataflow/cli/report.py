@@ -155,7 +155,10 @@ class Report:
 
     def counted(self, summary: Summary, waiting: int) -> str:
         """A drain's chunks by their last status, then its attempts apart (a chunk
-        retried in the drain is one chunk, run twice)."""
+        retried in the drain is one chunk, run twice). Only the chunks whose last end was
+        not READY are remembered, so a long drain's memory does not grow with its chunks:
+        a chunk that ended READY, was resubmitted meanwhile and ran again in the same
+        drain counts as two."""
         failed = len(self.unready)
         ready = self.chunks - failed
         attempts = summary.ready + summary.failed
