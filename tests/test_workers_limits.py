@@ -74,6 +74,8 @@ def test_no_secret_in_any_command_line_nor_log(cli, tmp_path, address):
                 "worker-envs",
             ):
                 continue
+            if not os.path.isfile(path):  # the host's lease holder's socket
+                continue
             with open(path, "rb") as file:
                 text = file.read()
             for secret in secrets:
