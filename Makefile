@@ -41,12 +41,12 @@ bench: $(STAMP)
 # mutation testing of the claim, finish, liveness and purge rules (docs/development.md,
 # "Mutation run"): hours on two cores; mutmut keeps its copies and verdicts in mutants/
 # and goes on where it stopped. The CLIs the tests start import the mutants too
-# (PYTHONPATH), and tell mutmut what they reached (dev/mutation); tmp in mutants/.tmp
+# (PYTHONPATH), and tell mutmut what they reached (tests/mutation); tmp in mutants/.tmp
 mutation: $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' --config-settings editable_mode=compat
 	mkdir -p mutants/.hits mutants/.tmp
 	TMPDIR=$(CURDIR)/mutants/.tmp MUTMUT_HITS=$(CURDIR)/mutants/.hits \
-	PYTHONPATH=$(CURDIR)/mutants:$(CURDIR)/dev/mutation nice -n 10 $(BIN)/mutmut run --max-children 2
+	PYTHONPATH=$(CURDIR)/mutants:$(CURDIR)/tests/mutation nice -n 10 $(BIN)/mutmut run --max-children 2
 	$(BIN)/mutmut results
 
 clean:
