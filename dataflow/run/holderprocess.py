@@ -14,7 +14,6 @@ its socket removed first. What it has to say goes to its log (standard error).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from ..store.address import holder_idle
 from .holder import PING_S, TICK_S, State, bound, one_line, say, serve_requests, tick, watchdog
-from .holdersocket import START_S, fence_listed, listings, peer, reachable, read_line
+from .holdersocket import START_S, fence_listed, listings, peer, reachable, read_line, take_lock
 
 
 class _Holder:
@@ -129,16 +128,7 @@ def _bind(path: str) -> socket.socket:
 def _lock(path: str) -> int:
     """The lock file, held as long as this holder lives (a holder that is ending still
     holds it a moment: wait for it), with this holder's pid inside."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    deadline = time.monotonic() + START_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise TimeoutError("another lease holder of this store lives") from None
-            time.sleep(0.01)
+    fd = take_lock(path, "another lease holder of this store lives")
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd

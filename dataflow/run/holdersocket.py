@@ -162,20 +162,27 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def take_lock(path: Path | str, busy: str) -> int:
+    """The descriptor of lock file ``path``, locked (waits up to START_S, then
+    ``TimeoutError(busy)``)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + START_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise TimeoutError(busy) from None
+            time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def _starting(place: Place) -> Iterator[None]:
     """The start lock: one RunJob at a time starts a holder (waits up to START_S)."""
-    fd = os.open(place.start, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = take_lock(place.start, "another RunJob starting the holder took too long")
     try:
-        deadline = time.monotonic() + START_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("another RunJob starting the holder took too long") from None
-                time.sleep(0.01)
         yield
     finally:
         os.close(fd)
