@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import socket
 import threading
@@ -134,9 +135,20 @@ class Keeper:
         token = self.runs[runid][0] if runid in self.runs else None
         if token is not None:
             self.runs[runid] = (token, 0)
+        if not self.failed and self._exited():  # before its watch sees it (this run was
+            self.failed = "the lease holder process ended"  # fenced by another RunJob)
+            self._fence(False)  # as the watch would: no holder holds our other runs
         if not self.failed:  # the holder sees it at its next look (a tick)
             return False
         return token is not None and not processes.carrying({token})
+
+    def _exited(self) -> bool:
+        """The holder's process has ended (its pidfd is readable); False when unknown."""
+        if self._pidfd < 0:
+            return False
+        waiting = select.poll()
+        waiting.register(self._pidfd, select.POLLIN)
+        return bool(waiting.poll(0))
 
     def look(self) -> None:
         """Chunks were given back unstarted (their chunk locks closed): the holder lets
