@@ -41,6 +41,10 @@ from . import processes
 from .holder import LOG_NAME, bound
 
 START_S = 30.0  # how long a RunJob waits for a holder to start (a slow server included)
+# how long it waits for the holder's session: a pooler in session mode lends one once
+# another host's holder ends, its queue bounded by its query_wait_timeout (60 s in
+# docs/stores.md, PgBouncer's default 120 s): the pooler's word ends the wait, not ours
+SESSION_S = 150.0
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _MAX_PATH = 100  # a Unix socket's path is at most 107 bytes
 
@@ -162,11 +166,11 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def take_lock(path: Path | str, busy: str) -> int:
-    """The descriptor of lock file ``path``, locked (waits up to START_S, then
+def take_lock(path: Path | str, busy: str, wait: float = START_S) -> int:
+    """The descriptor of lock file ``path``, locked (waits up to ``wait`` seconds, then
     ``TimeoutError(busy)``)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    deadline = time.monotonic() + START_S
+    deadline = time.monotonic() + wait
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -180,8 +184,10 @@ def take_lock(path: Path | str, busy: str) -> int:
 
 @contextlib.contextmanager
 def _starting(place: Place) -> Iterator[None]:
-    """The start lock: one RunJob at a time starts a holder (waits up to START_S)."""
-    fd = take_lock(place.start, "another RunJob starting the holder took too long")
+    """The start lock: one RunJob at a time starts a holder (waits as long as a start
+    may take)."""
+    busy = "another RunJob starting the holder took too long"
+    fd = take_lock(place.start, busy, START_S + SESSION_S)
     try:
         yield
     finally:
@@ -237,7 +243,7 @@ def _spawn(store: Store, place: Place) -> str | None:
     try:
         child.stdin.write((json.dumps(told) + "\n").encode())
         child.stdin.close()
-        ready = readable(child.stdout.fileno(), START_S)
+        ready = readable(child.stdout.fileno(), START_S + SESSION_S)
         said = child.stdout.readline().decode().strip() if ready else ""
     except OSError:
         said = ""

@@ -29,7 +29,8 @@ from mirakuru.exceptions import AlreadyRunning
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 PG_CTL = Path(__file__).parent.parent / "postgres" / "pg_ctl"  # runs pg_ctl as user postgres
-OPTIONS = "-c fsync=off -c synchronous_commit=off -c max_connections=300"
+OPTIONS = "-c fsync=off -c synchronous_commit=off"
+MAX_CONNECTIONS = 300  # the session's server: every test at once, on both cores
 PORTS = Path(tempfile.gettempdir()) / "dataflow-test-ports"  # one lock file a port
 
 
@@ -48,8 +49,9 @@ def _hold_a_port() -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def own_server() -> Iterator[PostgreSQLExecutor]:
-    """A PostgreSQL server of this session alone: its own port and data folder."""
+def own_server(max_connections: int = MAX_CONNECTIONS) -> Iterator[PostgreSQLExecutor]:
+    """A PostgreSQL server of this session (or of one test: a fleet's smaller
+    ``max_connections``) alone: its own port and data folder."""
     folder = Path(tempfile.mkdtemp(prefix="dataflow-test-pg-"))
     server, lock = None, None
     try:
@@ -64,7 +66,7 @@ def own_server() -> Iterator[PostgreSQLExecutor]:
                 logfile=str(folder / "server.log"),
                 startparams="-w",
                 dbname="tests",
-                postgres_options=OPTIONS,
+                postgres_options=f"{OPTIONS} -c max_connections={max_connections}",
                 timeout=120,  # a loaded machine starts it slowly
             )
             try:

@@ -1,6 +1,7 @@
 """A PgBouncer in transaction mode in front of the test session's PostgreSQL server
 (tests/support/pgserver.py), started by a test: the ``pgbouncer.ini`` that docs/stores.md shows,
-with its own port, files, database line and trust authentication put in.
+with its own port, files, database lines and trust authentication put in; with ``leases``,
+also its second database, in session mode, for the lease holders.
 
 It reaches the server through the server's Unix socket, so that the server tells its
 sessions apart: a pooled one has no ``client_addr``, one of ours straight to the server
@@ -41,13 +42,26 @@ def _as_root() -> bool:
 class Pooler:
     """A PgBouncer process of this test: :meth:`start`, :meth:`kill`, :meth:`stop`."""
 
-    def __init__(self, server):
+    def __init__(self, server, leases: tuple[str, int] | None = None):
+        """``leases``: a database's name and the size of its lease pool: the documented
+        ``dataflow_leases`` line for it (:meth:`leases_url`)."""
         self.folder = Path(tempfile.mkdtemp(prefix="dataflow-test-pgbouncer-"))
         self.port = 0
         self.process: subprocess.Popen | None = None
         ini = documented_ini()
         ini.remove_option("databases", "dataflow")
-        ini["databases"]["*"] = f"host={server.unixsocketdir} port={server.port}"
+        where = f"host={server.unixsocketdir} port={server.port}"
+        ini["databases"]["*"] = where
+        lease_line = dict(
+            item.split("=", 1) for item in ini["databases"]["dataflow_leases"].split()
+        )
+        ini.remove_option("databases", "dataflow_leases")
+        if leases is not None:
+            dbname, size = leases
+            lease_line.update(dbname=dbname, pool_size=str(size))
+            del lease_line["host"], lease_line["port"]
+            options = " ".join(f"{name}={value}" for name, value in lease_line.items())
+            ini["databases"][f"{dbname}_leases"] = f"{where} {options}"
         ini["pgbouncer"].update(
             listen_addr="127.0.0.1",
             unix_socket_dir="",
@@ -67,6 +81,10 @@ class Pooler:
 
     def url(self, dbname: str, user: str = "postgres") -> str:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
+
+    def leases_url(self, dbname: str, user: str = "postgres") -> str:
+        """The address of the lease pool of ``dbname`` (session mode)."""
+        return self.url(f"{dbname}_leases", user)
 
     def start(self, port: int | None = None) -> None:
         """Start it (on ``port``, else a free one) and wait until it takes connections."""

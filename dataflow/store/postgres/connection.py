@@ -35,7 +35,7 @@ _STALL_LOCAL = "SET LOCAL idle_in_transaction_session_timeout = {ms}"
 logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
-def conninfo(address: str, through_pooler: bool = False) -> str:
+def conninfo(address: str, through_pooler: bool = False, session: bool = False) -> str:
     """The libpq connection string for a store address, with keepalives on both ends:
     the client notices a dead server, the server a dead client, within the bound. A
     session idle inside a transaction for a quarter of the bound, at least a second (its
@@ -45,7 +45,11 @@ def conninfo(address: str, through_pooler: bool = False) -> str:
 
     ``through_pooler``: a pooler in transaction mode passes no session settings on (a
     pooled session is anyone's): the client's keepalives only; each transaction sets its
-    own idle timeout (:meth:`Connection.transaction`), the pooler its keepalives."""
+    own idle timeout (:meth:`Connection.transaction`), the pooler its keepalives.
+
+    ``session``: a session of its own at ``$DATAFLOW_DB_DIRECT``, the server's or a
+    pooler's in session mode, which refuses the ``options`` startup parameter: the same
+    settings are sent once connected instead (:func:`session_settings`)."""
     check_url(address)
     bound = liveness_timeout()
     probe = max(1, int(bound / 4))
@@ -58,17 +62,29 @@ def conninfo(address: str, through_pooler: bool = False) -> str:
         "tcp_user_timeout": str(int(bound * 1000)),
         "application_name": f"dataflow/{stall_ms()}",  # what end_stalled allows it
     }
-    if through_pooler:  # (which sets the application_name on the sessions it lends)
+    if through_pooler or session:  # (a pooler sets the application_name on its sessions)
         return psycopg.conninfo.make_conninfo(address, **client)
-    server = [
-        f"-c idle_in_transaction_session_timeout={stall_ms()}",
-        f"-c tcp_keepalives_idle={probe}",
-        f"-c tcp_keepalives_interval={probe}",
-        "-c tcp_keepalives_count=3",
-        f"-c tcp_user_timeout={int(bound * 1000)}",
-        "-c DateStyle=ISO",
+    server = " ".join(f"-c {name}={value}" for name, value in _server_settings())
+    return psycopg.conninfo.make_conninfo(address, options=server, **client)
+
+
+def _server_settings() -> list[tuple[str, str]]:
+    """What a session of ours asks of the server (see :func:`conninfo`)."""
+    probe = str(max(1, int(liveness_timeout() / 4)))
+    return [
+        ("idle_in_transaction_session_timeout", str(stall_ms())),
+        ("tcp_keepalives_idle", probe),
+        ("tcp_keepalives_interval", probe),
+        ("tcp_keepalives_count", "3"),
+        ("tcp_user_timeout", str(int(liveness_timeout() * 1000))),
+        ("DateStyle", "ISO"),
     ]
-    return psycopg.conninfo.make_conninfo(address, options=" ".join(server), **client)
+
+
+def session_settings() -> str:
+    """The settings of :func:`conninfo`'s ``options`` as statements, for a session that
+    is ours until it ends (a session pooler resets them when it lends it again)."""
+    return "; ".join(f"SET {name} = '{value}'" for name, value in _server_settings())
 
 
 def stall_ms() -> int:
@@ -172,10 +188,13 @@ class Connection:
     (the next transaction's session would not know it), and each transaction sets the
     idle timeout that a direct connection's options set once."""
 
-    def __init__(self, raw: psycopg.Connection, address: str, pooled: bool = False):
+    def __init__(
+        self, raw: psycopg.Connection, address: str, pooled: bool = False, session: bool = False
+    ):
         self.raw = raw
         self.address = address
         self.pooled = pooled
+        self.session = session  # its settings sent once connected (conninfo's session)
         self._pipeline: psycopg.Pipeline | None = None
         self._used = time.monotonic()  # when the last transaction ended
 
@@ -190,14 +209,14 @@ class Connection:
         after an idle spell BEGIN is sent alone, so that a connection lost meanwhile is
         opened again before anything runs, as without."""
         if self.broken:
-            self.raw = _reopen(self.address, self.pooled)
+            self.raw = _reopen(self.address, self.pooled, self.session)
         together = pipeline and time.monotonic() - self._used < IDLE_S
         if not together:
             try:
                 self._begin()
             except psycopg.OperationalError:
                 self.raw.close()
-                self.raw = _reopen(self.address, self.pooled)
+                self.raw = _reopen(self.address, self.pooled, self.session)
                 self._begin()
         try:
             if pipeline:
@@ -274,19 +293,28 @@ class Connection:
         return self.raw.closed or self.raw.broken
 
 
-def connect(address: str) -> Connection:
+def connect(address: str, session: bool = False) -> Connection:
     """An autocommit connection to the store's database (through its pooler when
-    ``$DATAFLOW_DB_DIRECT`` names the server's own address: :func:`..address.pooled`)."""
+    ``$DATAFLOW_DB_DIRECT`` names the server's own address: :func:`..address.pooled`).
+    ``session``: to ``$DATAFLOW_DB_DIRECT`` itself (see :func:`conninfo`)."""
     through_pooler = pooled(address)
-    return Connection(_open(address, through_pooler), address, through_pooler)
+    return Connection(_open(address, through_pooler, session), address, through_pooler, session)
 
 
-def _open(address: str, through_pooler: bool = False) -> psycopg.Connection:
+def _open(address: str, through_pooler: bool = False, session: bool = False) -> psycopg.Connection:
     # through a pooler: never a statement prepared under a name (psycopg prepares one run
     # five times by default; PgBouncer before 1.21 passes it to a session that lacks it)
     prepare = {"prepare_threshold": None} if through_pooler else {}
     try:
-        raw = psycopg.connect(conninfo(address, through_pooler), autocommit=True, **prepare)
+        raw = psycopg.connect(
+            conninfo(address, through_pooler, session), autocommit=True, **prepare
+        )
+        if session:  # (a session pooler's queue, when its sessions are all lent, waits here)
+            try:
+                raw.execute(session_settings())
+            except BaseException:
+                raw.close()
+                raise
     except psycopg.Error as exc:
         raise unavailable(address, exc) from None
     raw.cursor_factory = psycopg.Cursor
@@ -294,12 +322,14 @@ def _open(address: str, through_pooler: bool = False) -> psycopg.Connection:
     return raw
 
 
-def _reopen(address: str, through_pooler: bool = False) -> psycopg.Connection:
+def _reopen(
+    address: str, through_pooler: bool = False, session: bool = False
+) -> psycopg.Connection:
     """The connection again, lost since it was opened: a server that refuses it now (it
     restarts) may take it in a moment, so the failure passes (the store's patience says
     for how long it is tried)."""
     try:
-        return _open(address, through_pooler)
+        return _open(address, through_pooler, session)
     except StoreUnavailable as exc:
         exc.passing = True
         raise

@@ -133,13 +133,14 @@ class PostgresStore(
 
     @classmethod
     def open_session(cls, address: str) -> PostgresStore:  # type: ignore[override]
-        """Straight to the server (``$DATAFLOW_DB_DIRECT``) when ``address`` is a pooler's;
+        """Straight to the server, or to a pooler in session mode (``$DATAFLOW_DB_DIRECT``),
+        when ``address`` is a pooler's (in transaction mode);
         this host's files and runs' tokens stay named by ``address``. The two must reach
         the same database: checked when the pooler answers (the lease does not need it)."""
         direct = direct_address()
         if direct is None or direct == address:
             return cls.open(address)
-        store = cls._checked(cls(address, connect(direct)))
+        store = cls._checked(cls(address, connect(direct, session=True)))
         try:
             store._same_database(direct)
         except BaseException:
