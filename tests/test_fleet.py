@@ -117,7 +117,6 @@ def test_a_fleet_of_more_hosts_than_server_sessions_runs_every_chunk_once(fleet,
     # the proof: more hosts had a holder at once than the server had sessions left for
     # them beside the pool and the watch; the lease pool lent no more than its own, and
     # its clients waited their turn
-    print(vars(watch))
     assert watch.holders >= BARRIER > MAX_CONNECTIONS - POOLED - 1, watch.holders
     assert watch.lease_sessions <= LEASES and watch.waiting > 0, vars(watch)
     assert watch.sessions <= POOLED + LEASES, watch.sessions

@@ -16,14 +16,18 @@ import pytest
 from dataflow.run.holder import LOG_NAME
 from support import (
     ADDRESSES,
+    BOUND,
     Cli,
     on_cue,
     process_state,
     rows,
     script,
     start_runjob,
+    statuses,
+    two_hosts,
     wait_for,
 )
+from support.hosts import _one_job, holder_of, holder_sessions, keeper_backends
 from support.pooler import POOL_SIZE, Pooler
 
 CHUNKS = 36
@@ -261,3 +265,109 @@ def test_a_process_stopped_inside_a_pooled_transaction_holds_its_rows_a_while_on
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+# -- the lease holders through the pooler's lease pool (session mode) ---------------------
+
+
+@pytest.fixture
+def leased(tmp_path, pg_store, pg_server):
+    """Hosts A and B of a store behind a pooler with a lease pool of one server session
+    (the docs' ``dataflow_leases`` line): ``DATAFLOW_DB_DIRECT`` its address; a holder
+    ends 1 s after its last run. Tests read the store straight from the server."""
+    dbname = pg_store.rsplit("/", 1)[1]
+    pooler = Pooler(pg_server, leases=(dbname, 1))
+    pooler.start()
+    hosts = two_hosts(tmp_path, pooler.url(dbname), BOUND)
+    for host in hosts:
+        host.env.update(DATAFLOW_DB_DIRECT=pooler.leases_url(dbname), DATAFLOW_HOLDER_IDLE="1")
+    ADDRESSES[tmp_path] = pg_store
+    yield hosts, pooler
+    ADDRESSES.pop(tmp_path, None)
+    pooler.stop()
+
+
+def _lease_pool(pooler, dbname: str) -> dict:
+    """The lease pool's line of the pooler's ``SHOW POOLS``."""
+    with psycopg.connect(pooler.url("pgbouncer"), autocommit=True) as console:
+        cursor = psycopg.ClientCursor(console).execute("SHOW POOLS")  # (simple protocol)
+        names = [column.name for column in cursor.description]
+        pools = [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
+    return next((pool for pool in pools if pool["database"] == f"{dbname}_leases"), {})
+
+
+def test_a_holders_session_through_the_lease_pool_has_its_settings(
+    pg_store, pg_server, monkeypatch
+):
+    """PgBouncer refuses the ``options`` startup parameter that a direct session's
+    settings ride on: the lease holder's store (open_session) sets them once connected,
+    and its session is the pooler's (no client address: the pooler's Unix socket)."""
+    from dataflow.store import open_store
+
+    dbname = pg_store.rsplit("/", 1)[1]
+    leases = Pooler(pg_server, leases=(dbname, 1))
+    leases.start()
+    try:
+        monkeypatch.setenv("DATAFLOW_DB_DIRECT", leases.leases_url(dbname))
+        with open_store(leases.url(dbname), session=True) as store:
+            show = store.conn.execute
+            assert show("SHOW idle_in_transaction_session_timeout").fetchone()[0] == "5s"
+            assert show("SHOW DateStyle").fetchone()[0].startswith("ISO")
+            where = "SELECT client_addr FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+            assert show(where).fetchone()[0] is None
+    finally:
+        leases.stop()
+
+
+def test_a_holder_whose_pooled_session_is_ended_takes_its_locks_again(leased, tmp_path):
+    """``pg_terminate_backend`` of the holder's server session behind the lease pool:
+    PgBouncer closes the holder's connection too (it never lends the holder another
+    session silently, without the run locks), the holder reconnects through the pool and
+    takes its lock again; the job is not fenced and finishes READY, once."""
+    (a, _), _ = leased
+    _one_job(
+        a, tmp_path, 'echo "$dataid $DATAFLOW_HOST" >> ledger; until [ -e go ]; do sleep 0.1; done'
+    )
+    runner = start_runjob(a, "./work.sh")
+    wait_for(lambda: len(holder_sessions(ADDRESSES[tmp_path], "hostA")) == 1, what="the holder")
+    (session,) = holder_sessions(ADDRESSES[tmp_path], "hostA")
+    wait_for(lambda: session in keeper_backends(ADDRESSES[tmp_path]), what="the run lock")
+    holder = holder_of(a.env["DATAFLOW_STATE"])
+    with psycopg.connect(ADDRESSES[tmp_path], autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (session,))
+
+    def again() -> bool:
+        found = holder_sessions(ADDRESSES[tmp_path], "hostA")
+        return found not in ([], [session]) and found[0] in keeper_backends(ADDRESSES[tmp_path])
+
+    wait_for(again, what="the holder to take its lock again")
+    assert holder_of(a.env["DATAFLOW_STATE"]) == holder
+    (tmp_path / "go").touch()
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, (out, err)
+    assert (tmp_path / "ledger").read_text() == "1 hostA\n"
+    assert statuses(tmp_path, "work") == {"1": "READY"}
+    (log,) = tmp_path.glob(f"hostA/*/{LOG_NAME}")
+    assert "store reached again" in log.read_text(), log.read_text()
+
+
+def test_a_host_beyond_the_lease_pool_waits_its_turn_before_it_claims(leased, tmp_path):
+    """A lease pool of one session, held by host A's run: host B's RunJob neither fails
+    nor claims while its holder waits in the pooler's queue; once A's run ends and A's
+    holder ends (idle), B's holder gets the session and B runs its chunk."""
+    (a, b), pooler = leased
+    body = 'echo "$dataid $DATAFLOW_HOST" >> ledger; until [ -e go ]; do sleep 0.1; done'
+    _one_job(a, tmp_path, body, chunks=2)
+    first = start_runjob(a, "./work.sh")
+    wait_for(lambda: (tmp_path / "ledger").exists(), what="host A's job")
+    second = start_runjob(b, "./work.sh")
+    dbname = ADDRESSES[tmp_path].rsplit("/", 1)[1]
+    wait_for(lambda: _lease_pool(pooler, dbname).get("cl_waiting") == 1, what="B in the queue")
+    assert statuses(tmp_path, "work") == {"1": "RUNNING"}  # B claimed nothing
+    assert second.poll() is None
+    (tmp_path / "go").touch()
+    for runner in (first, second):
+        out, err = runner.communicate(timeout=120)
+        assert runner.returncode == 0 and not err, (out, err)
+    assert (tmp_path / "ledger").read_text() == "1 hostA\n2 hostB\n"
+    assert statuses(tmp_path, "work") == {"1": "READY", "2": "READY"}
