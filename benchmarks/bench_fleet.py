@@ -4,15 +4,18 @@ HOSTS simulated hosts (each its own ``DATAFLOW_HOST`` and ``DATAFLOW_STATE``, as
 ``tests/test_hosts.py``) run cron's ticks: at every tick every host starts a plain
 ``RunJob ./jK.sh`` of each of its JOBS jobs at the same second, as cron starts a minute's
 lines, without waiting for the last tick's. The server runs with ``max_connections`` =
-50; every RunJob's store address is the PgBouncer of docs/stores.md in transaction mode
-(``DATAFLOW_DB``), what needs a session of its own goes straight to the server
-(``DATAFLOW_DB_DIRECT``).
+50, behind the PgBouncer of docs/stores.md with both its pools: every RunJob's store
+address is its transaction pool (``DATAFLOW_DB``, 10 server sessions), every host's lease
+holder goes through its lease pool in session mode (``DATAFLOW_DB_DIRECT``, 30 server
+sessions, fewer than the hosts: a holder beyond it waits in the pooler's queue until
+another host's holder ends, ``DATAFLOW_HOLDER_IDLE=2`` after its last run).
 
 Each job appends ``job dataid host`` to a ledger as it runs (the job's side: the store is
 not asked what ran). Reported: RunJobs refused a session (by the server or the pooler),
 chunks run twice, chunks not READY once the ticks end, the server's peak sessions
-(``pg_stat_activity``, looked at every 0.1 s, by one more session of its own), and the
-chunks READY per second.
+(``pg_stat_activity``, looked at every 0.1 s, by one more session of its own), the lease
+pool's peak server sessions and waiting holders and the peak of the hosts' holders alive
+(``tests/support/fleet.py``), and the chunks READY per second.
 
 Environment: ``BENCH_FLEET`` = ``hosts,jobs,seconds,tick`` (default ``100,3,180,60``;
 quick ``20,2,40,10``), ``BENCH_FLEET_JOB_S`` (what a job sleeps, default 0.5).
@@ -23,7 +26,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,12 +38,14 @@ from measure import BIN, ROOT, Config, Row, Section, base_env, load_average, ver
 
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' PgBouncer, with the ini of docs/stores.md
 from dataflow.store import create_store
+from support import fleet
 from support.pooler import Pooler
 
 TITLE = "Fleet on one PostgreSQL server"
 MAX_CONNECTIONS = 50
-POOL_SIZE = 10  # the server sessions PgBouncer lends
-REFUSED = ("too many clients", "remaining connection slots", "no more connections allowed")
+POOL_SIZE = 10  # the server sessions PgBouncer's transaction pool lends
+LEASE_POOL = 30  # and its lease pool (session mode): with the watch's, 41 of the 50
+HOLDER_IDLE = "2"  # seconds a host's holder keeps its lease session after its last run
 
 
 def sizes(config: Config) -> tuple[int, int, int, int]:
@@ -50,33 +54,6 @@ def sizes(config: Config) -> tuple[int, int, int, int]:
         hosts, jobs, seconds, tick = (int(n) for n in given.split(","))
         return hosts, jobs, seconds, tick
     return (20, 2, 40, 10) if config.quick else (100, 3, 180, 60)
-
-
-class Peaks:
-    """The server's client sessions, looked at every 0.1 s until stopped: the most at
-    once, and the most of them straight to the server (a client address) or pooled."""
-
-    def __init__(self, address: str):
-        self.conn = psycopg.connect(address, autocommit=True)
-        self.total = self.direct = self.pooled = 0
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
-
-    def _watch(self) -> None:
-        while not self.done.wait(0.1):
-            total, direct = self.conn.execute(
-                "SELECT count(*), count(client_addr) FROM pg_stat_activity "
-                "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
-            ).fetchone()
-            self.total = max(self.total, total)
-            self.direct = max(self.direct, direct)
-            self.pooled = max(self.pooled, total - direct)
-
-    def stop(self) -> None:
-        self.done.set()
-        self.thread.join(timeout=10)
-        self.conn.close()
 
 
 def _restart(server: pg_server.Server, **settings: object) -> None:
@@ -99,20 +76,6 @@ def _store(server: pg_server.Server, jobs: int, chunks: int) -> str:
     return address
 
 
-def _tick(work: Path, env: dict[str, str], hosts: int, jobs: int) -> list[subprocess.Popen]:
-    started = []
-    for h in range(hosts):
-        host_env = {**env, "DATAFLOW_HOST": f"h{h}", "DATAFLOW_STATE": str(work / f"h{h}")}
-        err = open(work / f"h{h}.err", "ab")  # noqa: SIM115  (closed with its process)
-        for k in range(1, jobs + 1):
-            argv = [str(BIN / "RunJob"), f"./j{k}.sh"]
-            started.append(
-                subprocess.Popen(argv, cwd=work, env=host_env, stdout=DEVNULL, stderr=err)
-            )
-        err.close()
-    return started
-
-
 def bench(config: Config, work: Path) -> Section:
     hosts, jobs, seconds, tick = sizes(config)
     job_s = float(os.environ.get("BENCH_FLEET_JOB_S", "0.5"))
@@ -124,9 +87,8 @@ def bench(config: Config, work: Path) -> Section:
     try:
         _restart(server, max_connections=MAX_CONNECTIONS)
         direct = _store(server, jobs, chunks)
-        pooler = Pooler(
-            SimpleNamespace(unixsocketdir=server.folder, port=server.port, user=server.user)
-        )
+        reached = SimpleNamespace(unixsocketdir=server.folder, port=server.port, user=server.user)
+        pooler = Pooler(reached, leases=("fleet", LEASE_POOL))
         with (pooler.folder / "userlist.txt").open("a") as users:
             users.write('"postgres" ""\n')  # the pooler's console: Pooler.start asks it
         pooler.ini["pgbouncer"]["admin_users"] = f"postgres,{server.user}"
@@ -134,18 +96,21 @@ def bench(config: Config, work: Path) -> Section:
         pooler.ini["pgbouncer"]["max_client_conn"] = str(hosts * jobs * 4 + 100)
         pooler.start()
         env = {**base_env(Path("unused")), "DATAFLOW_DB": pooler.url("fleet", server.user)}
-        env["DATAFLOW_DB_DIRECT"] = direct
+        env["DATAFLOW_DB_DIRECT"] = pooler.leases_url("fleet", server.user)
+        env["DATAFLOW_HOLDER_IDLE"] = HOLDER_IDLE
         for k in range(1, jobs + 1):
             write_script(
                 work / f"j{k}.sh",
                 f'#!/bin/sh\necho "j{k} $dataid $DATAFLOW_HOST" >> ledger\nsleep {job_s}\n',
             )
         (work / "ledger").touch()
-        peaks, load = Peaks(direct), load_average()
+        console = pooler.url("pgbouncer", server.user)
+        peaks, load = fleet.Watch(direct, console, "fleet_leases", work), load_average()
         began, runjobs = time.monotonic(), []
+        names = [f"j{k}" for k in range(1, jobs + 1)]
         for n in range(ticks):
             time.sleep(max(0.0, began + n * tick - time.monotonic()))
-            runjobs += _tick(work, env, hosts, jobs)
+            runjobs += fleet.tick(work, env, hosts, names, str(BIN / "RunJob"))
         codes = Counter(p.wait() for p in runjobs)
         elapsed = time.monotonic() - began
         peaks.stop()
@@ -156,14 +121,14 @@ def bench(config: Config, work: Path) -> Section:
                     "SELECT status FROM datastatus WHERE locktype = 'OUT' AND jobid <> 'source'"
                 )
             )
-        errors = "".join(p.read_text(errors="replace") for p in work.glob("h*.err"))
+        said = fleet.errors(work)
     finally:
         if pooler is not None:
             pooler.stop()
         server.stop()
     ran = Counter(tuple(line.split()[:2]) for line in (work / "ledger").read_text().splitlines())
     twice = sum(1 for n in ran.values() if n > 1)
-    refused = sum(errors.count(words) for words in REFUSED)
+    refusals = fleet.refused(said)
     unready = jobs * chunks - statuses["READY"]
     shape = f"{hosts} hosts x {jobs} jobs, a tick every {tick} s for {ticks * tick} s"
     where = f"{shape}; {len(runjobs)} RunJobs, exit codes {dict(sorted(codes.items()))}"
@@ -172,10 +137,10 @@ def bench(config: Config, work: Path) -> Section:
         Row(
             TITLE,
             "sessions refused (server or pooler)",
-            str(refused),
+            str(refusals),
             "",
             "0",
-            verdict(refused == 0),
+            verdict(refusals == 0),
             note,
         ),
         Row(
@@ -199,8 +164,14 @@ def bench(config: Config, work: Path) -> Section:
         Row(
             TITLE,
             f"peak server sessions ÷ max_connections ({MAX_CONNECTIONS})",
-            f"{peaks.total / MAX_CONNECTIONS:.2f}",
-            note=f"peak {peaks.total}: {peaks.direct} direct (leases), {peaks.pooled} pooled (pool of {POOL_SIZE}); the watcher's own not counted",
+            f"{peaks.sessions / MAX_CONNECTIONS:.2f}",
+            note=f"peak {peaks.sessions}: pools of {POOL_SIZE} (transaction) and {LEASE_POOL} (leases, session mode); the watcher's own not counted",
+        ),
+        Row(
+            TITLE,
+            f"peak hosts' lease holders alive ÷ lease pool ({LEASE_POOL})",
+            f"{peaks.holders / LEASE_POOL:.2f}",
+            note=f"{peaks.holders} holders alive at once, the lease pool's server sessions at most {peaks.lease_sessions}, at most {peaks.waiting} holders waiting in its queue",
         ),
         Row(
             TITLE,
@@ -209,10 +180,10 @@ def bench(config: Config, work: Path) -> Section:
             note=f"over {elapsed:.0f} s",
         ),
     )
-    if errors.strip():
+    if said.strip():
         section.details.append(
             "First lines RunJobs wrote on stderr:\n\n```\n"
-            + "\n".join(errors.splitlines()[:15])
+            + "\n".join(said.splitlines()[:15])
             + "\n```"
         )
     return section
