@@ -296,17 +296,20 @@ def _lease_pool(pooler, dbname: str) -> dict:
     return next((pool for pool in pools if pool["database"] == f"{dbname}_leases"), {})
 
 
-def test_a_holders_session_through_the_lease_pool_has_its_settings(
+def test_a_holders_session_through_the_lease_pool_has_its_settings_and_no_others_locks(
     pg_store, pg_server, monkeypatch
 ):
     """PgBouncer refuses the ``options`` startup parameter that a direct session's
     settings ride on: the lease holder's store (open_session) sets them once connected,
-    and its session is the pooler's (no client address: the pooler's Unix socket)."""
+    and its session is the pooler's (no client address: the pooler's Unix socket). The
+    pool's one server session, lent to the next holder, holds none of the run locks the
+    last one took (the documented ``server_reset_query``)."""
     from dataflow.store import open_store
 
     dbname = pg_store.rsplit("/", 1)[1]
     leases = Pooler(pg_server, leases=(dbname, 1))
     leases.start()
+    mine = "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'"
     try:
         monkeypatch.setenv("DATAFLOW_DB_DIRECT", leases.leases_url(dbname))
         with open_store(leases.url(dbname), session=True) as store:
@@ -315,6 +318,13 @@ def test_a_holders_session_through_the_lease_pool_has_its_settings(
             assert show("SHOW DateStyle").fetchone()[0].startswith("ISO")
             where = "SELECT client_addr FROM pg_stat_activity WHERE pid = pg_backend_pid()"
             assert show(where).fetchone()[0] is None
+            assert store.try_run_locks([("work", "1"), ("work", "2")]) == [True, True]
+            assert show(mine).fetchone()[0] == 2
+            backend = show("SELECT pg_backend_pid()").fetchone()[0]
+        with open_store(leases.url(dbname), session=True) as store:
+            assert store.conn.execute("SELECT pg_backend_pid()").fetchone()[0] == backend
+            assert store.conn.execute(mine).fetchone()[0] == 0
+            assert store.try_run_locks([("work", "1")]) == [True]
     finally:
         leases.stop()
 
