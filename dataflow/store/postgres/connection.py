@@ -62,7 +62,7 @@ def conninfo(address: str, through_pooler: bool = False, session: bool = False) 
         "tcp_user_timeout": str(int(bound * 1000)),
         "application_name": f"dataflow/{stall_ms()}",  # what end_stalled allows it
     }
-    if through_pooler or session:  # (a pooler sets the application_name on its sessions)
+    if through_pooler or session:  # (no options: a pooler refuses them; it takes the rest)
         return psycopg.conninfo.make_conninfo(address, **client)
     server = " ".join(f"-c {name}={value}" for name, value in _server_settings())
     return psycopg.conninfo.make_conninfo(address, options=server, **client)
