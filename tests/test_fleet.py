@@ -67,6 +67,9 @@ def fleet(fleet_server, tmp_path):
             cli = Cli(tmp_path, pooler.url(dbname))
             cli.env["DATAFLOW_DB_DIRECT"] = pooler.leases_url(dbname)
             cli.env["DATAFLOW_HOLDER_IDLE"] = "1"  # a host's lease session is another's soon
+            # the hosts share two cores: a RunJob starved inside a pooled transaction is
+            # not taken for a stopped one (the stall guard, a quarter of the bound: 15 s)
+            cli.env["DATAFLOW_LIVENESS_TIMEOUT"] = "60"
             yield cli, direct, pooler
         finally:
             pooler.stop()
