@@ -1,7 +1,9 @@
 """A fleet's hosts behind PgBouncer in transaction mode (docs/stores.md): everything but
 the leases goes through the pooler (``DATAFLOW_DB``), the host's lease holder straight to
-the server (``DATAFLOW_DB_DIRECT``). A real PgBouncer (Debian's ``pgbouncer``, the ini of
-the docs) in front of the test session's PostgreSQL server."""
+the server, or through the same pooler's lease pool in session mode
+(``DATAFLOW_DB_DIRECT``). A real PgBouncer (Debian's ``pgbouncer``, the ini of the docs)
+in front of the test session's PostgreSQL server. The fleet of more hosts than the
+server has sessions: tests/test_fleet.py."""
 
 from __future__ import annotations
 
