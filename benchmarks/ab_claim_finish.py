@@ -29,7 +29,7 @@ ROUNDS = int(os.environ.get("AB_ROUNDS", "6"))
 
 def worker(address: str) -> None:
     """In the tree under test: time claim + finish of CHUNKS chunks; print the seconds."""
-    from dataflow.run import claims, lifecycle, liveness
+    from dataflow.run.claim import claims, lifecycle, liveness
     from dataflow.store import create_store
 
     store, _ = create_store(address if "://" in address else Path(address))
@@ -59,7 +59,7 @@ def worker(address: str) -> None:
         if new_api:
             liveness.ended(store, "j", claim.dataid, claim.runid)
         samples.append(time.perf_counter() - began)
-    from dataflow.run import keeper
+    from dataflow.run.lease import keeper
 
     keeper.close_all()
     store.close()

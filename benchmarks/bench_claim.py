@@ -21,7 +21,7 @@ from pathlib import Path
 import stores
 from measure import INFO, Config, Dist, Row, Section, ms, times, verdict
 
-from dataflow.run import lifecycle
+from dataflow.run.claim import lifecycle
 from dataflow.store import Store, open_store
 
 TARGET_P50 = 0.005  # seconds, at 1M rows

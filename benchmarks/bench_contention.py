@@ -22,7 +22,7 @@ from pathlib import Path
 import stores
 from measure import MET, MISSED, Config, Dist, Row, Section, verdict
 
-from dataflow.run import lifecycle
+from dataflow.run.claim import lifecycle
 from dataflow.store import open_store
 from dataflow.store.address import busy_timeout
 

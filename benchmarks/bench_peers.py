@@ -47,7 +47,7 @@ from measure import (
     write_script,
 )
 
-from dataflow.run.workers import cores
+from dataflow.run.drain.workers import cores
 
 PEERS = ("procrastinate==3.10.0", "luigi==3.8.1", "pgqueuer==1.6.0")
 HERE = Path(__file__).resolve().parent / "peers"
@@ -225,8 +225,10 @@ def _our_loop(address: str, jobs: int, results) -> None:
     connection), as a drain records an end while it claims the next chunk."""
     import queue
 
-    from dataflow.run import claims, keeper, lifecycle, liveness, recorder
-    from dataflow.run.runner import Outcome
+    from dataflow.run.claim import claims, lifecycle, liveness
+    from dataflow.run.drain import recorder
+    from dataflow.run.lease import keeper
+    from dataflow.run.process.runner import Outcome
     from dataflow.store import open_store
 
     keeper._keepers.clear()  # the parent's, if any, are not this process's

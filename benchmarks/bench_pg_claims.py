@@ -1,6 +1,6 @@
 """Claim latency on PostgreSQL against store size (contended claims: bench_pg_contention).
 
-Both use the real path, ``dataflow.run.claims.claim`` (through :func:`stores.claim`):
+Both use the real path, ``dataflow.run.claim.claims.claim`` (through :func:`stores.claim`):
 on a shared store each claim asks this process's keeper (a child process, as RunJob's)
 to take the chunk's run lock, one pipe round trip and one advisory-lock query.
 Method and figures mirror ``bench_claim`` and ``bench_contention`` (SQLite).
@@ -17,7 +17,8 @@ import psycopg
 import stores
 from measure import INFO, Dist, Row, Section, ms, times, verdict
 
-from dataflow.run import claims, keeper, lifecycle
+from dataflow.run.claim import claims, lifecycle
+from dataflow.run.lease import keeper
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
 

@@ -1,5 +1,5 @@
 """Contended claims on PostgreSQL: N processes claiming one job's chunks through the real
-path (``dataflow.run.claims.claim``, each with its keeper), against a raw PostgreSQL
+path (``dataflow.run.claim.claims.claim``, each with its keeper), against a raw PostgreSQL
 insert-and-commit loop run by the same number of processes; the method of
 ``bench_contention`` (SQLite): slices, ABBA order, a shared ticket counter.
 """
@@ -18,7 +18,8 @@ import psycopg
 import stores
 from measure import INFO, MET, MISSED, Dist, Row, Section
 
-from dataflow.run import claims, keeper, lifecycle
+from dataflow.run.claim import claims, lifecycle
+from dataflow.run.lease import keeper
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
 

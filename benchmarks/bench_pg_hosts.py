@@ -39,7 +39,8 @@ from measure import (
     write_script,
 )
 
-from dataflow.run import claims, keeper, lifecycle
+from dataflow.run.claim import claims, lifecycle
+from dataflow.run.lease import keeper
 from dataflow.store import open_store
 from dataflow.store.base import liveness_timeout
 from support.hosts import Proxy, alive, processes_of

@@ -18,7 +18,7 @@ import bench_pg_hosts
 import pg_server
 from measure import Config, Section
 
-from dataflow.run import keeper
+from dataflow.run.lease import keeper
 
 CONTENTION_CHUNKS = 1_000  # per race: claims here are slow (see findings), races long
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataflow.run import claims, lifecycle
+from dataflow.run.claim import claims, lifecycle
 from dataflow.store import Store, create_store
 
 SOURCE_JOB = "source"

@@ -270,7 +270,7 @@ _SECRET = st.text(st.sampled_from("ABCXYZ0189-_%@:/?#&=+"), min_size=1).filter(
 def test_a_masked_url_shows_nothing_of_its_user_password_path_or_token(
     user, password, path, scheme
 ):
-    from dataflow.run.alerts import masked
+    from dataflow.run.listeners.alerts import masked
 
     for url in (
         f"{scheme}://{user}:{password}@hooks.example.com/{path}",

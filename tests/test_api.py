@@ -22,7 +22,7 @@ from dataflow.errors import (
     UsageError,
 )
 from dataflow.ops import plans
-from dataflow.run.lifecycle import FAILED, READY, RESUBMIT, RUNNING
+from dataflow.run.claim.lifecycle import FAILED, READY, RESUBMIT, RUNNING
 from support import base_env, history, in_rows, rows, script, statuses
 
 pytestmark = pytest.mark.both_stores

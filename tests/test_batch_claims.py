@@ -14,8 +14,11 @@ import pytest
 
 from dataflow.dataids import natural_key
 from dataflow.errors import RunFenced
-from dataflow.run import claims, drainclaim, keeper, lifecycle, locks, recorder
-from dataflow.run.runner import Outcome
+from dataflow.run.claim import claims, lifecycle
+from dataflow.run.drain import drainclaim, recorder
+from dataflow.run.lease import keeper
+from dataflow.run.process import locks
+from dataflow.run.process.runner import Outcome
 from dataflow.store import open_store
 from support import (
     ADDRESSES,
@@ -35,7 +38,7 @@ pytestmark = pytest.mark.both_stores
 HOLD_UNTIL_LET_GO = """
 import os, sys, time
 from pathlib import Path
-from dataflow.run import locks
+from dataflow.run.process import locks
 from dataflow.store import open_store
 from dataflow.store.address import locate
 path, moment, *chunks = sys.argv[1:]

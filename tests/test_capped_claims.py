@@ -13,7 +13,8 @@ from support import cue, on_cue, rows, waiting_for_locks
 # claims job work (a dry run with "dry"), printing what it found, once it is told to
 CLAIM_ON_CUE = """
 import sys
-from dataflow.run import claims, keeper, lifecycle
+from dataflow.run.claim import claims, lifecycle
+from dataflow.run.lease import keeper
 from dataflow.store import open_store
 from dataflow.store.address import locate
 store = open_store(locate())
@@ -71,7 +72,9 @@ def test_a_claim_whose_run_insert_is_swallowed_is_undone(chain, tmp_path, addres
     chunk 1. The claim's runids are read inside its transaction: the missing one fails
     it, and it is rolled back whole (nothing RUNNING, no history row, no lock held); were
     they read after its COMMIT, chunk 1 would be left RUNNING with no history row."""
-    from dataflow.run import claims, keeper, lifecycle, locks
+    from dataflow.run.claim import claims, lifecycle
+    from dataflow.run.lease import keeper
+    from dataflow.run.process import locks
     from dataflow.store import open_store
 
     with psycopg.connect(address) as conn:

@@ -67,9 +67,9 @@ def _victims(host) -> dict[str, list[int]]:
     for pid in processes_of(host.env):
         with contextlib.suppress(OSError, IndexError):
             command = _cmdline(pid)
-            if "dataflow.run.holderprocess" in command:
+            if "dataflow.run.lease.holderprocess" in command:
                 found["holder"].append(pid)
-            elif "runjob" in command.lower() or "dataflow.run.worker" in command:
+            elif "runjob" in command.lower() or "dataflow.run.drain.worker" in command:
                 found["runjob"].append(pid)
             elif "/A.sh" in command or "/B.sh" in command:
                 found["job"].append(pid)

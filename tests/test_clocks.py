@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dataflow import dataids
 from dataflow.dataids import natural_key, period, periods, system_zone
-from dataflow.run import claims, lifecycle
+from dataflow.run.claim import claims, lifecycle
 from dataflow.store import open_store
 from support import (
     rows,

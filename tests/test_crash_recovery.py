@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dataflow.errors import NetworkFilesystem
-from dataflow.run.drain import MANY_AHEAD
-from dataflow.run.locks import safe_name
+from dataflow.run.drain.drain import MANY_AHEAD
+from dataflow.run.process.locks import safe_name
 from dataflow.store import now
 from dataflow.store.sqlite.filesystems import mount_type, require_local
 from support import (

@@ -1,14 +1,14 @@
-"""Every drain shows the process that runs it one face (:class:`dataflow.run.events.Draining`):
-:mod:`dataflow.run.foreground` and RunJob's report call it the same way whichever runs."""
+"""Every drain shows the process that runs it one face (:class:`dataflow.run.drain.events.Draining`):
+:mod:`dataflow.run.drain.foreground` and RunJob's report call it the same way whichever runs."""
 
 import inspect
 
 import pytest
 
-from dataflow.run.drain import Drain
-from dataflow.run.driven import DriverDrain
-from dataflow.run.events import Draining
-from dataflow.run.workers import WorkerDrain
+from dataflow.run.drain.drain import Drain
+from dataflow.run.drain.driven import DriverDrain
+from dataflow.run.drain.events import Draining
+from dataflow.run.drain.workers import WorkerDrain
 
 FACE = [name for name in vars(Draining) if not name.startswith("_")]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dataflow import layout
-from dataflow.run import processes
+from dataflow.run.process import processes
 from support import BIN, BOUND, rows, script, start_runjob, wait_for
 from support.fenced import _files, _register
 from support.hosts import _children, alive

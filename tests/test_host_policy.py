@@ -225,7 +225,7 @@ def test_the_defaults_carry_no_code_no_path_and_no_address(tmp_path):
 
 def test_an_alert_url_is_parsed_as_apprise_reads_it(tmp_path):
     from dataflow.policy import load
-    from dataflow.run.alerts import refusal
+    from dataflow.run.listeners.alerts import refusal
 
     policy = load(
         {"DATAFLOW_POLICY": str(host_policy(tmp_path, '[alerts]\ntargets = ["json://h"]'))}
@@ -284,7 +284,7 @@ def test_the_sender_checks_the_url_as_apprise_reads_it(cli, tmp_path, receiver):
     """What reaches the sending process is checked again there, with Apprise's parser."""
     import sys
 
-    from dataflow.run.alerts import SENDER
+    from dataflow.run.listeners.alerts import SENDER
 
     host_policy(tmp_path, '[alerts]\ntargets = ["json://hooks.allowed.invalid"]\n')
     sneaky = receiver.url.replace("json://", "json://x@") + "@hooks.allowed.invalid/"

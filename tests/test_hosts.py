@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from dataflow.run import claims, keeper, lifecycle
+from dataflow.run.claim import claims, lifecycle
+from dataflow.run.lease import keeper
 from dataflow.store import open_store
 from support import (
     BOUND,
@@ -86,7 +87,7 @@ def test_the_holder_runs_in_its_own_session_and_keeps_nothing_of_runjob(hosts, t
         holder = holder_of(a.env["DATAFLOW_STATE"])
         assert holder and holder != runner.pid
         with open(f"/proc/{holder}/cmdline", "rb") as file:
-            assert b"dataflow.run.holderprocess" in file.read()  # not a fork of RunJob
+            assert b"dataflow.run.lease.holderprocess" in file.read()  # not a fork of RunJob
         with open(f"/proc/{holder}/environ", "rb") as file:
             environ = file.read().split(b"\0")
         assert not [v for v in environ if v.startswith((b"DATAFLOW_RUN=", b"jobid="))]
@@ -202,7 +203,7 @@ def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound
 def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, pg_store):
     """Host A's claim is looking at its first candidate (its transaction is open) when host
     B's RunJob starts: B takes the next chunk instead of saying there is nothing to do."""
-    from dataflow.run import claims, lifecycle
+    from dataflow.run.claim import claims, lifecycle
     from dataflow.store import open_store
 
     a, b = hosts

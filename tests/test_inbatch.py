@@ -1,4 +1,4 @@
-"""A batch of chunks run as one call (``dataflow.run.inbatch``): a failed batch is split
+"""A batch of chunks run as one call (``dataflow.run.spark.inbatch``): a failed batch is split
 until only the chunks that fail on their own fail, each with its own reason and log."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataflow.run.inbatch import BatchChunk, BatchRun
+from dataflow.run.spark.inbatch import BatchChunk, BatchRun
 
 
 def _run(dataids, work, tmp_path, **options):

@@ -13,12 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dataflow.run import claims, inprocess, locks
-from dataflow.run.claims import Claim
-from dataflow.run.events import Event, decode, encode
-from dataflow.run.inprocess import ThreadRun
-from dataflow.run.runner import Outcome
-from dataflow.run.sparksubmit import has_entry_point
+from dataflow.run.claim import claims
+from dataflow.run.claim.claims import Claim
+from dataflow.run.drain.events import Event, decode, encode
+from dataflow.run.process import locks
+from dataflow.run.process.runner import Outcome
+from dataflow.run.spark import inprocess
+from dataflow.run.spark.inprocess import ThreadRun
+from dataflow.run.spark.sparksubmit import has_entry_point
 
 
 @pytest.mark.parametrize(

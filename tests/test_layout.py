@@ -154,7 +154,7 @@ def test_packages_import_only_what_their_docstring_allows():
 def test_checks_catch_a_circle_and_a_forbidden_import():
     """The checks above can fail: a store module importing the run package breaks both."""
     graph = _graph()
-    graph["dataflow.store.base"] = graph["dataflow.store.base"] | {"dataflow.run.lifecycle"}
+    graph["dataflow.store.base"] = graph["dataflow.store.base"] | {"dataflow.run.claim.lifecycle"}
     assert any("dataflow.store.base" in cycle for cycle in _cycles(graph))
     assert any(
         v.startswith("dataflow.store.base imports dataflow.run") for v in _layer_violations(graph)
@@ -166,7 +166,7 @@ def test_graph_sees_lazy_and_relative_imports():
     # registered() imports the store inside the function; jdbc names Dataset for typing only
     assert "dataflow.store" in graph["dataflow.spark.context"]
     assert "dataflow.spark.datasets" in graph["dataflow.spark.jdbc"]
-    assert "dataflow.run.lifecycle" in graph["dataflow.api.running"]
+    assert "dataflow.run.claim.lifecycle" in graph["dataflow.api.running"]
 
 
 @pytest.mark.parametrize("name", ["dataflow.testing", "dataflow.pipeline"])
@@ -314,7 +314,7 @@ def test_only_utility_serve_imports_the_server_and_only_when_it_runs():
 
 
 def test_the_run_path_asks_the_store_what_liveness_needs_never_its_kind():
-    from dataflow.run import liveness
+    from dataflow.run.claim import liveness
     from dataflow.store.postgres.store import PostgresStore
     from dataflow.store.sqlite import SqliteStore
 
@@ -341,7 +341,7 @@ def _driver_violations(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_spark_driver_program_is_a_package_of_its_own_started_by_path():
-    from dataflow.run import launch
+    from dataflow.run.drain import launch
 
     modules = _modules()
     assert _rule("dataflow.driver", modules) == [

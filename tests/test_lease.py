@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dataflow.run.holder import TICK_S, reconnect_wait
+from dataflow.run.lease.holder import TICK_S, reconnect_wait
 from support import (
     ADDRESSES,
     BOUND,

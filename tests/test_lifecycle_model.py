@@ -26,7 +26,7 @@ from hypothesis.stateful import (
 )
 
 from dataflow.dataids import natural_key
-from dataflow.run import claims, lifecycle, liveness
+from dataflow.run.claim import claims, lifecycle, liveness
 from dataflow.store import create_store
 
 JOBS = {"A": (("src",), "a"), "B": (("a",), "b"), "C": (("a", "b"), "c")}

@@ -15,7 +15,7 @@ from collections import Counter
 import psycopg
 import pytest
 
-from dataflow.run.holder import LOG_NAME
+from dataflow.run.lease.holder import LOG_NAME
 from support import (
     ADDRESSES,
     BOUND,

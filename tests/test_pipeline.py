@@ -10,8 +10,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from dataflow.run import claims, keeper, lifecycle, patience, recorder
-from dataflow.run.runner import Outcome
+from dataflow.run.claim import claims, lifecycle, patience
+from dataflow.run.drain import recorder
+from dataflow.run.lease import keeper
+from dataflow.run.process.runner import Outcome
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
 from support import (
@@ -219,7 +221,7 @@ def test_a_claim_given_back_lets_its_run_lock_go_at_once(work, pg_database, monk
     once: its keeper lets the chunk's run lock go when told, not at its next look (made a
     minute here). Else a drain on another host that finds it held passes it over, and may
     end with it left (while the drain that gave it back ends too)."""
-    from dataflow.run import holder
+    from dataflow.run.lease import holder
     from dataflow.store.postgres.claims import run_key
 
     monkeypatch.setattr(holder, "TICK_S", 60.0)  # the keeper is forked from this process

@@ -210,7 +210,7 @@ def test_export_then_apply_then_plan_shows_nothing(cli, tmp_path, found):
     import os
 
     from dataflow.ops import plans, project
-    from dataflow.run.settings import settings_of
+    from dataflow.run.claim.settings import settings_of
     from dataflow.store import create_store
 
     datasets, jobs = found

@@ -232,10 +232,10 @@ def _done(tmp_path) -> list[list[str]]:
 DRAINER = """\
 import os, sys, time
 from pathlib import Path
-from dataflow.run import claims, lifecycle
-from dataflow.run.drain import Drain
-from dataflow.run.inprocess import ThreadRun
-from dataflow.run.jobenv import JobEnv
+from dataflow.run.claim import claims, lifecycle
+from dataflow.run.drain.drain import Drain
+from dataflow.run.spark.inprocess import ThreadRun
+from dataflow.run.claim.jobenv import JobEnv
 from dataflow.store import open_store
 
 def work(variables):
@@ -296,11 +296,11 @@ class InProcess(Race):
 BATCH_DRAINER = """\
 import os, sys, time
 from pathlib import Path
-from dataflow.run import claims, lifecycle
-from dataflow.run.drain import Drain
-from dataflow.run.inbatch import BatchChunk, BatchRun
-from dataflow.run.inprocess import ThreadRun
-from dataflow.run.jobenv import JobEnv
+from dataflow.run.claim import claims, lifecycle
+from dataflow.run.drain.drain import Drain
+from dataflow.run.spark.inbatch import BatchChunk, BatchRun
+from dataflow.run.spark.inprocess import ThreadRun
+from dataflow.run.claim.jobenv import JobEnv
 from dataflow.store import open_store
 
 def work(chunks, group):

@@ -56,8 +56,8 @@ def test_a_job_never_starts_with_nobody_to_read_its_output(tmp_path):
 import os, resource, sys
 sys.path.insert(0, {str(ROOT)!r})
 from dataflow.errors import ScriptError
-from dataflow.run.runner import Run
-from dataflow.run.watcher import Watcher
+from dataflow.run.process.runner import Run
+from dataflow.run.process.watcher import Watcher
 copied = {str(tmp_path / "copied")!r}
 watcher = Watcher()
 watcher.ready()

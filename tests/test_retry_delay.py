@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 
 from dataflow.errors import JobConfigError
-from dataflow.run.settings import settings_of
+from dataflow.run.claim.settings import settings_of
 from support import rows, script, setting, start_runjob, statuses
 
 pytestmark = pytest.mark.both_stores

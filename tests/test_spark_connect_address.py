@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dataflow.errors import SparkConnectUnavailable
-from dataflow.run import sparkconnect
+from dataflow.run.spark import sparkconnect
 
 VALUE = st.text(st.characters(blacklist_characters=";\n\x00", codec="utf-8"), min_size=1)
 PARAMS = st.lists(st.tuples(st.sampled_from(["user_id", "use_ssl", "session_id"]), VALUE))

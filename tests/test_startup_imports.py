@@ -20,8 +20,8 @@ NOT_FOR_A_PLAIN_RUN = (
     "psycopg_pool",
     "dataflow.store.postgres",
     "dataflow.store.leases",
-    "dataflow.run.keeper",
-    "dataflow.run.holder",
+    "dataflow.run.lease.keeper",
+    "dataflow.run.lease.holder",
     "pyspark",  # Spark: the job side, and launching a .py job
     "dataflow.spark",
     "dataflow.driver",
@@ -36,8 +36,8 @@ NOT_FOR_A_PLAIN_RUN = (
     "prometheus_client",
     "tabulate",
     "dataflow.ops",  # operator commands
-    "dataflow.run.workers",  # a drain spread over processes (--parallel)
-    "dataflow.run.driven",  # a drain in one Spark driver
+    "dataflow.run.drain.workers",  # a drain spread over processes (--parallel)
+    "dataflow.run.drain.driven",  # a drain in one Spark driver
     "argparse",  # a command line of a script and its arguments has no option to parse
 )
 
@@ -83,14 +83,18 @@ def jobs(chain, tmp_path):
 def test_a_run_that_ends_well_imports_nothing_it_does_not_need(jobs):
     ran, modules = _runjob(jobs, "./work.sh")
     assert "rows updated to READY for work" in ran.out
-    assert {"dataflow.run.claims", "dataflow.store.sqlite", "sqlite3"} <= modules  # it sees ours
+    assert {
+        "dataflow.run.claim.claims",
+        "dataflow.store.sqlite",
+        "sqlite3",
+    } <= modules  # it sees ours
     assert unwanted(modules) == []
 
 
 def test_a_run_with_nothing_to_do_imports_nothing_it_does_not_need(jobs):
     ran, modules = _runjob(jobs, "./idle.sh")
     assert "no suitable data available for job" in ran.out
-    assert "dataflow.run.claims" in modules
+    assert "dataflow.run.claim.claims" in modules
     assert unwanted(modules) == []
 
 
@@ -102,4 +106,4 @@ def test_a_failure_with_alerts_set_imports_the_alerts(jobs, tmp_path):
     jobs.ok("set", "work", "alerts=json://127.0.0.1:9/nowhere")
     ran = jobs.runjob("./work.sh", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert ran.code == 3, ran
-    assert "dataflow.run.alerts" in unwanted(imported(ran.err))
+    assert "dataflow.run.listeners.alerts" in unwanted(imported(ran.err))

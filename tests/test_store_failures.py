@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dataflow.run.holder import LOG_NAME
+from dataflow.run.lease.holder import LOG_NAME
 from support import ADDRESSES, Cli, rows, start_runjob, wait_for
 from support.hosts import _one_job
 from support.pgserver import _restart
@@ -197,9 +197,10 @@ def test_ends_the_recorder_cannot_record_are_recorded_by_the_drain(cli, tmp_path
     """The recorder's own connection cannot be opened (as when no descriptor is left; here
     the store's file is renamed under the drain, whose connection goes on): each end it
     is handed comes back to the drain, which records it; every chunk ends READY."""
-    from dataflow.run import claims, keeper, lifecycle
-    from dataflow.run.drain import Drain
-    from dataflow.run.jobenv import JobEnv
+    from dataflow.run.claim import claims, lifecycle
+    from dataflow.run.claim.jobenv import JobEnv
+    from dataflow.run.drain.drain import Drain
+    from dataflow.run.lease import keeper
     from dataflow.store import open_store
     from support import ready, register
 

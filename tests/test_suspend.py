@@ -50,7 +50,7 @@ def _noted(tmp_path, children: list[int]) -> int:
 # child's pid written to the file child at once, "went on" said once the child has ended
 STARTS_AS_IT_IS_STOPPED = """
 import os, signal, subprocess, sys, threading, time
-from dataflow.run import suspend
+from dataflow.run.process import suspend
 
 children = []
 
@@ -119,7 +119,7 @@ def pass_on(number):
         os.kill(os.getpid(), signal.SIGTSTP)  # the second ^Z
 
 
-from dataflow.run import suspend
+from dataflow.run.process import suspend
 
 suspend.install(pass_on)
 os.kill(os.getpid(), signal.SIGTSTP)  # the first
@@ -148,7 +148,7 @@ def test_a_second_stop_before_the_first_has_stopped_this_process_is_the_same_sto
 # pid written to the file child, "went on" said once the child has ended
 STOPPED_AND_CONTINUED_WHILE_STARTING = """
 import os, signal, subprocess
-from dataflow.run import suspend
+from dataflow.run.process import suspend
 
 children = []
 suspend.install(lambda number: [os.killpg(child.pid, number) for child in children])
@@ -180,7 +180,7 @@ def test_a_stop_put_off_and_then_continued_is_void(tmp_path):
 # the file child once it is started, "went on" said once it has ended
 STARTS_WHILE_A_STOP_IS_PASSED_ON = """
 import os, signal, subprocess, threading, time
-from dataflow.run import suspend
+from dataflow.run.process import suspend
 
 children = []
 go = threading.Event()
@@ -236,7 +236,7 @@ def test_a_start_in_another_thread_while_a_stop_is_passed_on_waits_for_fg(tmp_pa
 CONTINUED_WHILE_THE_STOP_IS_PASSED_ON = """
 import os, signal, subprocess, time
 from pathlib import Path
-from dataflow.run import suspend
+from dataflow.run.process import suspend
 
 child = subprocess.Popen(["sleep", "60"], process_group=0)
 

@@ -1,4 +1,4 @@
-"""One watcher thread for many job processes (dataflow/run/watcher.py): real processes,
+"""One watcher thread for many job processes (dataflow/run/process/watcher.py): real processes,
 started while others run, each one's output copied whole to its own log (secrets
 masked), its exit code and its end reported once; a job past its timeout, or one that
 ignores the signal passed on, ended."""
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataflow.run import watcher as watcher_module
-from dataflow.run.runner import Run
-from dataflow.run.watcher import Watcher
+from dataflow.run.process import watcher as watcher_module
+from dataflow.run.process.runner import Run
+from dataflow.run.process.watcher import Watcher
 
 SECRET = "s3cr3t-pw"
 

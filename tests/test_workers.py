@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from dataflow.run import workers
-from dataflow.run.events import Event, Tally
-from dataflow.run.runner import Outcome
+from dataflow.run.drain import workers
+from dataflow.run.drain.events import Event, Tally
+from dataflow.run.process.runner import Outcome
 from support import (
     history,
     rows,
@@ -53,7 +53,7 @@ def test_every_chunk_once_in_worker_processes_and_one_report(cli, tmp_path):
     assert sorted(int(dataid) for dataid, _ in started) == list(range(1, 41))  # each once
     assert len({parent for _, parent in started}) == min(4, workers.cores())
     argv = (tmp_path / "argv").read_text()
-    assert "dataflow.run.worker" in argv and "s3cret" not in argv and "pk-7f3a" not in argv
+    assert "dataflow.run.drain.worker" in argv and "s3cret" not in argv and "pk-7f3a" not in argv
     assert "work: 40 READY, 0 FAILED in" in ran.out  # one summary, of every worker's runs
     assert len(history(tmp_path, "work")) == 40
 
@@ -149,7 +149,7 @@ def test_tally_counts_what_a_drain_tells():
 def _claim(runid: int):
     from pathlib import Path
 
-    from dataflow.run.claims import Claim
+    from dataflow.run.claim.claims import Claim
 
     return Claim(str(runid), 1, runid, None, Path("log"), "token", ())
 

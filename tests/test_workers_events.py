@@ -1,4 +1,4 @@
-"""The event pipe between a spread drain's workers and RunJob (run/events.py): every
+"""The event pipe between a spread drain's workers and RunJob (run/drain/events.py): every
 event goes through as it is; a line that is not an event, one of the wrong types, one
 that never ends, or output a job writes where RunJob reads, is one line at most and never
 a traceback; dataids of any shape (a newline, quotes, 5,000 characters, written as
@@ -63,9 +63,9 @@ def _events():
 
     from hypothesis import strategies as st
 
-    from dataflow.run.claims import Claim
-    from dataflow.run.events import Event
-    from dataflow.run.runner import Outcome
+    from dataflow.run.claim.claims import Claim
+    from dataflow.run.drain.events import Event
+    from dataflow.run.process.runner import Outcome
 
     text = st.text(
         st.characters(codec="utf-8") | st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF)
@@ -202,7 +202,7 @@ def test_events_go_through_the_pipe_as_they_are():
     which stays in the worker)."""
     from hypothesis import given, settings
 
-    from dataflow.run.events import decode, encode
+    from dataflow.run.drain.events import decode, encode
 
     @settings(max_examples=300, deadline=None)
     @given(_events())
@@ -221,7 +221,7 @@ def test_any_other_line_is_refused_or_an_event_of_the_right_types():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from dataflow.run.events import Tally, decode
+    from dataflow.run.drain.events import Tally, decode
 
     keys = ["kind", "dataid", "claim", "outcome", "status", "counts", "live", "cap"]
     shaped = st.fixed_dictionaries({key: _json() for key in keys})

@@ -56,7 +56,7 @@ def test_no_secret_in_any_command_line_nor_log(cli, tmp_path, address):
     assert "work: 6 READY" in done.out
     secrets = ("St0rePw-91", "Dataset-Pw-55", "pk-Zq81")
     argv = (tmp_path / "argv").read_text()
-    assert "dataflow.run.worker" in argv
+    assert "dataflow.run.drain.worker" in argv
     for secret in secrets:
         assert secret not in argv and secret not in done.out + done.err
     # the job's environment: its dataset's password, not the store's nor the passkey;

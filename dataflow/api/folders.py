@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from ..errors import UsageError
-from ..run import runner, scripts, suspend
+from ..run.process import runner, scripts, suspend
 from ..store import locate, open_store
 
 MAX_ROUNDS = 100  # a pipeline whose producers never stop producing still ends

@@ -128,7 +128,7 @@ def resubmit(
     change per chunk looked at (``after`` is ``unchanged`` where nothing changed);
     ``dry_run``: what would change, nothing changed."""
     from ..ops import drops, reruns
-    from ..run import lifecycle
+    from ..run.claim import lifecycle
 
     with _store(db) as store:
         job = lifecycle.load_job(store, jobid)
@@ -210,7 +210,7 @@ def purge(
     least ``days_old`` days ago), never the statuses that gate work, nor a run whose
     process lives; the runs purged (``dry_run``: that would be)."""
     from ..ops import housekeeping
-    from ..run import lifecycle
+    from ..run.claim import lifecycle
 
     with _store(db) as store:
         if jobid:

@@ -12,13 +12,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import crypto
 from ..errors import UsageError
-from ..run import claims, foreground, jobenv, launch, lifecycle, listeners, scripts
+from ..run import listeners
+from ..run.claim import claims, jobenv, lifecycle
+from ..run.drain import foreground, launch
+from ..run.process import scripts
 from ..store import locate, open_store
 from ..store.address import for_job
 
 if TYPE_CHECKING:
-    from ..run.events import Event, Summary
-    from ..run.runner import Outcome
+    from ..run.drain.events import Event, Summary
+    from ..run.process.runner import Outcome
     from ..store import Store
 
 STORE_ENV = (
@@ -168,7 +171,7 @@ class JobRun:
             return found._replace(cap_full=True, live=result.live, cap=result.cap)
         if result.claim is None:
             return found
-        from ..run import sparkconnect
+        from ..run.spark import sparkconnect
 
         dataid = result.claim.dataid
         shown = {}

@@ -10,7 +10,8 @@ from typing import NamedTuple
 
 from .. import crypto
 from ..errors import StreamError, UsageError
-from ..run import lifecycle, runner, scripts
+from ..run.claim import lifecycle
+from ..run.process import runner, scripts
 from ..store import locate, open_store
 from ..store.address import for_job
 from .running import STORE_ENV, environment
@@ -53,7 +54,7 @@ def stream_launch(
     """The launch of ``script``'s stream, checked: a ``.py`` script, a job whose IN
     dataset is a landing one (not a clock) and which has one OUT dataset. Secrets
     travel in ``environ`` only, never in ``argv``."""
-    from ..run import sparksubmit  # a stream is a Spark job
+    from ..run.spark import sparksubmit  # a stream is a Spark job
 
     jobid = scripts.job_name(script)
     if not sparksubmit.is_spark_job(script):

@@ -11,7 +11,7 @@ from .. import api
 from ..errors import UsageError
 from ..ops import drops, reruns, status
 from ..ops import explain as explaining
-from ..run import lifecycle
+from ..run.claim import lifecycle
 from . import brief, output, say, say_lines, warn
 from .commands import command, count, open_store, positional, show
 

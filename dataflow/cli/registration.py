@@ -12,7 +12,8 @@ from pathlib import Path
 from .. import crypto
 from ..errors import UsageError
 from ..ops import project, registry
-from ..run import alerts, lifecycle
+from ..run.claim import lifecycle
+from ..run.listeners import alerts
 from ..store import DATASET_COLUMNS, shown
 from . import say, say_lines
 from .commands import command, open_store, positional, write_whole

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from ..run import lifecycle
-from ..run.events import Event, Summary
+from ..run.claim import lifecycle
+from ..run.drain.events import Event, Summary
 from . import printable, say, stamp, warn
 from .output import plural
 

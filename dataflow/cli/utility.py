@@ -10,7 +10,10 @@ import sys
 from .. import __version__, api, crypto
 from ..errors import UsageError
 from ..ops import copystore
-from ..run import alerts, lifecycle, logs, sparkconnect, storedlogs
+from ..run.claim import lifecycle
+from ..run.listeners import alerts
+from ..run.process import logs, storedlogs
+from ..run.spark import sparkconnect
 from ..store import create_store, files_of, locate, now, refuse_if_moved, same_store, shown
 from . import (  # noqa: F401  (they register commands)
     Parser,

@@ -7,7 +7,7 @@ import argparse
 import json
 import os
 
-from ..run import sparksubmit
+from ..run.spark import sparksubmit
 from ..spark import pipeline, testing
 from . import say, say_lines
 from .commands import command

@@ -6,7 +6,7 @@ which claims, runs and finishes chunk after chunk with the run path's rules).
 
 May import: run, spark, store, errors.
 
-A program of its own, started by path (``dataflow.run.launch.LAUNCHER``), never
+A program of its own, started by path (``dataflow.run.drain.launch.LAUNCHER``), never
 imported by the library or the CLI; it joins the run path to the job side, which
 nothing else does.
 """

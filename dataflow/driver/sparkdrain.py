@@ -3,14 +3,14 @@
 chunk (``--parallel`` of them at once, as concurrent Spark jobs of one application)
 with the same rules as RunJob, calls the entry point per chunk and records each end.
 A job that defines ``def run_batch(spark, batch)`` gets up to ``--batch`` chunks per
-call (each claimed in its own transaction, in natural order; :mod:`dataflow.run.inbatch`
+call (each claimed in its own transaction, in natural order; :mod:`dataflow.run.spark.inbatch`
 splits a batch that fails), and ``--parallel`` counts batches.
 
 Each chunk keeps what a run of its own has: its claim and finish transactions, its
 chunk lock (held by this process: if it dies, the chunks are free to be recovered),
 its history row, its log (its Python output and exception; Spark's own log goes to
 the drain's log), its FAILED on an exception, its timeout (its Spark jobs cancelled).
-What happens is written to RunJob's events file (:mod:`dataflow.run.driven`).
+What happens is written to RunJob's events file (:mod:`dataflow.run.drain.driven`).
 
 Started by plain Python instead, with ``$SPARK_REMOTE`` set, it is a Spark Connect
 client: one session on the server for every chunk, a chunk's operations tagged (and
@@ -29,12 +29,14 @@ import traceback
 from collections.abc import Callable
 
 from dataflow.errors import DataflowError
-from dataflow.run import foreground, jobenv, lifecycle, liveness, sparkconnect
-from dataflow.run.claims import Claim
-from dataflow.run.drain import Drain
-from dataflow.run.events import EventWriter
-from dataflow.run.inbatch import BatchChunk, BatchRun
-from dataflow.run.inprocess import ThreadRun, reason_of
+from dataflow.run.claim import jobenv, lifecycle, liveness
+from dataflow.run.claim.claims import Claim
+from dataflow.run.drain import foreground
+from dataflow.run.drain.drain import Drain
+from dataflow.run.drain.events import EventWriter
+from dataflow.run.spark import sparkconnect
+from dataflow.run.spark.inbatch import BatchChunk, BatchRun
+from dataflow.run.spark.inprocess import ThreadRun, reason_of
 from dataflow.spark.engine import Engine
 from dataflow.store import open_store
 from dataflow.store.address import locate

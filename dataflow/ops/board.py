@@ -15,7 +15,7 @@ from html import escape
 
 from ..dataids import natural_key
 from ..errors import UsageError
-from ..run import lifecycle
+from ..run.claim import lifecycle
 from ..store import Store
 from . import boardactions, boardlog, boardnotes, freshness, lineage
 from .status import first_line

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..errors import DataflowError
-from ..run import lifecycle, logs
+from ..run.claim import lifecycle
+from ..run.process import logs
 from ..store import Store
 from .lineage import job_graph
 

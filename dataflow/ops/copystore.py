@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import DataflowError, StoreUnavailable
-from ..run import liveness
+from ..run.claim import liveness
 from ..store import Address, Store, create_store, is_url, moved
 from ..store.base import TABLES
 

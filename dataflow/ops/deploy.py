@@ -23,7 +23,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from ..errors import DeployError
-from ..run.runner import WITHHELD
+from ..run.process.runner import WITHHELD
 from ..store import Store
 from . import plans, project
 

@@ -10,8 +10,8 @@ from datetime import datetime
 
 from .. import dataids
 from ..errors import ChunkLive, UsageError
-from ..run import liveness
-from ..run.lifecycle import READY, RUNNING, Job
+from ..run.claim import liveness
+from ..run.claim.lifecycle import READY, RUNNING, Job
 from ..store import Store
 
 EXTERNAL = "external"  # the producer's name for a drop nobody named

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from .. import dataids
 from ..dataids import natural_key
-from ..run import claims, lifecycle, liveness
-from ..run.jobenv import FIELDS
-from ..run.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, Job
+from ..run.claim import claims, lifecycle, liveness
+from ..run.claim.jobenv import FIELDS
+from ..run.claim.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING, Job
 from ..store import Store
 
 QUESTIONS = ("ready", "right data", "location", "validated", "safe")

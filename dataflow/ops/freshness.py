@@ -28,9 +28,10 @@ from pathlib import Path
 
 from ..dataids import natural_key, system_zone
 from ..errors import DataflowError
-from ..run import alerts, lifecycle
-from ..run.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING
-from ..run.settings import DUE
+from ..run.claim import lifecycle
+from ..run.claim.lifecycle import FAILED, HOLD, READY, RESUBMIT, RUNNING
+from ..run.claim.settings import DUE
+from ..run.listeners import alerts
 from ..store import Store, shown
 from .explain import explain
 

@@ -14,8 +14,10 @@ import os
 from datetime import timedelta
 
 from ..errors import DataflowError, UsageError
-from ..run import alerts, lifecycle, liveness, logs
-from ..run.events import Event
+from ..run.claim import lifecycle, liveness
+from ..run.drain.events import Event
+from ..run.listeners import alerts
+from ..run.process import logs
 from ..store import Row, Store
 
 MAX_DAYS = 36_500  # a century: more is a typo, and past ~2.7 million days dates overflow
@@ -25,7 +27,7 @@ def purge(
     store: Store, jobid: str | None = None, days_old: float | None = None, dry_run: bool = False
 ) -> list[Row]:
     """Delete (or with ``dry_run`` list) history rows and their logs (in the store's log
-    folder only: see :func:`dataflow.run.logs.own`); returns the runs."""
+    folder only: see :func:`dataflow.run.process.logs.own`); returns the runs."""
     before = None
     if days_old is not None:
         if not (math.isfinite(days_old) and 0 <= days_old <= MAX_DAYS):

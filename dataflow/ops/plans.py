@@ -13,9 +13,9 @@ from collections import namedtuple
 from .. import crypto
 from ..dataids import CLOCKS
 from ..errors import DataflowError, ProjectError, RegistrationError
-from ..run import liveness
-from ..run.alerts import STORE_WIDE
-from ..run.settings import SETTINGS
+from ..run.claim import liveness
+from ..run.claim.settings import SETTINGS
+from ..run.listeners.alerts import STORE_WIDE
 from ..store import DATASET_COLUMNS, Row, Store
 from . import registry
 from .project import Project, Secret, line_of, secret_text

@@ -36,9 +36,9 @@ from pathlib import Path
 
 from .. import crypto
 from ..errors import DataflowError, ProjectError
-from ..run.envnames import is_variable_name
-from ..run.scripts import job_name
-from ..run.settings import SETTINGS, settings_of
+from ..run.claim.envnames import is_variable_name
+from ..run.claim.settings import SETTINGS, settings_of
+from ..run.process.scripts import job_name
 from ..store import DATASET_COLUMNS, Row
 
 FILE = "dataflow.toml"

@@ -19,10 +19,11 @@ from ..errors import (
     WrongPasskey,
 )
 from ..policy import load
-from ..run import alerts, sparkconnect, sparksubmit
-from ..run.alerts import ALERTS, STORE_WIDE, invalid
-from ..run.envnames import is_variable_name, refusal, unsafe, why
-from ..run.settings import SETTINGS, settings_of
+from ..run.claim.envnames import is_variable_name, refusal, unsafe, why
+from ..run.claim.settings import SETTINGS, settings_of
+from ..run.listeners import alerts
+from ..run.listeners.alerts import ALERTS, STORE_WIDE, invalid
+from ..run.spark import sparkconnect, sparksubmit
 from ..store import DATASET_COLUMNS, Row, Store
 from .lineage import find_cycle, job_graph
 

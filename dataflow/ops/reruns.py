@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from ..dataids import CLOCKS, check_name, clock_of, natural_key
 from ..errors import ChunkBusy, DataflowError, UnknownChunk, UsageError
-from ..run import lifecycle, liveness, recovery
-from ..run.lifecycle import ABANDONED, FAILED, HOLD, RESUBMIT, RUNNING
+from ..run.claim import lifecycle, liveness, recovery
+from ..run.claim.lifecycle import ABANDONED, FAILED, HOLD, RESUBMIT, RUNNING
 from ..store import Store
 from .audit import Actor
 from .housekeeping import alert_recovered

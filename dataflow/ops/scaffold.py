@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import UsageError
-from ..run.envnames import is_variable_name
+from ..run.claim.envnames import is_variable_name
 
 JOB = "clean"  # the example job's name (utility init --job)
 TEST = "python -m pytest -q tests"  # the project's test command ([project] test)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import DataflowError, UnknownJob
-from ..run import claims, lifecycle, liveness
+from ..run.claim import claims, lifecycle, liveness
 from ..store import Row, Store
 
 WIDTH = 100  # characters of a cut cell, "..." included

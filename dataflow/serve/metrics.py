@@ -44,7 +44,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from ..ops import freshness
-from ..run.lifecycle import ABANDONED, FAILED, HOLD, READY, RESUBMIT, RUNNING
+from ..run.claim.lifecycle import ABANDONED, FAILED, HOLD, READY, RESUBMIT, RUNNING
 from ..store import Row, Store, locate, open_store
 from . import intake, runhistory
 

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from ..errors import Refused, UsageError
 from ..ops import board, status
-from ..run import lifecycle, logs, storedlogs
+from ..run.claim import lifecycle
+from ..run.process import logs, storedlogs
 from ..store import locate, now, open_store, shown
 
 RUNS_LIMIT = 20  # as `utility runs`

@@ -71,9 +71,9 @@ class Store(Records, ABC):
         COMMIT sent, the answer lost with the connection)? Not on a store in a file."""
         return False
 
-    # What a run's liveness needs (dataflow.run.liveness): "lock", this host's chunk lock
+    # What a run's liveness needs (dataflow.run.claim.liveness): "lock", this host's chunk lock
     # and its run's token; "lease" (a :class:`dataflow.store.leases.LeaseStore`), also a
-    # run lock and heartbeat every host sees, held by a keeper (dataflow.run.keeper).
+    # run lock and heartbeat every host sees, held by a keeper (dataflow.run.lease.keeper).
     liveness = "lock"
 
     @abstractmethod

@@ -1,6 +1,6 @@
 """What a store whose liveness is ``"lease"`` adds to :class:`Store`: run locks that a
-host's lease holder holds (dataflow.run.keeper, dataflow.run.holder), and the runs'
-heartbeats every host sees. Only the liveness of leases (``dataflow.run.liveness``) and
+host's lease holder holds (dataflow.run.lease.keeper, dataflow.run.lease.holder), and the runs'
+heartbeats every host sees. Only the liveness of leases (``dataflow.run.claim.liveness``) and
 the holder ask for them."""
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def quick_jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     only, serial GC, and a class-data-sharing archive of Spark's classes dumped once per
     test session (the JVM ignores an archive it cannot use). Startup only: the jobs run
     the same Spark either way."""
-    from dataflow.run import sparksubmit
+    from dataflow.run.spark import sparksubmit
 
     folder = tmp_path_factory.mktemp("jvm")
     options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:disable -Xlog:all=warning:stderr"
@@ -219,7 +219,7 @@ def _stop(process: subprocess.Popen) -> None:
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
     """A real standalone cluster from pyspark's own ``bin/spark-class``: a master and a
     worker (1 core, 1 GB for executors, 256 MB heaps for the daemons), always stopped."""
-    from dataflow.run import sparksubmit
+    from dataflow.run.spark import sparksubmit
 
     spark_class = Path(sparksubmit.find_spark_submit("tests", os.environ)).with_name("spark-class")
     folder = tmp_path_factory.mktemp("standalone")
@@ -299,7 +299,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
     """A real Spark Connect server started by pyspark's own ``sbin/start-connect-server.sh``
     (local[2], its logs and pid file in a tmp folder), stopped at the end of the session
     by ``sbin/stop-connect-server.sh`` (else killed)."""
-    from dataflow.run import sparksubmit
+    from dataflow.run.spark import sparksubmit
 
     home = Path(sparksubmit.find_spark_submit("tests", os.environ)).parent.parent
     folder = tmp_path_factory.mktemp("connect")

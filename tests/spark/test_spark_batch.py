@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dataflow.layout import chunk_folder
-from dataflow.run.logs import log_path
+from dataflow.run.process.logs import log_path
 from support import Cli, rows, script, start_runjob, statuses, wait_for
 
 SPARK_ARGS = (

@@ -22,8 +22,8 @@ from spark_output import (
 )
 
 from dataflow.errors import SparkUnavailable
-from dataflow.run import sparkcluster, sparkrun, sparksubmit
-from dataflow.run.sparkcluster import KUBERNETES, LOCAL, STANDALONE, YARN, Watch
+from dataflow.run.spark import sparkcluster, sparkrun, sparksubmit
+from dataflow.run.spark.sparkcluster import KUBERNETES, LOCAL, STANDALONE, YARN, Watch
 
 
 def executable(path, body="#!/bin/sh\nexit 0\n"):

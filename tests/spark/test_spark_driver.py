@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dataflow import crypto
-from dataflow.run.driven import is_running
+from dataflow.run.drain.driven import is_running
 from support import rows, start_runjob, statuses, wait_for
 
 PASSKEY, PASSWORD = "test-passkey", "s3cret-pass"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dataflow.errors import BadSparkArgs, SparkUnavailable
-from dataflow.run import sparksubmit
+from dataflow.run.spark import sparksubmit
 
 
 def executable(path: Path, body: str = "#!/bin/sh\nexit 0\n") -> Path:

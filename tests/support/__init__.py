@@ -293,7 +293,7 @@ def state(tmp_path: Path) -> list:
 def run_is_live(tmp_path: Path, jobid: str, dataid: str) -> bool:
     """Does a process of the chunk's run live, as every RunJob sees it (its local lock
     on SQLite, its keeper's run lock on PostgreSQL)?"""
-    from dataflow.run.liveness import is_live
+    from dataflow.run.claim.liveness import is_live
     from dataflow.store import open_store
 
     with open_store(ADDRESSES.get(tmp_path, tmp_path / "dataflow.db"), readonly=True) as store:

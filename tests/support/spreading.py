@@ -35,7 +35,7 @@ def workers_of(pid: int) -> list[int]:
                 command = file.read()
         except (OSError, ValueError, IndexError):
             continue
-        if parent == pid and b"dataflow.run.worker" in command:
+        if parent == pid and b"dataflow.run.drain.worker" in command:
             found.append(int(entry))
     return found
 

@@ -136,7 +136,7 @@ class ClaimQueries(ChunkQueries):
         super().release_claim(jobid, dataid, runid, previous)
         self.conn.execute(self.q.rewind_run_sequence, {"runid": runid})
 
-    # -- run locks (held by keepers; see dataflow.run.keeper) -------------------------------
+    # -- run locks (held by keepers; see dataflow.run.lease.keeper) -------------------------------
 
     def try_run_locks(self, chunks: Sequence[tuple[str, str]]) -> list[bool]:
         """Take each chunk's run lock for this session, if no session holds it."""

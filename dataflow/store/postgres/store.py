@@ -10,7 +10,7 @@ chunk's offer lock before checking it, and ``max_parallel`` takes the job's cap 
 
 A run's liveness is its lease (``liveness = "lease"``): a session-level advisory lock on its chunk and a heartbeat
 on its history row, both held by a keeper process on the run's host
-(:mod:`dataflow.run.keeper`) for as long as any process of the run lives there.
+(:mod:`dataflow.run.lease.keeper`) for as long as any process of the run lives there.
 """
 
 from __future__ import annotations

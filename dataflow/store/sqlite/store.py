@@ -4,7 +4,7 @@ the named queries of ``queries/*.sql``; the Python that every backend runs alike
 them is in :mod:`dataflow.store.queries`.
 
 The store knows tables and transactions, nothing of processes or rules: the
-claim and finish rules are in :mod:`dataflow.run.lifecycle`.
+claim and finish rules are in :mod:`dataflow.run.claim.lifecycle`.
 """
 
 from __future__ import annotations

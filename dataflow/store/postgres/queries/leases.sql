@@ -1,4 +1,4 @@
--- PostgreSQL: run locks (session advisory locks held by keepers, dataflow.run.keeper)
+-- PostgreSQL: run locks (session advisory locks held by keepers, dataflow.run.lease.keeper)
 -- and leases (a run's heartbeat: run.seen, renewed by its keeper; NULL: none).
 
 -- name: try_run_locks

@@ -1,0 +1,161 @@
+"""Processes of a run, found by its token: to tell whether it lives, and to fence it.
+
+Every process of a run inherits the variable ``DATAFLOW_RUN=<token>``, a random 128-bit
+token stored on the run's history row (unique forever: a deleted row's number may come
+back, its token never does). A helper the job detaches with its descriptors closed (for
+example ``subprocess.Popen(..., start_new_session=True)``: new session, new process group,
+no lock descriptor) still carries it, so a run is live while any process with its token
+exists. The boundary: a process that drops its environment (``env -i``, an ``execve``
+with a clean one) *and* closes the lock descriptor *and* leaves the job's process group is
+not seen, nor one whose environment we may not read (another user's, unless RunJob runs
+as root).
+
+Reading every ``/proc/PID/environ`` costs a few milliseconds, so it is done only when a
+lock alone says "dead", a finished chunk is about to start again, or a run is fenced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Collection, Iterable
+
+from ...store.address import HOST_ENV
+
+VARIABLE = "DATAFLOW_RUN"
+STORE_VARIABLE = "DATAFLOW_STORE"  # the store a job's chunk is of (Store.identity)
+ATTEMPT_VARIABLE = "DATAFLOW_ATTEMPT"  # the number of the run's attempt at its chunk
+HOST_PREFIX = f"{HOST_ENV}=".encode()  # the host a process was started for, if it names one
+
+
+def new_token() -> str:
+    """A fresh run token: 128 random bits (what ``secrets.token_hex(16)`` returns, without
+    the ~3 ms its import of hashlib and random costs every RunJob)."""
+    return os.urandom(16).hex()
+
+
+def legacy_token(store_identity: str, runid: int) -> str:
+    """The token of a run claimed before tokens were stored (its store and history row)."""
+    return f"{store_identity}:{runid}"
+
+
+def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes]]]:
+    """(pid, environment variables) of every live process on this host we may read, but
+    this one, whose environment holds one of ``marks`` (the others are not split: most
+    processes are nobody's run, and one look at the bytes tells)."""
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                found = file.read()
+        except OSError:  # gone, or another user's
+            continue
+        if any(mark in found for mark in marks):
+            yield int(name), found.split(b"\0")
+
+
+def _scan(tokens: set[str]) -> Iterable[tuple[int, str]]:
+    """(pid, token) of every live process on this host that carries one of ``tokens``."""
+    wanted = {f"{VARIABLE}={t}".encode(): t for t in tokens}
+    for pid, variables in _environments(wanted):
+        for variable in variables:
+            if variable in wanted:
+                yield pid, wanted[variable]
+                break
+
+
+def carrying(tokens: set[str]) -> set[str]:
+    """The tokens that some live process on this host carries in its environment."""
+    if not tokens:
+        return set()
+    found: set[str] = set()
+    for _, token in _scan(tokens):
+        found.add(token)
+        if len(found) == len(tokens):
+            break
+    return found
+
+
+def chunks_alive(
+    tokens: dict[str, tuple[str, str]], store: str, host: str | None = None
+) -> set[tuple[str, str]]:
+    """Those chunks (jobid, dataid) of ``tokens`` (a run's token: its chunk) of which a
+    process lives on this host: one carrying the run's token, or one whose environment
+    holds the chunk's ``jobid`` and ``dataid`` and the identity of ``store``, whatever
+    token it carries (a store writer may rewrite or delete a run's history row; a process
+    keeps its own environment). One look at the processes.
+
+    With ``host`` (a shared store's name of this host), a process whose environment
+    names another host in ``DATAFLOW_HOST`` is that host's: its lease speaks for it (two
+    hosts declared on one machine see each other's processes here, not their leases)."""
+    wanted = {f"{VARIABLE}={t}".encode(): chunk for t, chunk in tokens.items()}
+    ours_host = f"{HOST_ENV}={host}".encode() if host is not None else None
+    identities = {
+        (f"jobid={j}".encode(), f"dataid={d}".encode()): (j, d) for j, d in wanted.values()
+    }
+    ours = f"{STORE_VARIABLE}={store}".encode()
+    found: set[tuple[str, str]] = set()
+    for _, variables in _environments([*wanted, ours]):
+        job = data = b""
+        mine = False
+        carried: set[tuple[str, str]] = set()
+        elsewhere = False
+        for variable in variables:
+            if variable in wanted:
+                carried.add(wanted[variable])
+            elif ours_host is not None and variable.startswith(HOST_PREFIX):
+                elsewhere = variable != ours_host
+            elif variable.startswith(b"jobid="):
+                job = variable
+            elif variable.startswith(b"dataid="):
+                data = variable
+            elif variable == ours:
+                mine = True
+        if elsewhere:
+            continue
+        found |= carried
+        if mine and (job, data) in identities:
+            found.add(identities[job, data])
+        if len(found) == len(identities):
+            break
+    return found
+
+
+def pids_carrying(token: str) -> set[int]:
+    """The live processes on this host that carry ``token``."""
+    return {pid for pid, _ in _scan({token})}
+
+
+def _group(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return int(file.read().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill(tokens: set[str], groups: Iterable[int] = (), patience: float = 2.0) -> None:
+    """SIGKILL every process of the runs: each process carrying one of ``tokens``, and
+    every member of ``groups`` (the runs' process groups). A group is signalled only
+    while a process carrying a token is in it: a group id is never reused while it has a
+    member, so the signal can never reach a stranger's group that got the same number.
+    Repeated until no process carries a token (a dying job may still fork), for at most
+    ``patience`` seconds."""
+    groups = set(groups)
+    deadline = time.monotonic() + patience
+    while True:
+        found = list(_scan(tokens)) if tokens else []
+        ours = {_group(pid) for pid, _ in found} & groups
+        for group in ours:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+        for pid, _ in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if not found or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
