@@ -161,6 +161,79 @@ def test_checks_catch_a_circle_and_a_forbidden_import():
     )
 
 
+ROOMS = {"process", "lease", "spark", "listeners", "claim", "drain"}  # run/'s subpackages
+
+
+def _room_of(name: str) -> str | None:
+    """The room of the run package a module belongs to (``dataflow.run.claim``), if any."""
+    parts = name.split(".")
+    return ".".join(parts[:3]) if len(parts) >= 3 and parts[:2] == ["dataflow", "run"] else None
+
+
+def _room_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Circles between the rooms of the run package: the module graph drawn one node a
+    room (a circle of modules inside one room is :func:`_cycles`'s to find)."""
+    rooms: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if room := _room_of(name):
+            found = {_room_of(t) for t in targets} - {room, None}
+            rooms.setdefault(room, set()).update(r for r in found if r)
+    for targets in list(rooms.values()):
+        for target in targets:
+            rooms.setdefault(target, set())
+    return _cycles(rooms)
+
+
+def _room_rule_violations(modules: dict[str, Path]) -> list[str]:
+    """Each room of the run package has a rule of its own, which allows no more than the
+    run package's (its rooms aside): a room narrows what the run path may import."""
+    wrong = []
+    allowed = set(_rule("dataflow.run", modules))
+    for room in sorted(n for n in modules if _room_of(n) == n):
+        if _governing_package(room, modules) != room:
+            wrong.append(f"{room}/__init__.py's docstring has no 'May import:' line")
+            continue
+        for word in _rule(room, modules):
+            if word not in allowed and _room_of(word) is None:
+                wrong.append(f"{room} may import {word}, which dataflow.run may not")
+    return wrong
+
+
+def test_the_run_package_is_rooms_each_with_its_rule():
+    modules = _modules()
+    assert {name.split(".")[2] for name in modules if _room_of(name)} == ROOMS  # no loose module
+    assert _room_rule_violations(modules) == []
+    assert _room_circles(_graph()) == []
+
+
+def test_the_room_checks_can_fail():
+    """A room importing a room above it is a circle between rooms, and breaks its rule; a
+    room without a rule, or one wider than the run package's, is named."""
+    graph = _graph()
+    graph["dataflow.run.process.logs"] |= {"dataflow.run.claim.lifecycle"}
+    assert any(
+        {"dataflow.run.claim", "dataflow.run.process"} <= set(c) for c in _room_circles(graph)
+    )
+    assert any(
+        v.startswith("dataflow.run.process.logs imports dataflow.run.claim.lifecycle")
+        for v in _layer_violations(graph)
+    )
+    modules = dict(_modules())
+    spark = modules["dataflow.run.spark"]
+    listeners = modules["dataflow.run.listeners"]
+    try:
+        modules["dataflow.run.spark"] = modules["dataflow.run.process.logs"]  # no rule
+        modules["dataflow.run.listeners"] = modules["dataflow.api"]  # may import ops
+        assert _room_rule_violations(modules) == [
+            "dataflow.run.listeners may import dataflow.run, which dataflow.run may not",
+            "dataflow.run.listeners may import dataflow.ops, which dataflow.run may not",
+            "dataflow.run.listeners may import dataflow.landing, which dataflow.run may not",
+            "dataflow.run.spark/__init__.py's docstring has no 'May import:' line",
+        ]
+    finally:
+        modules["dataflow.run.spark"], modules["dataflow.run.listeners"] = spark, listeners
+
+
 def test_graph_sees_lazy_and_relative_imports():
     graph = _graph()
     # registered() imports the store inside the function; jdbc names Dataset for typing only
@@ -320,7 +393,7 @@ def test_the_run_path_asks_the_store_what_liveness_needs_never_its_kind():
 
     asking = [
         f"{path.name}:{node.lineno}"
-        for path in sorted((ROOT / "run").glob("*.py"))
+        for path in sorted((ROOT / "run").rglob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute) and node.attr == "shared"
     ]

@@ -20,19 +20,18 @@ NOT_FOR_A_PLAIN_RUN = (
     "psycopg_pool",
     "dataflow.store.postgres",
     "dataflow.store.leases",
-    "dataflow.run.lease.keeper",
-    "dataflow.run.lease.holder",
+    "dataflow.run.lease",  # (keeper, holder, holderprocess, holdersocket)
     "pyspark",  # Spark: the job side, and launching a .py job
     "dataflow.spark",
     "dataflow.driver",
-    "dataflow.run.spark",  # (sparksubmit, sparkconnect, sparkrun, sparkcluster)
+    "dataflow.run.spark",  # (sparksubmit, sparkconnect, sparkrun, ..., inprocess, inbatch)
     "apprise",  # alerts: a run that ends well has none to send
-    "dataflow.run.alert",  # (alerts, alertsend)
+    "dataflow.run.listeners.alert",  # (alerts, alertsend)
     "starlette",  # utility serve
     "uvicorn",
     "dataflow.serve",
     "openlineage",  # OpenLineage: not configured here
-    "dataflow.run.lineage",  # (lineagefeed, lineagesend)
+    "dataflow.run.listeners.lineage",  # (lineagefeed, lineagesend)
     "prometheus_client",
     "tabulate",
     "dataflow.ops",  # operator commands
