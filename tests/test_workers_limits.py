@@ -292,10 +292,10 @@ def test_a_dataflow_package_in_the_jobs_folder_is_not_the_workers(cli, tmp_path)
         pytest.skip("no installed RunJob entry point")
     chunks(cli, 6)
     script(tmp_path, "work.sh", JUDGE + "sleep 0.2")
-    planted = tmp_path / "dataflow" / "run"
+    planted = tmp_path / "dataflow" / "run" / "drain"
     planted.mkdir(parents=True)
-    (tmp_path / "dataflow" / "__init__.py").write_text("")
-    (planted / "__init__.py").write_text("")
+    for package in (planted, planted.parent, planted.parent.parent):
+        (package / "__init__.py").write_text("")
     (planted / "worker.py").write_text("open('shadowed', 'w').write('yes')\n")
     done = cli(runjob, *SPREAD)
     assert not (tmp_path / "shadowed").exists()

@@ -19,13 +19,13 @@ from .address import Address, busy_timeout, is_url, liveness_timeout, locate, sa
 from .columns import DATASET_COLUMNS, TABLES  # noqa: F401 (the interface's names)
 from .records import Records, Row
 
-# named tuples, not dataclasses: see run.settings.Settings
+# named tuples, not dataclasses: see run.claim.settings.Settings
 JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
 ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
 
 
 def capped(items: Sequence[JobItem]) -> bool:
-    """Has the job a ``max_parallel`` row (set or not: see run.settings.Settings)?"""
+    """Has the job a ``max_parallel`` row (set or not: see run.claim.settings.Settings)?"""
     return any(item.itemtype == "max_parallel" for item in items)
 
 

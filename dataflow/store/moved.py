@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import StoreMoved
 from .base import Store
 
-STORE_WIDE = "*"  # the pseudo-job of the store-wide settings (as in run.alerts)
+STORE_WIDE = "*"  # the pseudo-job of the store-wide settings (as in run.listeners.alerts)
 RETIRED = "retired"
 
 

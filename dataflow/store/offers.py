@@ -1,7 +1,7 @@
 """The offer rule, written once, and rendered into both stores' triggers.
 
 ``candidate`` is our index of work: the (job, dataid) pairs a claim looks at, in natural
-order. The judge of a claim is Python (``run.lifecycle.claimable``, which checks each
+order. The judge of a claim is Python (``run.claim.lifecycle.claimable``, which checks each
 candidate exactly and drops a stale one); the triggers only *offer* a pair that may pass,
 so that a claim reads the smallest candidate instead of stepping over every chunk done.
 They are written in the database itself, so that a write by the ``sqlite3`` shell,
