@@ -86,7 +86,7 @@ def test_a_batch_passes_over_a_chunk_another_process_holds(chain, tmp_path, addr
             [
                 sys.executable,
                 "-c",
-                "import sys, time; from pathlib import Path; from dataflow.run import locks; "
+                "import sys, time; from pathlib import Path; from dataflow.run.process import locks; "
                 "lock = locks.ChunkLock(Path(sys.argv[1]), 'work', '2'); "
                 "assert lock.try_acquire(); print('held', flush=True); time.sleep(600)",
                 str(store.lockfile),
