@@ -1,5 +1,6 @@
-"""Every drain shows the process that runs it one face (:class:`dataflow.run.drain.events.Draining`):
-:mod:`dataflow.run.drain.foreground` and RunJob's report call it the same way whichever runs."""
+"""Every drain shows the process that runs it one face
+(:class:`dataflow.run.drain.events.Draining`): :mod:`dataflow.run.drain.foreground` and
+RunJob's report call it the same way whichever runs."""
 
 import inspect
 

@@ -43,7 +43,8 @@ class Settings(
     at once, across processes (None: no cap); timeout: seconds before the job is
     killed (None: never); spark_args: extra spark-submit arguments; spark_remote: the
     Spark Connect server (``sc://host:15002``) a ``.py`` job is a client of ("": none);
-    alerts: Apprise URLs its alerts go to ("": the store-wide default, see :mod:`..listeners.alerts`);
+    alerts: Apprise URLs its alerts go to ("": the store-wide default, see
+    :mod:`..listeners.alerts`);
     ready_by: when each period's chunk is due READY, ``HH:MM[+N]`` ("": no promise; see
     ``dataflow.ops.freshness``); retry_delay: (seconds, factor), the wait before the
     first automatic retry and what each later one multiplies it by ((0, 1): none);

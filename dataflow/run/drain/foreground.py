@@ -17,7 +17,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def run(drain: Draining, early: Sequence[int] = ()) -> Summary:
     """``drain.run()``, a signal passed to ``drain.stop`` meanwhile; one of ``early``
-    (signals that came before) stops it as it begins. A ^Z is handled by :mod:`..process.suspend`."""
+    (signals that came before) stops it as it begins. A ^Z is handled by
+    :mod:`..process.suspend`."""
     previous = {number: signal.signal(number, lambda n, _: drain.stop(n)) for number in SIGNALS}
     previous.update(suspend.install(drain.pass_on))
     for number in early[:1]:
