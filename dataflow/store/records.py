@@ -1,43 +1,31 @@
-"""What a store keeps for its operators beside the rules' tables: deploys of a project,
-each run's log as its host sent it, and the actions taken by hand. Part of the store's
-interface (:class:`dataflow.store.base.Store`); the queries are in :mod:`.queries`."""
+"""The shapes of what a store returns and the times it records: plain rows, a job's
+items, a job's rows at a chunk. Apart from :mod:`.base` so that the operations of
+:mod:`.queries` (which :class:`.base.Store` is made of) can use them."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from collections import namedtuple
+from collections.abc import Sequence
+from datetime import datetime
 
 Row = dict[str, object]
 
+# named tuples, not dataclasses: see run.claim.settings.Settings
+JobItem = namedtuple("JobItem", "itemtype datasetid itemvalue")  # one row of table job
+ChunkRow = namedtuple("ChunkRow", "datasetid locktype status")  # a job's datastatus row
 
-class Records(ABC):
-    # -- deploys of a project (utility apply, utility deploys) ----------------------------
 
-    @abstractmethod
-    def add_deploy(
-        self, host: str, project: str, digest: str, revision: str | None, changes: str
-    ) -> int:
-        """Record a deploy at the store's clock (inside the caller's transaction): the host
-        that applied, the project folder, its project file's sha256, the git commit (None:
-        not a checkout), a one-line summary of the changes. Returns its deployid."""
+def capped(items: Sequence[JobItem]) -> bool:
+    """Has the job a ``max_parallel`` row (set or not: see run.claim.settings.Settings)?"""
+    return any(item.itemtype == "max_parallel" for item in items)
 
-    @abstractmethod
-    def deploys(self, limit: int) -> list[Row]:
-        """The newest ``limit`` deploys, newest first, each with every column of ``deploy``."""
 
-    # -- what an operator reads of any host (:mod:`.queries.operator`) ---------------------
+def now() -> str:
+    """Local time as the seed stores it: ``YYYY-MM-DD HH:MM:SS.ffffff``."""
+    return datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
 
-    @abstractmethod
-    def put_log(self, runid: int, size: int, kept: int, body: bytes, done: bool) -> bool:
-        """Keep the end of a run's log (``body``: its last ``kept`` of ``size`` bytes,
-        compressed); only a RUNNING run's until ``done``, never again after."""
 
-    @abstractmethod
-    def run_output(self, runid: int) -> Row | None: ...
-
-    @abstractmethod
-    def add_action(self, **action: str | None) -> None:
-        """Record an action taken by hand (host, who, client, action, jobid, dataid,
-        detail) at the store's clock."""
-
-    @abstractmethod
-    def actions(self, jobid: str | None, dataid: str | None, limit: int = 50) -> list[Row]: ...
+def zoned_now() -> str:
+    """Local time with its UTC offset, ``YYYY-MM-DD HH:MM:SS.ffffff+HH:MM``: the run
+    history's times, which two hosts or a change of daylight saving time must not mix up."""
+    return datetime.now().astimezone().isoformat(sep=" ", timespec="microseconds")

@@ -1,7 +1,7 @@
 """The PostgreSQL backend: one database shared by RunJobs on many hosts; its schema,
 migrations, all its SQL, and the run locks that keepers hold (a store.leases.LeaseStore).
 
-May import: store.base, store.leases, store.migrations, store.address, store.queries, store.offers, errors, dataids.
+May import: store.base, store.connector, store.leases, store.migrations, store.address, store.queries, store.offers, errors, dataids.
 
 Its driver is psycopg 3, an optional extra (``pip install 'opendataflow[postgres]'``):
 only a ``postgresql://`` address imports it.

@@ -1,6 +1,8 @@
 """PostgreSQL's own forms of the claim, its undoing, and the run locks and leases that
 keepers hold (mixed into :class:`.store.PostgresStore`; the SQL is ``queries/claim.sql``
-and ``queries/leases.sql``). A claim locks the candidate rows it looks at (``FOR UPDATE
+and ``queries/leases.sql``). Each replaces an operation of :class:`dataflow.store.base.Store`
+for a reason its docstring gives: fewer round trips to a server, locks a shared store
+needs, a lease's columns. A claim locks the candidate rows it looks at (``FOR UPDATE
 SKIP LOCKED``: two claims never wait for each other, and never take the same chunk),
 never a table.
 """
@@ -80,11 +82,13 @@ class ClaimQueries(ChunkQueries):
         return found
 
     def put_candidate(self, jobid: str, dataid: str) -> None:
+        """The server computes the sort key (``dataflow_natkey``), as its triggers do."""
         self.conn.execute(self.q.put_candidate, {"jobid": jobid, "dataid": dataid})
 
     def mark_running(
         self, jobid: str, dataid: str, outputs: Sequence[str], inputs: Sequence[str]
     ) -> None:
+        """One statement for every row (:meth:`_mark_running`), not a round trip each."""
         self._mark_running(jobid, [dataid], outputs, inputs)
 
     def _mark_running(

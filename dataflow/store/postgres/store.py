@@ -1,9 +1,10 @@
 """The PostgreSQL store: one database shared by RunJobs on many hosts.
 
 Its SQL is the named queries of ``queries/*.sql`` (psycopg's own placeholders); the
-Python every backend runs alike over its queries is in :mod:`dataflow.store.queries`,
-what is PostgreSQL's own is here and in :mod:`.claims`; connections and transactions are
-:mod:`.connection`'s. Writers are not serialized as SQLite's are: a claim locks the
+operations that run them are :class:`dataflow.store.base.Store`'s, the same on every
+backend. Here: what a backend writes (:class:`dataflow.store.connector.Connector`), and
+the few operations whose PostgreSQL form differs, each saying why; the claim's are in
+:mod:`.claims`; connections and transactions are :mod:`.connection`'s. Writers are not serialized as SQLite's are: a claim locks the
 candidate rows it looks at (``FOR UPDATE SKIP LOCKED``, never a table lock) and takes a
 chunk's offer lock before checking it, and ``max_parallel`` takes the job's cap lock
 (:meth:`job_turn`).
@@ -26,16 +27,9 @@ import psycopg
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
 from ..address import direct_address, liveness_timeout, state_folder
 from ..base import TABLES, Row, zoned_now
+from ..connector import Params
 from ..leases import LeaseStore
 from ..queries import NamedQueries
-from ..queries.deploys import DeployQueries
-from ..queries.history import HistoryQueries
-from ..queries.holds import HoldQueries
-from ..queries.metrics import MetricQueries
-from ..queries.operator import OperatorQueries
-from ..queries.registration import RegistrationQueries
-from ..queries.tables import TableQueries
-from ..queries.views import ViewQueries
 from . import schema
 from .claims import ClaimQueries
 from .connection import (
@@ -53,18 +47,7 @@ from .connection import (
 QUERIES = NamedQueries(__package__)
 
 
-class PostgresStore(
-    ClaimQueries,
-    ViewQueries,
-    RegistrationQueries,
-    HoldQueries,
-    TableQueries,
-    HistoryQueries,
-    DeployQueries,
-    OperatorQueries,
-    MetricQueries,
-    LeaseStore,
-):
+class PostgresStore(ClaimQueries, LeaseStore):
     """An open PostgreSQL store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION
@@ -86,7 +69,12 @@ class PostgresStore(
         return passing(exc) or super().passing(exc)
 
     def outcome_unknown(self, exc: BaseException) -> bool:
+        """A lost connection or a server going down: a COMMIT sent may have been done."""
         return outcome_unknown(exc)
+
+    def failure(self, exc: BaseException) -> Exception | None:
+        """A lost connection, a database without our tables (:func:`.connection.failure`)."""
+        return failure(self.address, exc) if isinstance(exc, psycopg.Error) else None
 
     def __init__(self, address: str, conn: Connection):
         self.path = address  # type: ignore[assignment]
@@ -208,11 +196,6 @@ class PostgresStore(
     def close(self) -> None:
         self.conn.close()
 
-    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
-        self.close()
-        if isinstance(exc, psycopg.Error) and (meaning := failure(self.address, exc)):
-            raise meaning from None
-
     @contextmanager
     def transaction(self, pipeline: bool = False) -> Iterator[None]:
         """A transaction (:meth:`.connection.Connection.transaction`: a connection lost
@@ -229,6 +212,10 @@ class PostgresStore(
                 with suppress(psycopg.Error):
                     self.end_stalled()
             raise
+
+    def inserted_id(self, sql: str, params: Params) -> int:
+        """The query's ``RETURNING`` (psycopg has no last row id)."""
+        return self.conn.execute(sql, params).fetchone()[0]
 
     def unhurried(self) -> None:
         self.conn.execute(self.q.unhurried)
@@ -258,10 +245,11 @@ class PostgresStore(
             self.conn.execute(self.q.chunk_turns, (wanted,))
             self._turns.update(dict.fromkeys(wanted, True))
 
-    # -- queries of PostgreSQL's own shape ------------------------------------------------
+    # -- operations whose PostgreSQL form differs (Store's are the same on every backend) --
 
     def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
-        """COPY: a million rows in seconds, not one round trip each."""
+        """COPY: a million rows in seconds, not one round trip each; and the sequences of
+        the tables numbered by the server set past the rows copied."""
         columns = ", ".join(TABLES[table])
         self.conn.execute(self.q.delete_rows.format(table=table))
         copying = self.q.copy_rows.format(table=table, columns=columns)
@@ -273,24 +261,14 @@ class PostgresStore(
         elif table == "action":
             self.conn.execute(self.q.renumber_actions)
 
-    def add_action(self, **action: str | None) -> None:
-        """Record an action taken by hand at the server's clock."""
-        self.conn.execute(self.q.add_action, tuple(action[name] for name in TABLES["action"][2:]))
-
-    def add_deploy(
-        self, host: str, project: str, digest: str, revision: str | None, changes: str
-    ) -> int:
-        """Record a deploy at the server's clock; its deployid (RETURNING)."""
-        params = (host, project, digest, revision, changes)
-        return self.conn.execute(self.q.add_deploy, params).fetchone()[0]
-
     def start_run(self, **run: object) -> int:
-        """Insert a RUNNING history row whose lease starts now; returns its runid."""
+        """Insert a RUNNING history row whose lease starts now (the lease's columns, which
+        a file store has not); returns its runid."""
         return self.start_runs([run])[0]
 
     def start_runs(self, runs: Sequence[dict[str, object]]) -> list[int]:
         """One statement for the runs of a claim (of one job, at distinct dataids, with
-        the same columns); their runids in their order."""
+        the same columns), not a round trip each; their runids in their order."""
         if not runs:
             return []
         chunks = [(run["jobid"], run["dataid"]) for run in runs]
@@ -304,13 +282,14 @@ class PostgresStore(
         return [runids[chunk] for chunk in chunks]
 
     def end_run(self, runid: int, status: str, **outcome: object) -> tuple[bool, str | None]:
-        """One statement: the rerun asked comes back from the UPDATE."""
+        """One statement, not two round trips: the rerun asked comes back from the UPDATE."""
         row = self.conn.execute(*self._ending(runid, status, outcome)).fetchone()
         return row is not None, row[0] if row else None
 
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
         """Run history, newest first; ``last_seen``: when a live run's keeper last renewed
-        its lease (empty once no process of the run lives)."""
+        its lease (empty once no process of the run lives), a column a file store has not;
+        one query whatever is given (the server plans it at each call)."""
         params = {"jobid": jobid, "dataid": dataid, "limit": limit}
         return [dict(row) for row in self.conn.execute(self.q.history, params)]
 
@@ -331,7 +310,8 @@ class PostgresStore(
         return super().status_counts()
 
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
-        # a shortened lease does not free a live run's history: this host's bound
+        """As Store's, and not a run whose lease is fresh: its process may live on another
+        host (a shortened lease does not free a live run's history: this host's bound)."""
         params = {"jobid": jobid, "before": before, "bound": liveness_timeout()}
         return [dict(row) for row in self.conn.execute(self.q.purgeable_runs, params)]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...dataids import check_name
-from ..base import Row
+from ..records import Row
 from . import NamedQueries
 
 
@@ -16,6 +16,7 @@ class HoldQueries:
     q: NamedQueries
 
     def held(self, jobid: str, dataid: str) -> list[Row]:
+        """A held chunk's outputs: ``datasetid``, its ``previous`` status, held ``since``."""
         return [dict(row) for row in self.conn.execute(self.q.held, (jobid, dataid))]
 
     def hold_chunk(

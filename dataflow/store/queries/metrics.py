@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..base import Row
+from ..records import Row
 from . import NamedQueries
 
 # the runids a store may hold (64-bit integers): a run written by hand may be numbered

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...dataids import check_name
-from ..base import DATASET_COLUMNS, JobItem, Row
+from ..columns import DATASET_COLUMNS
+from ..records import JobItem, Row
 from . import NamedQueries
 
 
@@ -17,6 +18,7 @@ class RegistrationQueries:
     marks: Callable[[int], str]
 
     def job_items(self, jobid: str) -> list[JobItem]:
+        """A job's rows of table ``job``, in the order they were registered."""
         return [JobItem(*row) for row in self.conn.execute(self.q.job_items, (jobid,))]
 
     def datasets(self, ids: Iterable[str] | None = None) -> dict[str, Row]:
@@ -38,6 +40,7 @@ class RegistrationQueries:
         self.conn.execute(self.q.put_dataset, values)
 
     def delete_dataset(self, datasetid: str) -> int:
+        """Delete a dataset row; rows deleted."""
         return self.conn.execute(self.q.delete_dataset, (datasetid,)).rowcount
 
     def put_job(self, jobid: str, items: Iterable[tuple[str, str | None, str | None]]) -> None:
@@ -50,12 +53,16 @@ class RegistrationQueries:
         self.conn.executemany(self.q.put_job_item, [(jobid, *item) for item in items])
 
     def delete_job(self, jobid: str) -> int:
+        """Delete a job's rows of table ``job``; rows deleted."""
         return self.conn.execute(self.q.delete_job, (jobid,)).rowcount
 
     def jobs(self) -> list[Row]:
+        """Every row of table ``job``, by jobid."""
         return [dict(row) for row in self.conn.execute(self.q.jobs)]
 
     def job_rows(self) -> list[Row]:
+        """Every job's rows of table ``job`` without its timestamp (for export); here and
+        in ``job_ids`` not those of the store-wide pseudo-job ``*`` (its settings)."""
         return [dict(row) for row in self.conn.execute(self.q.job_rows)]
 
     def passwords(self) -> list[tuple[str, str]]:
@@ -63,4 +70,5 @@ class RegistrationQueries:
         return [tuple(row) for row in self.conn.execute(self.q.passwords)]
 
     def set_password(self, datasetid: str, token: str) -> None:
+        """Store a dataset's encrypted password (``token``)."""
         self.conn.execute(self.q.set_password, (token, datasetid))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..base import TABLES
+from ..columns import TABLES
 from . import NamedQueries
 
 
@@ -16,10 +16,13 @@ class TableQueries:
     marks: Callable[[int], str]
 
     def table_rows(self, table: str) -> list[tuple]:
+        """Every row of one of :data:`TABLES`, its columns in that order, in key order
+        (job rows in the order they were registered)."""
         sql = getattr(self.q, f"rows_of_{table}").format(columns=", ".join(TABLES[table]))
         return [tuple(row) for row in self.conn.execute(sql)]
 
     def replace_rows(self, table: str, rows: Iterable[Sequence[object]]) -> None:
+        """Replace every row of one of :data:`TABLES` (inside the caller's transaction)."""
         columns = TABLES[table]
         self.conn.execute(self.q.delete_rows.format(table=table))
         fields = {"table": table, "columns": ", ".join(columns), "marks": self.marks(len(columns))}

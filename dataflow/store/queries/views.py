@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..base import Row
+from ..records import Row
 from . import NamedQueries
 
 
@@ -20,9 +20,11 @@ class ViewQueries:
         return [dict(row) for row in self.conn.execute(self.q.status_counts)]
 
     def job_ids(self) -> list[str]:
+        """Every registered job (not the store-wide pseudo-job ``*``)."""
         return [row[0] for row in self.conn.execute(self.q.job_ids)]
 
     def last_failure(self, jobid: str) -> Row | None:
+        """The newest failed run whose chunk is still FAILED (fixed ones do not count)."""
         row = self.conn.execute(self.q.last_failure, {"jobid": jobid}).fetchone()
         return dict(row) if row else None
 

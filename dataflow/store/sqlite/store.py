@@ -1,7 +1,9 @@
-"""The SQLite store: one file in WAL mode; its transactions, migrations and the queries
-whose shape is SQLite's own (its connection is opened by :mod:`.connection`). Its SQL is
-the named queries of ``queries/*.sql``; the Python that every backend runs alike over
-them is in :mod:`dataflow.store.queries`.
+"""The SQLite store: one file in WAL mode. What a backend writes
+(:class:`dataflow.store.connector.Connector`): opening and creating the file (its
+migrations), its transactions, placeholders and inserts, what a driver error means, SQL
+typed by users; its connection is opened by :mod:`.connection`. Its SQL is the named
+queries of ``queries/*.sql``; the operations that run them are
+:class:`dataflow.store.base.Store`'s, the same on every backend.
 
 The store knows tables and transactions, nothing of processes or rules: the
 claim and finish rules are in :mod:`dataflow.run.claim.lifecycle`.
@@ -15,19 +17,10 @@ from contextlib import AbstractContextManager, closing
 from functools import cached_property
 from pathlib import Path
 
-from ...dataids import natural_key
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing, StoreVersion
-from ..base import TABLES, Row, Store, zoned_now
+from ..base import Store
+from ..connector import Params
 from ..queries import NamedQueries
-from ..queries.chunks import ChunkQueries
-from ..queries.deploys import DeployQueries
-from ..queries.history import HistoryQueries
-from ..queries.holds import HoldQueries
-from ..queries.metrics import MetricQueries
-from ..queries.operator import OperatorQueries
-from ..queries.registration import RegistrationQueries
-from ..queries.tables import TableQueries
-from ..queries.views import ViewQueries
 from . import access, schema
 from .connection import (
     Connection,
@@ -45,18 +38,7 @@ from .filesystems import require_local
 QUERIES = NamedQueries(__package__)
 
 
-class SqliteStore(
-    ChunkQueries,
-    ViewQueries,
-    RegistrationQueries,
-    HoldQueries,
-    TableQueries,
-    HistoryQueries,
-    DeployQueries,
-    OperatorQueries,
-    MetricQueries,
-    Store,
-):
+class SqliteStore(Store):
     """An open SQLite store. Use :meth:`open` or :meth:`create`."""
 
     version = schema.VERSION
@@ -71,6 +53,14 @@ class SqliteStore(
     def passing(self, exc: BaseException) -> bool:
         """Busy or locked: another writer holds the store; it will let go."""
         return passing(exc) or super().passing(exc)
+
+    def outcome_unknown(self, exc: BaseException) -> bool:
+        """Never: a file's COMMIT is done or failed in this process."""
+        return False
+
+    def failure(self, exc: BaseException) -> Exception | None:
+        """Disk full, I/O error, read-only, damaged (:func:`.connection.failure`)."""
+        return failure(self.path, exc) if isinstance(exc, sqlite3.Error) else None
 
     def __init__(self, path: Path, conn: Connection):
         self.path = path
@@ -111,12 +101,6 @@ class SqliteStore(
         return f"{found.st_dev}:{found.st_ino}"
 
     # -- opening -----------------------------------------------------------------
-
-    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
-        """Close; a driver error on its way out says what it means for the store."""
-        self.close()
-        if isinstance(exc, sqlite3.Error) and (meaning := failure(self.path, exc)):
-            raise meaning from None
 
     @classmethod
     def open(cls, path: Path, readonly: bool = False) -> SqliteStore:
@@ -201,62 +185,23 @@ class SqliteStore(
         to gain by a pipeline."""
         return self.conn.transaction()
 
-    # -- queries of SQLite's own shape ---------------------------------------------------
+    def inserted_id(self, sql: str, params: Params) -> int:
+        return self.conn.execute(sql, params).lastrowid
+
+    # -- the claim's read ----------------------------------------------------------------
 
     def candidates(
         self, jobid: str, limit: int, after: tuple[str, str] | None = None
     ) -> list[tuple[str, str]]:
         """The job's candidates as (sortkey, dataid), in natural order: the first ``limit``
-        past ``after`` (a pair as returned, so a row with a wrong key is passed, not looped
-        over)."""
+        past ``after``, bound as stored (text an outside client wrote that is not UTF-8 is
+        bound as the bytes it was)."""
         if after is None:
             rows = self.conn.execute(self.q.candidates, (jobid, limit))
         else:
             params = (jobid, *map(as_stored, after), limit)
             rows = self.conn.execute(self.q.candidates_after, params)
         return [tuple(row) for row in rows]
-
-    def put_candidate(self, jobid: str, dataid: str) -> None:
-        self.conn.execute(self.q.put_candidate, (jobid, natural_key(dataid), dataid))
-
-    def start_run(self, **run: object) -> int:
-        """Insert a RUNNING history row; returns its runid."""
-        sql = self.q.start_run.format(columns=", ".join(run), marks=marks(len(run)))
-        return self.conn.execute(sql, (zoned_now(), *run.values())).lastrowid
-
-    def add_action(self, **action: str | None) -> None:
-        """Record an action taken by hand at this host's clock, with its UTC offset."""
-        self.conn.execute(
-            self.q.add_action, (zoned_now(), *(action[name] for name in TABLES["action"][2:]))
-        )
-
-    def add_deploy(
-        self, host: str, project: str, digest: str, revision: str | None, changes: str
-    ) -> int:
-        """Record a deploy at this host's clock (the store's: a file's), with its UTC
-        offset as the run history's times; its deployid."""
-        params = (zoned_now(), host, project, digest, revision, changes)
-        return self.conn.execute(self.q.add_deploy, params).lastrowid
-
-    def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
-        """Run history, newest first, optionally for one job or one chunk (a query each:
-        each uses its own index)."""
-        given = tuple(value for value in (jobid, dataid) if value is not None)
-        if jobid is not None and dataid is not None:
-            sql = self.q.history_of_chunk
-        elif jobid is not None:
-            sql = self.q.history_of_job
-        elif dataid is not None:
-            sql = self.q.history_of_dataid
-        else:
-            sql = self.q.history
-        return [dict(row) for row in self.conn.execute(sql, (*given, limit))]
-
-    def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
-        """History rows that may go: ended, older than ``before``, and not the last run of a
-        FAILED chunk (its retry count gates automatic reruns)."""
-        params = {"jobid": jobid, "before": before}
-        return [dict(row) for row in self.conn.execute(self.q.purgeable_runs, params)]
 
     # -- SQL typed by users -------------------------------------------------------------
 

@@ -4,7 +4,7 @@
 -- name: add_deploy
 -- deployed: the server's clock (the column's default, now()).
 INSERT INTO deploy(host, project, digest, revision, changes)
-VALUES (%s, %s, %s, %s, %s) RETURNING deployid;
+VALUES (%(host)s, %(project)s, %(digest)s, %(revision)s, %(changes)s) RETURNING deployid;
 
 -- name: deploys
 SELECT deployid, deployed, host, project, digest, revision, changes FROM deploy

@@ -17,7 +17,7 @@ SELECT size, kept, done, updated, body FROM runlog WHERE runid = %s;
 -- name: add_action
 -- acted: the server's clock (the column's default, now()).
 INSERT INTO action(host, who, client, action, jobid, dataid, detail)
-VALUES (%s, %s, %s, %s, %s, %s, %s);
+VALUES (%(host)s, %(who)s, %(client)s, %(action)s, %(jobid)s, %(dataid)s, %(detail)s);
 
 -- name: actions
 SELECT actionid, acted, host, who, client, action, jobid, dataid, detail FROM action

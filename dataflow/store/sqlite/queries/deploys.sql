@@ -4,7 +4,7 @@
 -- name: add_deploy
 -- deployed: this host's clock with its UTC offset, as the run history's times.
 INSERT INTO deploy(deployed, host, project, digest, revision, changes)
-VALUES (?, ?, ?, ?, ?, ?);
+VALUES (:deployed, :host, :project, :digest, :revision, :changes);
 
 -- name: deploys
 SELECT deployid, deployed, host, project, digest, revision, changes FROM deploy

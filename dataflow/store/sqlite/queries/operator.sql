@@ -17,7 +17,7 @@ SELECT size, kept, done, updated, body FROM runlog WHERE runid = ?;
 -- name: add_action
 -- acted: this host's clock with its UTC offset, as the run history's times.
 INSERT INTO action(acted, host, who, client, action, jobid, dataid, detail)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+VALUES (:acted, :host, :who, :client, :action, :jobid, :dataid, :detail);
 
 -- name: actions
 SELECT actionid, acted, host, who, client, action, jobid, dataid, detail FROM action
