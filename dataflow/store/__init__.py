@@ -6,7 +6,8 @@ May import: errors, dataids, policy.
 path is :mod:`dataflow.store.sqlite`, a ``postgresql://`` URL :mod:`dataflow.store.postgres`
 (its driver, psycopg, is imported only then). A new backend is a subpackage beside them
 that subclasses :class:`Store` (:class:`LeaseStore` when its runs need a lease every
-host sees), plus one line in ``_backend``.
+host sees) and writes the methods of the seam (:class:`.connector.Connector`), plus one
+line in ``_backend`` (docs/development.md, "Adding a backend").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What both backends do alike around their SQL, and how a backend's SQL is kept.
+"""The operations of :class:`dataflow.store.base.Store` by topic, and how a backend's SQL
+is kept.
 
 A backend keeps its SQL as named queries in the ``queries/*.sql`` files of its package:
 each query is a block that starts with a line ``-- name: NAME``, and its comment lines
@@ -7,11 +8,12 @@ placeholders (SQLite's ``?`` and ``:name``, psycopg's ``%s`` and ``%(name)s``). 
 braces (``{marks}``, ``{columns}``, ``{table}``) is filled with :meth:`str.format` by the
 caller, with placeholders or names of :data:`dataflow.store.base.TABLES`: never a value.
 
-The mixins of this package (:mod:`.chunks`, :mod:`.registration`, :mod:`.holds`,
-:mod:`.tables`, :mod:`.history`, :mod:`.views`, :mod:`.deploys`,
-:mod:`.metrics`) hold the Python that is the same on every
-backend: which query, which parameters, the shape of the result. They run
-``self.q.<name>``, the backend's own text.
+The classes of this package (:mod:`.chunks`, :mod:`.registration`, :mod:`.holds`,
+:mod:`.tables`, :mod:`.history`, :mod:`.views`, :mod:`.deploys`, :mod:`.operator`,
+:mod:`.metrics`) are what ``Store`` is made of: each operation once, the same on every
+backend (which query, which parameters, the shape of the result), with its contract in
+its docstring. They run ``self.q.<name>``, the backend's own text, on ``self.conn``
+through the seam a backend writes (:mod:`dataflow.store.connector`).
 """
 
 from __future__ import annotations
