@@ -17,14 +17,16 @@ venv: $(STAMP)
 demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
-# both cores for most tests; the tests marked slow (multi-process stress, crash tests
-# that wait out a liveness bound or a grace) then run alone, as their timing assumes
+# both cores for most tests (those marked long too: they wait, idle); the tests marked
+# slow (multi-process stress, crash tests whose timing assumes a machine to themselves)
+# then run alone. worksteal: a worker that is done takes tests queued for the other
 test: $(STAMP)
-	$(BIN)/pytest -n 2 --durations=25 -m "not slow"
+	$(BIN)/pytest -n 2 --dist worksteal --durations=25 -m "not slow"
 	$(BIN)/pytest --durations=10 -m slow
 
+# the developer's loop (docs/development.md, "How long the suite takes"); make test is the gate
 test-fast: $(STAMP)
-	$(BIN)/pytest -n 2 --durations=15 -m "not slow and not spark"
+	$(BIN)/pytest -n 2 --dist worksteal --durations=15 -m "not slow and not spark and not long"
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

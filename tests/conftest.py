@@ -8,10 +8,16 @@ createtables`` would have made it; a test marked ``empty_store`` gets an empty d
 instead (a test of creation, or of what a command says where no store is), as an SQLite
 test gets a file that is not there yet. ``cli.utility`` calls the CLI's main in the
 test's process (see support.InProcessCli), unless the test is marked ``utility_process``.
+
+The fixtures that hand out a store (``store``, ``chain``) start from a copy of a store
+made once a session on either backend, as PostgreSQL's ``pg_store`` does: running every
+migration again costs a test a tenth of a second on SQLite, and it is what
+``createtables``' own tests check, not what the others are about.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,6 +66,23 @@ def pg_template(pg_server) -> str:
     return pgserver.make_template(pg_server)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:
+    """An SQLite file that holds a fresh store (``createtables``' work), made once a
+    session (on each xdist worker): what :func:`made` copies."""
+    path = tmp_path_factory.mktemp("template") / "dataflow.db"
+    created, _ = create_store(path)
+    created.close()  # the last connection: SQLite folds its WAL into the file
+    return path
+
+
+def made(address, request) -> None:
+    """The store at ``address`` made as ``createtables`` makes it: on SQLite a copy of the
+    session's template where no file is yet (a PostgreSQL ``pg_store`` is one already)."""
+    if isinstance(address, Path) and not address.exists():
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), address)
+
+
 @pytest.fixture
 def pg_database(pg_server) -> str:
     """A fresh, empty database on the session's PostgreSQL server; its URL."""
@@ -96,16 +119,18 @@ def cli(tmp_path: Path, address, request) -> Cli:
 
 
 @pytest.fixture
-def store(address):
+def store(address, request):
     """A fresh store."""
+    made(address, request)
     created, _ = create_store(address)
     yield created
     created.close()
 
 
 @pytest.fixture
-def chain(cli, tmp_path):
+def chain(cli, tmp_path, request):
     """Job ``work`` (src -> dst), chunks 1..3 of src READY."""
+    made(cli.address, request)
     cli.ok("createtables")
     cli.ok("dml", "insert into dataset (datasetid) values ('src'), ('dst')")
     cli.ok(

@@ -196,7 +196,7 @@ def test_a_fenced_finish_is_alerted(chain, tmp_path, hook):
 
 
 @pytest.mark.both_stores  # the note in the history is new SQL
-@pytest.mark.slow
+@pytest.mark.long  # waits out the alert timeout
 def test_a_notifier_that_hangs_or_refuses_never_holds_a_drain(chain, tmp_path, hanging):
     _pipeline(chain, tmp_path, failing="1\n2\n")
     closed = _free_port()

@@ -114,7 +114,7 @@ def test_every_command_refuses_an_unusable_store_in_one_line(chain, tmp_path, fa
         assert snapshot(db) == before, argv
 
 
-@pytest.mark.slow
+@pytest.mark.long  # each writer waits out its busy timeout
 def test_every_writing_command_gives_up_on_a_store_locked_too_long(chain, tmp_path):
     good_store(chain, tmp_path)
     db = tmp_path / "dataflow.db"

@@ -418,7 +418,7 @@ trap 'echo term > term; sleep 3; echo cleaned > cleaned; while :; do sleep 1; do
 sleep 300 & wait"""
 
 
-@pytest.mark.slow
+@pytest.mark.long  # waits out the grace
 def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(chain, tmp_path):
     """SIGTERM first, and time to act on it (a SIGKILL at once would leave no "cleaned");
     then SIGKILL (without it, RunJob would wait for the job for ever)."""

@@ -361,7 +361,7 @@ def test_a_finish_whose_commit_was_lost_and_not_done_is_recorded_by_its_next_try
     )
 
 
-@pytest.mark.slow
+@pytest.mark.long  # the finish waits out the store's patience
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 def test_a_finish_whose_every_commit_is_lost_leaves_no_output_of_a_failed_run(
     cli, tmp_path, address

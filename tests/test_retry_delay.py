@@ -64,7 +64,7 @@ def _stamp(text: str) -> datetime:
     return datetime.fromisoformat(str(text))
 
 
-@pytest.mark.slow
+@pytest.mark.long  # waits out the delays: only a lower bound
 def test_racing_drains_wait_for_the_delay_then_retry_once(chain, tmp_path):
     """Two RunJob drains at a time, again and again, like cron on two hosts: each chunk
     fails twice and succeeds on its third attempt; every retry starts no earlier than its

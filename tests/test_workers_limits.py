@@ -166,7 +166,7 @@ def test_sessions_ended_by_the_server_cost_a_spread_drain_nothing(cli, tmp_path,
 
 
 @on_postgres
-@pytest.mark.slow  # a worker that cannot connect waits out the store's patience
+@pytest.mark.long  # a worker that cannot connect waits out the store's patience
 @pytest.mark.parametrize("limit", [1, 2, 3, 4, 6])
 def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, limit):
     """The store's role may hold ``limit`` sessions (``CONNECTION LIMIT``: what a server
