@@ -96,6 +96,7 @@ def test_an_unknown_job_producer_or_an_empty_range_is_refused(cli, tmp_path):
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_an_unusable_setting_in_the_environment_is_refused(cli, tmp_path):
     _chunks(cli)
     script(tmp_path, "A.sh", "echo ran > ran")
@@ -383,6 +384,7 @@ def _which_changed(tmp_path, capsys, before, cases) -> list:
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_hundreds_of_bad_inputs_are_each_one_line_and_change_nothing(
     cli, tmp_path, address, capsys, monkeypatch
 ):
@@ -440,6 +442,7 @@ def test_bad_job_settings_are_refused_where_they_are_written(
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_bad_host_variables_are_refused_by_utility_and_runjob(
     cli, tmp_path, address, capsys, monkeypatch
 ):

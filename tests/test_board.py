@@ -192,6 +192,7 @@ def build(cli: Cli) -> Cli:
     return cli
 
 
+@pytest.mark.long
 def test_grid_cells_and_hover_texts_in_the_browser(chromium, made):
     _, page = made
     seen = probe(chromium, page)
@@ -329,6 +330,7 @@ class Cells(HTMLParser):
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.long
 def test_the_board_of_a_postgresql_store(cli):
     """What the page shows comes from the store: the same grid on PostgreSQL."""
     build(cli)

@@ -80,6 +80,7 @@ def _confirm(browser: Browser, name: str) -> str:
     return browser.text("#act-result")
 
 
+@pytest.mark.long
 def test_the_board_acts_for_the_write_token_after_a_confirmation(cli, tmp_path):
     driver, binary = needed("chromedriver"), needed("chromium")
     _pipeline(cli)

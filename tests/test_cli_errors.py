@@ -126,6 +126,7 @@ def test_utility_usage_errors(loadbob):
         assert helped.code == 0 and "usage: utility" in helped.out, name
 
 
+@pytest.mark.long
 def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
     before = state(tmp_path)
     for argv in ((), ("--all",), ("--bogus", "./loadbob.sh")):
@@ -210,6 +211,7 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.long
 def test_postgresql_addresses_that_lead_nowhere(cli, tmp_path, pg_server):
     """A server that refuses, a database that is not there, a URL that cannot be one:
     one line for every command, nothing left behind."""

@@ -35,6 +35,7 @@ CALLS = [
 
 
 @pytest.mark.empty_store
+@pytest.mark.long
 def test_in_process_and_the_real_entry_point_say_the_same(tmp_path, address):
     """The same calls on two stores, one through bin/utility.sh in a process, one in
     this process: the same exit codes, output and errors, but for the store's name and the times."""
@@ -83,6 +84,7 @@ def test_nothing_of_one_call_is_left_for_the_next(tmp_path, address):
     assert here.utility("jobs", input="ignored").code == 0
 
 
+@pytest.mark.long
 def test_the_real_entry_point_runs_a_chain_end_to_end(tmp_path, address):
     """bin/utility.sh (the installed entry point, a process of its own) with RunJob."""
     real = Cli(tmp_path, address)

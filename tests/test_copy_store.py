@@ -125,6 +125,7 @@ def _pipeline(cli: Cli) -> None:
     cli.ok("endjob", "first", "3", "RESUBMIT")
 
 
+@pytest.mark.long
 def test_a_copy_to_postgresql_offers_the_chunks_its_triggers_would(
     tmp_path, pg_server, pg_database
 ):
@@ -162,6 +163,7 @@ def test_a_copy_to_postgresql_offers_the_chunks_its_triggers_would(
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@pytest.mark.long
 def test_a_large_laptop_store_moves_in_one_command(tmp_path, pg_database):
     """60,000 chunks in one copy: more than PostgreSQL's lock table held when the trigger
     took one lock per chunk (the copy failed, out of shared memory)."""
@@ -246,6 +248,7 @@ def test_copy_store_refuses_its_own_file_by_any_name_and_says_a_folder_is_read_o
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_copy_store_that_fails_part_way_leaves_no_file_behind(cli, tmp_path):
     _chunks(cli)
     write_many(

@@ -66,6 +66,7 @@ def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_kill_9_of_runjob_alone_never_starts_the_chunk_twice(chain, tmp_path):
     script(
         tmp_path,

@@ -138,6 +138,7 @@ def test_a_rollback_with_no_previous_release_is_one_line(cli, tmp_path, origin):
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # the example's own store
+@pytest.mark.long
 def test_the_project_example_deploys_plans_and_rolls_back(cli, tmp_path):
     run = Path(__file__).resolve().parent.parent / "examples" / "project" / "run.sh"
     result = cli(str(run), env={"DEMO_DIR": str(tmp_path / "demo")}, timeout=300)

@@ -129,6 +129,7 @@ def test_what_earlier_finishes_left_aside_goes_with_the_next_publish(tmp_path):
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_a_runjob_killed_after_its_finish_committed_leaves_nothing_for_good(cli, tmp_path):
     """RunJob killed (its whole group) while it deletes, after its finish committed, what
     the chunk held before: what is left of it goes with the chunk's next publish."""
@@ -187,6 +188,7 @@ def _a_dead_run_of_many_files(cli, tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.both_stores
 @pytest.mark.parametrize("by", ["utility recover", "a claim"])
+@pytest.mark.long
 def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, by):
     """What a dead run staged (a Spark job's partial output: many files) is deleted after
     the recovery that marks it FAILED is committed, by ``utility recover`` or by a
@@ -216,6 +218,7 @@ def test_a_recovery_deletes_a_dead_runs_output_after_its_commit(cli, tmp_path, b
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_a_claims_job_starts_while_a_recovery_deletes(cli, tmp_path):
     """A RunJob whose claim recovered a dead run (many staged files) starts the chunk it
     claimed while that output is deleted, not after; the deletion is over once RunJob
@@ -233,6 +236,7 @@ def test_a_claims_job_starts_while_a_recovery_deletes(cli, tmp_path):
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_a_recovery_killed_as_it_deletes_leaves_it_to_the_chunks_next_finish(cli, tmp_path):
     """``utility recover`` killed after its commit, while it deletes what a dead run
     staged: the chunk's next finish, a FAILED one too, deletes what is left of it."""
@@ -286,6 +290,7 @@ def test_a_publish_undone_puts_back_the_chunk_and_every_attempts_folder(tmp_path
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.long
 def test_a_finish_whose_commit_the_server_refuses_leaves_the_chunk_as_it_was(
     cli, tmp_path, address
 ):
@@ -339,6 +344,7 @@ def _ending_commits(address: str, times: int) -> None:
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.long
 def test_a_finish_whose_commit_was_lost_and_not_done_is_recorded_by_its_next_try(
     cli, tmp_path, address
 ):

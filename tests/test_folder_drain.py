@@ -17,6 +17,7 @@ from support.folders import STEP, _chain
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_one_cron_line_drains_a_whole_pipeline_in_dependency_order(cli, tmp_path):
     _chain(cli, tmp_path, 3)
     done = cli.runjob("--all", "./etl", env={"FAIL": "b 2"})
@@ -58,6 +59,7 @@ def test_a_folder_takes_no_script_options(cli, tmp_path):
     assert nothing.code == 2 and "names a registered job" in nothing.err
 
 
+@pytest.mark.long
 def test_batch_implies_all_for_a_folder_too_and_shell_jobs_run_one_chunk_each(cli, tmp_path):
     _chain(cli, tmp_path, 3)
     done = cli.runjob("--batch", "2", "./etl")  # as RunJob --batch 2 SCRIPT for each job
@@ -67,6 +69,7 @@ def test_batch_implies_all_for_a_folder_too_and_shell_jobs_run_one_chunk_each(cl
     assert rows(tmp_path, "select count(*) from run where status = 'READY'") == [(9,)]
 
 
+@pytest.mark.long
 def test_workers_spread_a_folders_shell_jobs_and_leave_its_spark_jobs_alone(cli, tmp_path):
     """``--workers`` is for jobs run as a process a chunk: a folder passes it to those and
     not to a ``.py`` job (run through spark-submit here a fake one), which RunJob refuses

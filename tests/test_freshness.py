@@ -38,6 +38,7 @@ def promised(cli, tmp_path):
     return cli
 
 
+@pytest.mark.long
 def test_check_lists_what_is_late_and_what_blocks_it(promised, tmp_path):
     cli = promised
     assert _late(cli, "05:59") == (0, [])
@@ -75,6 +76,7 @@ def test_check_lists_what_is_late_and_what_blocks_it(promised, tmp_path):
     ]
 
 
+@pytest.mark.long
 def test_check_on_the_store_clock_alerts_each_late_chunk_once_and_the_board_marks_it(
     cli,
     tmp_path,

@@ -143,6 +143,7 @@ def receiver():
         yield server
 
 
+@pytest.mark.long
 def test_an_alert_goes_only_to_a_target_the_host_allows_without_headers_or_files(
     cli, tmp_path, receiver
 ):
@@ -263,6 +264,7 @@ AMBIGUOUS = [  # read one way by a naive parser, another by Apprise (sweep of th
 
 
 @pytest.mark.parametrize("shape", AMBIGUOUS)
+@pytest.mark.long
 def test_an_alert_url_apprise_would_read_otherwise_is_refused_and_never_sent(
     cli, tmp_path, receiver, shape
 ):
@@ -337,6 +339,7 @@ def test_a_spark_connect_address_carries_only_pysparks_own_parameters(cli, tmp_p
     assert "the Spark Connect parameter 'x-forwarded-for' is not one of" in said
 
 
+@pytest.mark.long
 def test_a_password_goes_only_to_the_address_it_was_set_for(cli, tmp_path):
     """A writer who points a dataset elsewhere (or at a query) gets no password sent
     there: the job is refused before any claim, in one line, and nothing claimed."""
@@ -363,6 +366,7 @@ def test_a_password_goes_only_to_the_address_it_was_set_for(cli, tmp_path):
     assert (tmp_path / "seen").read_text() == "db2.internal:5432 s3cret\n"
 
 
+@pytest.mark.long
 def test_rekey_seals_a_password_written_by_sql(cli, tmp_path):
     passkey = {"PASSKEY": "plugh"}
     _job(cli, tmp_path, body='echo "$src_password" > seen')

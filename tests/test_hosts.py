@@ -72,6 +72,7 @@ def _targets(pid: int) -> dict[int, str]:
     return {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
 
 
+@pytest.mark.long
 def test_the_holder_runs_in_its_own_session_and_keeps_nothing_of_runjob(hosts, tmp_path):
     """The host's lease holder, started by the first RunJob that needs it, is a new
     interpreter in a session and process group of its own, so that no signal to RunJob's
@@ -200,6 +201,7 @@ def test_a_network_partition_fences_the_job_and_frees_the_chunk_within_the_bound
         proxy.close()
 
 
+@pytest.mark.long
 def test_a_claim_in_progress_hides_only_the_chunk_it_looks_at(hosts, tmp_path, pg_store):
     """Host A's claim is looking at its first candidate (its transaction is open) when host
     B's RunJob starts: B takes the next chunk instead of saying there is nothing to do."""
@@ -289,6 +291,7 @@ def test_max_parallel_holds_across_hosts(hosts, tmp_path):
     assert hosts_seen <= {"hostA", "hostB"}
 
 
+@pytest.mark.long
 def test_history_and_explain_name_the_host_of_a_live_run(hosts, tmp_path):
     a, b = hosts
     _one_job(a, tmp_path, "echo $$ > job.pid; until [ -e go ]; do sleep 0.1; done")
@@ -302,6 +305,7 @@ def test_history_and_explain_name_the_host_of_a_live_run(hosts, tmp_path):
     assert runner.returncode == 0
 
 
+@pytest.mark.long
 def test_writes_by_psql_are_honoured_by_the_next_claim_in_natural_order(hosts, tmp_path):
     a, _ = hosts
     _one_job(a, tmp_path, "echo $dataid >> ran")
