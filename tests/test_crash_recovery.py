@@ -255,7 +255,7 @@ def _counting_live_runs(chain, tmp_path, last: int, cap: int, work: str) -> None
 
 
 @pytest.mark.both_stores
-@pytest.mark.slow
+@pytest.mark.long  # 60 jobs; they wait for the change of cap, however slow
 def test_cap_lowered_and_raised_during_a_drain(chain, tmp_path):
     """Each job records how many runs are live when it starts: never above the cap in
     force when it was claimed (the claim time is the run's ``started``). Jobs wait while

@@ -293,7 +293,7 @@ def test_a_signal_mid_drain_reaches_every_workers_jobs_once(cli, tmp_path, numbe
 
 
 @on_postgres
-@pytest.mark.slow  # waits for every process to end, then for a later drain (> 10 s)
+@pytest.mark.long  # waits for every process to end, then for a later drain (> 10 s)
 def test_sigterm_to_every_process_at_once_ends_in_one_line(cli, tmp_path):
     """SIGTERM to RunJob, its workers, their keepers and jobs at once (a service manager
     stopping the whole control group): RunJob exits 143, at most one line on stderr, no
