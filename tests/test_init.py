@@ -27,6 +27,7 @@ def _tree(folder) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
+@pytest.mark.long
 def test_init_then_plan_then_apply_then_plan_is_empty(cli, tmp_path):
     cli.ok("createtables")
     made = cli.ok("init", "sales")

@@ -148,6 +148,7 @@ def _lease_job(a, tmp_path) -> None:
     a.ok("dml", RETRY)
 
 
+@pytest.mark.long
 def test_a_hostile_lease_row_and_an_ended_session_never_start_a_live_chunk(hosts, tmp_path):
     """On PostgreSQL, statements 1 and 2."""
     import contextlib

@@ -335,6 +335,7 @@ def test_on_sqlite_a_process_stopped_inside_a_transaction_holds_every_writer_bac
     assert statuses(tmp_path, "work") == {"1": "READY"}
 
 
+@pytest.mark.long
 def test_a_keeper_killed_takes_every_process_of_its_runs_with_it(hosts, tmp_path):
     """Fault 4: when the keeper died, RunJob killed its runs' process groups only: a helper
     detached into its own session with its descriptors closed lived on without a lease."""
@@ -380,6 +381,7 @@ def test_a_retry_waits_for_the_helper_its_failed_run_left(pair, tmp_path):
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_purge_keeps_a_run_whose_helper_lives_and_tokens_are_never_reused(pair, tmp_path):
     """Fault 6: purge deleted the history row of a finished run whose detached helper still
     lived; liveness found the run's token through that row, so after a resubmit the chunk
@@ -409,6 +411,7 @@ def test_purge_keeps_a_run_whose_helper_lives_and_tokens_are_never_reused(pair, 
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_purge_keeps_a_run_whose_helper_lives_though_it_is_not_its_chunks_last(pair, tmp_path):
     """The run whose helper lives is not its chunk's last (a later attempt, written here by
     SQL): only its process keeps it from purge, which deletes it once the helper ended."""
@@ -432,6 +435,7 @@ def test_purge_keeps_a_run_whose_helper_lives_though_it_is_not_its_chunks_last(p
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_a_caller_reading_runjobs_output_never_waits_for_a_helper(pair, tmp_path):
     """Fault 9: the keeper kept RunJob's standard error, so ``out=$(RunJob ...)`` waited
     until a helper the job left had ended."""
@@ -480,6 +484,7 @@ def test_a_keeper_that_comes_back_after_its_lease_was_taken_fences_its_run(hosts
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_copy_store_refuses_a_source_with_a_live_run(pair, tmp_path):
     """Fault 7: copy-store copied RUNNING chunks of live runs; the target saw their locks
     free, took them for dead and ran them again beside the live run."""

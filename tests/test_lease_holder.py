@@ -65,6 +65,7 @@ def _finished(runners) -> list[int]:
     return [runner.wait(timeout=60) for runner in runners]
 
 
+@pytest.mark.long
 def test_a_hosts_runjobs_share_one_lease_session_and_it_ends_when_idle(hosts, tmp_path):
     """Three RunJobs of host A at once and one of host B: the server sees one lease
     session of each host (its application_name names the host), holding every run lock of
@@ -202,6 +203,7 @@ def test_a_runjob_killed_mid_run_leaves_its_run_held_while_its_job_lives(hosts, 
     assert statuses(tmp_path, "work") == {"1": "READY", "2": "READY"}
 
 
+@pytest.mark.long
 def test_a_stopped_idle_holder_is_replaced_by_the_next_runjob(hosts, tmp_path):
     """The host's holder, idle, is stopped (SIGSTOP): the next RunJob, not greeted within
     a quarter of the bound, kills it and starts another, and runs its chunk."""

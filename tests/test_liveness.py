@@ -66,6 +66,7 @@ def test_a_token_rewritten_by_a_store_writer_never_starts_a_chunk_beside_its_hel
 
 
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_a_process_in_the_jobs_group_keeps_its_chunk_live(pair, tmp_path):
     """The boundary: only a process that clears its environment *and* closes the lock's
     descriptor *and* leaves the job's process group is not seen (statements 1 and 5)."""

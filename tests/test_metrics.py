@@ -71,6 +71,7 @@ def _samples(text: str) -> dict[tuple[str, frozenset], float]:
     }
 
 
+@pytest.mark.long
 def test_metrics_tell_the_stores_chunks_runs_durations_latency_and_the_items_landed(
     cli, tmp_path, store_kind
 ):
@@ -129,6 +130,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.long
 def test_a_real_prometheus_scrapes_the_metrics_with_the_token_and_answers_a_query(
     cli, tmp_path, store_kind
 ):

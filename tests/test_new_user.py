@@ -72,6 +72,7 @@ def test_a_drains_summary_counts_chunks_and_their_attempts_apart(cli, tmp_path):
     assert sum(" clean 1 FAILED (attempt " in line for line in drained.lines) == 4
 
 
+@pytest.mark.long
 def test_an_alert_carries_its_apprise_type(cli, tmp_path, hook):
     _registered(cli, ("load", "raw", "clean"))
     cli.ok("set", "load", f"alerts={hook.url}")
@@ -120,6 +121,7 @@ def test_register_job_says_how_to_register_an_unknown_dataset(cli):
     )
 
 
+@pytest.mark.long
 def test_ready_by_judges_hourly_weekly_and_monthly_chunks(cli, tmp_path):
     _registered(
         cli,

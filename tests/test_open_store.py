@@ -81,6 +81,7 @@ def test_the_schema_uses_no_function_of_ours(tmp_path):
 
 @needs_shell
 @pytest.mark.parametrize("write", [shell_sql, python_sql], ids=["sqlite3-shell", "python-stdlib"])
+@pytest.mark.long
 def test_outside_writes_are_honoured_in_natural_order(chain, tmp_path, write):
     chain.ok("dml", "delete from datastatus")
     # shard numbers, dates and other dataids, written out of order by a producer

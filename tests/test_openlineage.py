@@ -154,6 +154,7 @@ def test_a_run_tells_its_start_and_end(pipeline, receiver, tmp_path, fails):
     assert start["eventTime"] <= end["eventTime"]
 
 
+@pytest.mark.long
 def test_the_next_run_of_a_chunk_is_another_run(pipeline, receiver, tmp_path):
     """A retry of a chunk is a run of its own: another runId, attempt 2."""
     (tmp_path / "fail-1").touch()
@@ -170,6 +171,7 @@ def test_the_next_run_of_a_chunk_is_another_run(pipeline, receiver, tmp_path):
 
 
 @pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["runjob", "workers"])
+@pytest.mark.long
 def test_a_parallel_drain_tells_each_run(pipeline, receiver, tmp_path, workers):
     """--parallel 2, in RunJob (on PostgreSQL: in a worker a core) or in two workers,
     whose events RunJob relays."""

@@ -131,6 +131,7 @@ def test_status_counts_and_next(pipeline, tmp_path):
     ]
 
 
+@pytest.mark.long
 def test_resubmit_cascade_in_one_transaction(pipeline, tmp_path):
     before = table_hash(tmp_path)
     dry = pipeline.ok("resubmit", "A", "2", "--cascade", "--dry-run").out
@@ -184,6 +185,7 @@ def test_resubmit_selectors_and_refusals(pipeline, tmp_path):
     assert table_hash(tmp_path, with_times=False) == before
 
 
+@pytest.mark.long
 def test_hold_and_release_freeze_a_chunk(pipeline, tmp_path):
     pipeline.ok("dml", "insert into datastatus values ('src','fakejob','4','OUT','READY',now())")
     assert (
@@ -243,6 +245,7 @@ def test_lineage_names_a_live_consumer(pipeline, tmp_path):
     assert json.loads(pipeline.ok("--json", "lineage", "a", "4").out)["consumers_now"] == []
 
 
+@pytest.mark.long
 def test_validation_gate(pipeline, tmp_path):
     pipeline.ok(
         "dml",

@@ -117,6 +117,7 @@ class Sessions:
         self.conn.close()
 
 
+@pytest.mark.long
 def test_a_drain_and_the_operators_commands_work_through_pgbouncer(behind, tmp_path, pg_database):
     """createtables, register, ready, a drain of --parallel 2, the operator's reads, a
     resubmit and its rerun, all through PgBouncer in transaction mode: no chunk runs
@@ -202,6 +203,7 @@ def test_a_drain_outlives_its_pooler_down_for_seconds(behind, tmp_path, pooler):
     assert "store out of reach" not in log.read_text(), log.read_text()
 
 
+@pytest.mark.long
 def test_a_direct_address_of_another_database_is_refused_before_any_job(behind, tmp_path, pg_store):
     """DATAFLOW_DB_DIRECT naming another store's database: the keeper would hold leases
     nobody else looks at. RunJob refuses at once, in one line, before the job runs, and
@@ -246,6 +248,7 @@ with store.transaction():
 """
 
 
+@pytest.mark.long
 def test_a_process_stopped_inside_a_pooled_transaction_holds_its_rows_a_while_only(
     behind, tmp_path, pg_database
 ):

@@ -33,6 +33,7 @@ def run_lines(cli, lines):
 
 @pytest.mark.both_stores
 @pytest.mark.empty_store  # createtables says it made the tables
+@pytest.mark.long
 def test_quickstart_to_the_letter(cli, tmp_path, address):
     (tmp_path / "utility.sh").symlink_to(BIN / "utility.sh")
     created, *inserts, _ = run_lines(cli, SETUP)
@@ -92,6 +93,7 @@ def test_make_demo_script_runs_the_quickstart(cli, tmp_path):
     assert "no suitable data available for job. Not running it" in demo.out
 
 
+@pytest.mark.long
 def test_make_demo_replaces_only_its_own_folder(cli, tmp_path):
     """Run twice from a folder where an example keeps its results in demo-run/: the
     quickstart starts afresh each time, the example's store is left alone."""

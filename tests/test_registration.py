@@ -148,6 +148,7 @@ def test_register_job_validates_everything(store, tmp_path):
     assert store.ok("unregister-dataset", "out").out == "dataset out removed\n"
 
 
+@pytest.mark.long
 def test_export_import_moves_the_configuration(store, tmp_path):
     store.ok("register-dataset", "src", "--hostname", "dev-db")
     store.ok("register-dataset", "dst", "--password-stdin", input="pw\n", env={"PASSKEY": "k"})

@@ -23,6 +23,7 @@ PIDS = "/sys/fs/cgroup/pids"
 
 @pytest.mark.both_stores
 @pytest.mark.parametrize("files,pause", [(20, "0.3"), (24, "0.3"), (24, "0"), (28, "0"), (32, "0")])
+@pytest.mark.long
 def test_a_drain_short_of_descriptors_never_hangs_nor_leaves_a_chunk_running(
     cli, tmp_path, files, pause
 ):
@@ -94,6 +95,7 @@ except ScriptError as exc:
 @pytest.mark.both_stores
 @pytest.mark.parametrize("tasks", [8, 10, 12, 16])
 @pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.long
 def test_a_drain_short_of_tasks_never_tracebacks_nor_leaves_a_chunk_running(
     cli, tmp_path, tasks, workers, store_kind
 ):

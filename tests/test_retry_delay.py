@@ -37,6 +37,7 @@ def test_a_bad_retry_delay_is_one_line(chain):
     assert "retry_delay must be SECONDS" in refused.err and "Traceback" not in refused.err
 
 
+@pytest.mark.long
 def test_explain_says_when_the_retry_comes(chain, tmp_path):
     script(tmp_path, "work.sh", "exit 3")
     setting(chain, "retries", "1")

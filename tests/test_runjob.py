@@ -36,6 +36,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.long
 def test_metadata_arrives_verbatim_and_runs_nothing(env_job, tmp_path):
     register(env_job, "dump", ["src"], ["dst"], extras=[("mode", "$(touch pwned)")])
     for i, column in enumerate(("hostname", "database", "schemaname", "tablename", "username")):
@@ -52,6 +53,7 @@ def test_metadata_arrives_verbatim_and_runs_nothing(env_job, tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
+@pytest.mark.long
 def test_environment_contents(env_job, tmp_path):
     token = env_job.ok("crypt", "-e", "s3cret", env={"PASSKEY": "k"}).out.strip()
     register(env_job, "dump", ["a", "b"], ["x", "y"], extras=[("region", "eu"), ("retries", "0")])
@@ -86,6 +88,7 @@ def test_environment_contents(env_job, tmp_path):
     assert again["DATAFLOW_ATTEMPT"] == "2" and again["DATAFLOW_RUN"] != env["DATAFLOW_RUN"]
 
 
+@pytest.mark.long
 def test_natural_order_and_catch_up(env_job, tmp_path):
     register(env_job, "dump", ["src"], ["dst"])
     ready(env_job, "src", "10", "9", "2", "1.0", "10.0")
@@ -164,6 +167,7 @@ def test_drain_on_a_terminal_draws_a_progress_bar(env_job, tmp_path):
     assert re.search(r"drainme: 3 READY, 0 FAILED in \d+\.\d s \(3 chunks, 3 attempts,", text)
 
 
+@pytest.mark.long
 def test_a_drain_short_of_descriptors_runs_fewer_jobs_at_once_and_all_of_them(env_job, tmp_path):
     """``--parallel 40`` under a hard limit of 80 open files: a job that cannot start for
     want of descriptors makes the drain go on with those it runs, said in one line; every

@@ -138,6 +138,7 @@ def test_no_standard_descriptor_is_ever_taken_by_the_store(chain, tmp_path):
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 @pytest.mark.both_stores
+@pytest.mark.long
 def test_a_dry_run_and_a_claim_given_back_take_no_run_number(cli, tmp_path):
     _chunks(cli)
     script(tmp_path, "A.sh", "exit 0")

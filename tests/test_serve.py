@@ -65,6 +65,7 @@ def one_line_error(response: httpx.Response, status: int) -> str:
     return response.json()["error"]
 
 
+@pytest.mark.long
 def test_one_item_lands_whole_and_is_acknowledged(site):
     _, server, token, data = site
     with client(server, token) as http:
@@ -344,6 +345,7 @@ def test_sigterm_lets_the_request_under_way_finish_then_exits_0(tmp_path):
         httpx.get(server.url + "/api/status", timeout=5)
 
 
+@pytest.mark.long
 def test_start_up_mistakes_are_one_line(tmp_path):
     cli = Cli(tmp_path)
     cli.ok("createtables")

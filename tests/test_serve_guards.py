@@ -99,6 +99,7 @@ def _landing(cli: Cli, name: str, base: str) -> None:
            "--tablename", name)  # fmt: skip
 
 
+@pytest.mark.long
 def test_items_land_only_under_a_landing_root(tmp_path):
     cli, path, token, data = _site(tmp_path)
     elsewhere = tmp_path / "elsewhere"

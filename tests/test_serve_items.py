@@ -54,6 +54,7 @@ JSON_VALUES = st.recursive(
 
 
 @given(st.lists(st.dictionaries(st.text(), JSON_VALUES, max_size=4), min_size=1, max_size=6))
+@pytest.mark.long
 def test_a_json_landing_reads_back_as_the_items_sent(sent):
     landed = items.encode(sent, "json")
     lines = landed.decode().split("\n")  # \n ends a line for Spark, nothing else

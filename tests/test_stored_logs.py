@@ -202,6 +202,7 @@ def _on_a_terminal(cli, *args) -> tuple[int, bytes]:
     return done.returncode, shown
 
 
+@pytest.mark.long
 def test_a_stored_log_written_by_sql_cannot_drive_the_reader_s_terminal(fleet, tmp_path):
     a, b = fleet
     script(tmp_path, "work.sh", "echo hello")
@@ -218,6 +219,7 @@ def test_a_stored_log_written_by_sql_cannot_drive_the_reader_s_terminal(fleet, t
     assert "033" in piped.out, (runid, piped)
 
 
+@pytest.mark.long
 def test_a_stored_log_that_inflates_past_what_it_says_is_cut_or_refused(fleet, tmp_path):
     a, b = fleet
     script(tmp_path, "work.sh", "echo hello")
@@ -250,6 +252,7 @@ def test_a_piece_sent_after_its_run_ended_never_replaces_its_log(store):
     assert store.run_output(other) is None
 
 
+@pytest.mark.long
 def test_the_live_board_shows_and_follows_a_log_of_another_host(fleet, tmp_path):
     """The live board served on host B: click a chunk host A runs, show its log (the
     store's copy), follow it as it grows, then read the failure's own words."""

@@ -76,6 +76,7 @@ def test_many_jobs_on_one_watcher_each_reported_once_with_all_its_output(tmp_pat
     assert ended.empty()
 
 
+@pytest.mark.long
 def test_a_job_past_its_timeout_is_ended_and_one_that_ignores_sigterm_killed(tmp_path):
     """On one watcher: a job past its timeout gets SIGTERM (124's outcome: timeout set);
     a job that ignores the signal passed on is killed KILL_GRACE_S later; a quick job

@@ -107,6 +107,7 @@ def test_no_claim_once_runjob_is_gone(cli, tmp_path):
 
 @on_postgres
 @cores
+@pytest.mark.long
 def test_a_killed_worker_is_said_and_the_other_drains_on(cli, tmp_path):
     chunks(cli, 12)
     script(tmp_path, "work.sh", "echo $dataid >> starts; sleep 0.3")
@@ -156,6 +157,7 @@ def _claim(runid: int):
 
 @pytest.mark.both_stores
 @cores
+@pytest.mark.long
 def test_workers_names_how_many_processes_on_either_store(cli, tmp_path, store_kind):
     """``--workers 2`` spreads a drain on SQLite too (racing drains are safe there);
     ``--workers 1`` keeps it in RunJob's process, on PostgreSQL too."""

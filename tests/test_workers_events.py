@@ -214,6 +214,7 @@ def test_events_go_through_the_pipe_as_they_are():
     check()
 
 
+@pytest.mark.long
 def test_any_other_line_is_refused_or_an_event_of_the_right_types():
     """A line another process wrote into the pipe, shaped like an event or not: refused
     (ValueError, LookupError) or an event RunJob can count, never another error."""

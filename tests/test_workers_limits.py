@@ -206,6 +206,7 @@ def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, li
     [(kind, files) for kind in ("sqlite", "postgres") for files in (12, 16, 20, 24, 32)],
     indirect=["store_kind"],
 )
+@pytest.mark.long
 def test_a_spread_drain_short_of_descriptors_ends_in_one_line(cli, tmp_path, files):
     """RunJob and its workers under a hard limit of a few dozen open files: at most one
     warning or error line, no traceback, nothing left RUNNING without a process."""
