@@ -122,22 +122,21 @@ def _row_rule(job: str, dataid: str) -> str:
                       AND o.status NOT IN {_RERUN})"""
 
 
-def _insert(sqlite: bool) -> str:
-    return "INSERT OR IGNORE INTO" if sqlite else "INSERT INTO"
-
-
-def _end(sqlite: bool) -> str:
-    return ";" if sqlite else "\n    ON CONFLICT DO NOTHING;"
+# A pair offered already is left as it is. Not SQLite's INSERT OR IGNORE: the conflict
+# clause of the statement that fired a trigger overrides the trigger's own, so a user's
+# upsert of a datastatus row (INSERT ... ON CONFLICT DO UPDATE) made an offer made already
+# fail on candidate's key (SQLite migration 14); an upsert clause is the trigger's alone.
+SKIP_OFFERED = "\n    ON CONFLICT DO NOTHING;"
 
 
 def _offer(jobs: str, dataid: str, sqlite: bool) -> str:
     """Offer ``dataid`` to every job ``c`` that ``jobs`` selects and the rule lets pass."""
     key = plain_key if sqlite else _function_key
     return f"""
-    {_insert(sqlite)} candidate(jobid, sortkey, dataid)
+    INSERT INTO candidate(jobid, sortkey, dataid)
     SELECT DISTINCT c.jobid, {key(dataid)}, {dataid} FROM job c
     WHERE {jobs}
-      AND {_row_rule("c.jobid", dataid)}{_end(sqlite)}"""
+      AND {_row_rule("c.jobid", dataid)}{SKIP_OFFERED}"""
 
 
 def _refresh(jobid: str, sqlite: bool) -> str:
@@ -152,10 +151,10 @@ def _refresh(jobid: str, sqlite: bool) -> str:
         f"      AND {ready}"
     )
     return f"""
-    {_insert(sqlite)} candidate(jobid, sortkey, dataid)
+    INSERT INTO candidate(jobid, sortkey, dataid)
     SELECT {jobid}, {key("s.dataid")}, s.dataid FROM datastatus s
     WHERE {where}
-      AND {_row_rule(jobid, "s.dataid")}{_end(sqlite)}"""
+      AND {_row_rule(jobid, "s.dataid")}{SKIP_OFFERED}"""
 
 
 def _retire(new: str) -> str:
