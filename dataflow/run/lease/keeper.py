@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import socket
 import threading
@@ -51,7 +50,7 @@ from ...store.address import shown
 from ..process import processes
 from ..process.output import write_all
 from .holder import PING_S, TICK_S, Lines, bound, one_line, word
-from .holdersocket import Place, connect, fence_listed, start
+from .holdersocket import Place, connect, fence_listed, readable, start
 
 __all__ = ["PING_S", "Keeper", "close_all", "current", "keeper_for"]
 
@@ -144,11 +143,7 @@ class Keeper:
 
     def _exited(self) -> bool:
         """The holder's process has ended (its pidfd is readable); False when unknown."""
-        if self._pidfd < 0:
-            return False
-        waiting = select.poll()
-        waiting.register(self._pidfd, select.POLLIN)
-        return bool(waiting.poll(0))
+        return self._pidfd >= 0 and readable(self._pidfd, 0)
 
     def look(self) -> None:
         """Chunks were given back unstarted (their chunk locks closed): the holder lets
