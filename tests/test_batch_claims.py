@@ -6,6 +6,8 @@ that cannot be taken is passed over for the next; racing drains never run one tw
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 
@@ -14,12 +16,13 @@ import pytest
 
 from dataflow.dataids import natural_key
 from dataflow.errors import RunFenced
-from dataflow.run.claim import claims, lifecycle
+from dataflow.run.claim import claims, lifecycle, liveness
 from dataflow.run.drain import drainclaim, recorder
 from dataflow.run.lease import keeper
 from dataflow.run.process import locks
 from dataflow.run.process.runner import Outcome
 from dataflow.store import open_store
+from dataflow.store.postgres.connection import stall_ms
 from support import (
     ADDRESSES,
     _admin,
@@ -319,20 +322,18 @@ from dataflow.store.address import locate
 store = open_store(locate())
 print("ready", flush=True)
 sys.stdin.readline()
-print(sorted(store.renew_leases([int(r) for r in sys.argv[1:]])), flush=True)
+print(sorted(store.renew_leases([int(r) for r in sys.argv[1:]]).items()), flush=True)
 """
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
-def test_a_claim_revoking_leases_in_two_statements_never_deadlocks_with_a_renewal(
-    chain, tmp_path, address
-):
+def test_a_renewal_never_waits_for_a_lease_a_claim_is_revoking(chain, tmp_path, address):
     """A claim transaction revokes stale leases in more than one statement (its
-    recovery's, then each batch's). A keeper coming back late renews two of them at that
-    moment, in one statement: it takes the first row and waits for the second, which the
-    claim holds. The claim does not wait for the first: it counts that lease as fresh (it
-    is being renewed) and leaves it; the renewal then goes on. Before, the server ended
-    one of them as a deadlock."""
+    recovery's, then each batch's), and asks its host's holder for run locks in between.
+    A holder renewing two of those leases meanwhile renews the one whose row is free and
+    leaves the other, which the claim holds: it never waits for it (the claim may be
+    waiting for this very holder's answer; before, they waited for each other until the
+    server ended one). The lease the claim revoked is seen revoked at the next renewal."""
     _chunks(chain, 4)
     store = open_store(address)
     try:
@@ -344,16 +345,107 @@ def test_a_claim_revoking_leases_in_two_statements_never_deadlocks_with_a_renewa
         with store.transaction():
             assert store.live_leases([("work", high.dataid)], revoke=True) == set()
             cue(renewing)
-            waiting_for_locks(tmp_path, 1)  # it holds low's row, waits for high's
+            out, err = renewing.communicate(timeout=60)  # while the claim holds high's row
+            assert renewing.returncode == 0, err
+            assert out == f"{[(low.runid, True), (high.runid, False)]}\n"
             assert store.live_leases([("work", low.dataid)], revoke=True) == {("work", low.dataid)}
-        out, err = renewing.communicate(timeout=60)
-        assert renewing.returncode == 0, err
-        assert out == f"[{low.runid}]\n"  # high's lease was revoked meanwhile, low's renewed
+        assert store.renew_leases([low.runid, high.runid]) == {low.runid: True}
         leased = "select runid from run where seen is not null"
         assert rows(tmp_path, leased) == [(low.runid,)]
         for claim in (low, high):
             claim.lock.close()
     finally:
+        store.close()
+        keeper.close_all()
+
+
+# what a claim holds while it asks its host's holder for run locks: the row of a run whose
+# lease it looks at (to revoke it), or the table's insert lock (its new runs) while a claim
+# given back by another thread waits for the table behind it (LOCK TABLE run)
+CLAIM_HOLDS = {
+    "a row": ["select 1 from run where runid = %(runid)s for update"],
+    "the table": ["lock table run in row exclusive mode"],
+}
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+@pytest.mark.parametrize("held", list(CLAIM_HOLDS))
+def test_a_holder_asked_for_a_run_lock_never_waits_for_what_the_claim_holds(
+    chain, tmp_path, address, held
+):
+    """A claim asks its host's lease holder for a chunk's run lock, and waits for the
+    answer, while it holds a row of run or the table's insert lock; meanwhile the holder
+    lets go of the lease of the chunk's earlier run (it ended, no process of it left).
+    The holder does not wait for the row, nor long for the table: it answers, and ends
+    the lease once the claim is done. Before, each waited for the other until the server
+    ended the claim's session (found by test_resource_limits in CI: a drain's claim
+    failed for a moment)."""
+    store = open_store(address)
+    queued = None
+    try:
+        locks.prepare(store.lockfile)
+        run = claims.claim(store, lifecycle.load_job(store, "work")).claim
+        liveness.started(store, "work", run.dataid, run.runid, run.token, 0)
+        with psycopg.connect(address) as claiming:  # ended by the server as a claim's is
+            claiming.execute(f"set idle_in_transaction_session_timeout = {stall_ms()}")
+            for sql in CLAIM_HOLDS[held]:
+                claiming.execute(sql, {"runid": run.runid})
+            if held == "the table":
+                queued = on_cue(tmp_path, chain.env, GIVE_BACK)
+                cue(queued)
+                waiting_for_locks(tmp_path, 1)
+            run.lock.close()
+            liveness.ended(store, "work", run.dataid, run.runid)  # the holder lets it go
+            assert keeper.keeper_for(store).hold([("work", run.dataid)]) == [True]
+        if queued is not None:
+            assert queued.communicate(timeout=60)[0] == "locked\n"
+        seen = "select seen is null from run where runid = %s"
+        wait_for(lambda: rows(tmp_path, seen, run.runid) == [(True,)], what="the lease to end")
+    finally:
+        if queued is not None and queued.poll() is None:
+            queued.kill()
+        store.close()
+        keeper.close_all()
+
+
+# a claim given back: the table of run locked against inserts (waits for the claims under way)
+GIVE_BACK = """
+import sys
+import psycopg
+from dataflow.store.address import locate
+with psycopg.connect(locate()) as conn:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    conn.execute("lock table run in share row exclusive mode")
+print("locked", flush=True)
+"""
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_run_whose_lease_cannot_be_renewed_for_half_the_bound_is_fenced(
+    chain, tmp_path, address, monkeypatch
+):
+    """A renewal that finds a run's row held by another transaction leaves it for the next
+    one. Held at every renewal for half the bound, the lease may lapse before it is
+    renewed (another host may then take the chunk): the holder fences the run, as it
+    fences every run when its heartbeats fail for that long."""
+    monkeypatch.setenv("DATAFLOW_LIVENESS_TIMEOUT", "4")
+    store = open_store(address)
+    job = None
+    try:
+        locks.prepare(store.lockfile)
+        run = claims.claim(store, lifecycle.load_job(store, "work")).claim
+        job = subprocess.Popen(
+            ["sleep", "600"], env={**os.environ, "DATAFLOW_RUN": run.token}, start_new_session=True
+        )
+        liveness.started(store, "work", run.dataid, run.runid, run.token, job.pid)
+        with psycopg.connect(address) as other:  # a transaction, never ended by the server
+            other.execute("select 1 from run where runid = %s for update", (run.runid,))
+            assert job.wait(timeout=60) == -signal.SIGKILL
+        run.lock.close()
+    finally:
+        if job is not None and job.poll() is None:
+            job.kill()
         store.close()
         keeper.close_all()
 

@@ -40,13 +40,15 @@ class LeaseStore(Store):
     # Leases: a run's heartbeat, renewed by its host's lease holder.
 
     @abstractmethod
-    def renew_leases(self, runids: Sequence[int]) -> set[int]:
-        """Renew these runs' heartbeats (a ping when there are none); returns the runs
-        whose lease was not revoked."""
+    def renew_leases(self, runids: Sequence[int]) -> dict[int, bool]:
+        """Renew these runs' heartbeats (a ping when there are none), never waiting for a
+        row another transaction holds; returns the runs whose lease was not revoked, each
+        True if renewed now (False: its row was held elsewhere)."""
 
     @abstractmethod
-    def release_leases(self, runids: Sequence[int]) -> None:
-        """No process of these runs lives: their leases end now."""
+    def release_leases(self, runids: Sequence[int], wait: bool = True) -> set[int]:
+        """No process of these runs lives: their leases end now. Without ``wait`` a row
+        another transaction holds is not waited for: those still leased are returned."""
 
     @abstractmethod
     def live_leases(

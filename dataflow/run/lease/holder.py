@@ -70,6 +70,7 @@ class _Run:
 
     def __init__(self, chunk: tuple[str, str], runid: int, token: str, group: int):
         self.chunk, self.runid, self.token, self.group = chunk, runid, token, group
+        self.beat = time.monotonic()  # when its lease was last renewed (or first watched)
 
     def __str__(self) -> str:
         return f"{self.chunk[0]}/{self.chunk[1]} (run {self.runid})"
@@ -85,6 +86,8 @@ class State:
         # of those, the ones a reconnect could not take again (a store writer held the
         # key): tried again at each heartbeat
         self.missing: set[tuple[str, str]] = set()
+        # leases to end whose rows another transaction held: let go of at each look
+        self.unreleased: set[int] = set()
         self.lock = threading.Lock()  # one user of the store and of ``chunks`` at a time
         self.beat = time.monotonic()  # when the last heartbeat that succeeded was sent
         self.woken = threading.Event()  # look at the runs now, not at the next tick
@@ -122,6 +125,15 @@ class State:
         if self.outage is not None:
             say(f"store reached again after {time.monotonic() - self.outage:.1f} s")
             self.outage = None
+
+    def release(self, runids: list[int]) -> None:
+        """End these runs' leases, and those left before, never waiting for a row another
+        transaction holds (a claim may hold one while it waits for this holder's answer):
+        those are left for the next look."""
+        assert self.store is not None
+        asked = self.unreleased | set(runids)
+        if asked:
+            self.unreleased = self.store.release_leases(sorted(asked), wait=False)
 
     def take_missing(self) -> None:
         """Take again the run locks a reconnect could not."""
@@ -207,7 +219,7 @@ def _request(state: State, line: str) -> str | None:
                 answers.append("0")
                 continue
             if earlier is not None:
-                store.release_leases([earlier.runid])
+                state.release([earlier.runid])
         elif not held[chunk]:
             answers.append("0")
             continue
@@ -258,19 +270,26 @@ def _renew(state: State, ping_every: float, fence_after: float) -> None:
         for run in revoked:
             state.store.drop_run_lock(*run.chunk)
             del state.chunks[run.chunk]
+    for run in runs:
+        if renewed.get(run.runid):
+            run.beat = sent
+    # a run whose row another transaction held at every renewal for half the bound: its
+    # lease may lapse before it is renewed again, as the watchdog fences a silent holder's
+    unrenewed = [run for run in runs if run.runid in renewed and sent - run.beat > fence_after]
+    state.fence(unrenewed, f"lease not renewed for {fence_after:g} s")
 
 
 def let_go(state: State) -> None:
     """Let go of the chunks no process of whose run lives here any more: their leases
     released and their run locks dropped, a statement for all of them whatever their
-    number (kept on a failure: a later look lets them go, after a reconnect)."""
+    number (kept on a failure: a later look lets them go, after a reconnect; a lease
+    whose row another transaction holds is released at a later look)."""
     if state.store is None:
         return
     try:
         gone = _gone(state.store, state.chunks)
+        state.release([run.runid for chunk in gone if (run := state.chunks[chunk])])
         if gone:
-            runs = [state.chunks[chunk] for chunk in gone]
-            state.store.release_leases([run.runid for run in runs if run])
             state.store.drop_run_locks(gone)
             for chunk in gone:
                 del state.chunks[chunk]

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import psycopg
+
 from ...dataids import chunk_hash
 from ..address import host_name, liveness_timeout
 from ..base import ChunkRow, JobItem, Row, capped
 from ..queries import NamedQueries
 from ..queries.chunks import ChunkQueries
 from .connection import Connection, lock_timed_out, stall_ms
+
+# how long a lease holder's statement waits for a lock (milliseconds): a claim may be
+# waiting for the holder's answer, so the holder never waits for long (see keep_alive)
+HOLDER_WAIT_MS = 100
 
 
 def run_key(jobid: str, dataid: str) -> int:
@@ -170,7 +176,7 @@ class ClaimQueries(ChunkQueries):
     def keep_alive(self) -> None:
         bound = str(int(liveness_timeout() * 1000))
         name = f"dataflow/{stall_ms()} holder {host_name()}"[:63]  # (the server's limit)
-        self.conn.execute(self.q.keep_alive, (bound, str(stall_ms()), name))
+        self.conn.execute(self.q.keep_alive, (bound, str(HOLDER_WAIT_MS), name))
 
     def ping(self) -> None:
         self.conn.execute(self.q.ping)
@@ -212,25 +218,22 @@ class ClaimQueries(ChunkQueries):
 
     # -- leases: a run's heartbeat (run.seen, renewed by its keeper; NULL: none) -------------
 
-    def renew_leases(self, runids: Sequence[int]) -> set[int]:
-        """Renew the heartbeat of these runs; returns those whose lease was not revoked.
-        Every heartbeat first ends the sessions of ours stalled inside a transaction
-        (:meth:`end_stalled`): what they hold (a row of these runs, a chunk's turn that a
-        finish waits for) holds up nobody for long while any run lives. A renewal that
-        waits for a row longer than that (the keeper's ``lock_timeout``) ends them and
-        tries once more."""
+    def renew_leases(self, runids: Sequence[int]) -> dict[int, bool]:
+        """Renew the heartbeat of these runs, never waiting for a row another transaction
+        holds; the runs whose lease was not revoked, each True if renewed now. Every
+        heartbeat first ends the sessions of ours stalled inside a transaction
+        (:meth:`end_stalled`): a row they hold is not renewed until they end."""
         self.end_stalled()
         if not runids:
             self.ping()
-            return set()
+            return {}
         try:
-            rows = self.conn.execute(self.q.renew_leases, (list(runids),)).fetchall()
-        except Exception as exc:
+            rows = self.conn.execute(self.q.renew_leases, {"runids": list(runids)}).fetchall()
+        except psycopg.Error as exc:  # the table's lock waited for (keep_alive): next time
             if not lock_timed_out(exc):
                 raise
-            self.end_stalled()
-            rows = self.conn.execute(self.q.renew_leases, (list(runids),)).fetchall()
-        return {runid for (runid,) in rows}
+            return dict.fromkeys(runids, False)
+        return dict(rows)
 
     def end_stalled(self) -> None:
         """End the sessions of ours whose process stopped in the middle of sending a
@@ -238,10 +241,21 @@ class ClaimQueries(ChunkQueries):
         server's idle timeout ends those stopped between statements)."""
         self.conn.execute(self.q.end_stalled).fetchall()
 
-    def release_leases(self, runids: Sequence[int]) -> None:
-        """No process of these runs lives any more: their chunks are free at once."""
-        if runids:
+    def release_leases(self, runids: Sequence[int], wait: bool = True) -> set[int]:
+        """No process of these runs lives any more: their chunks are free at once. Without
+        ``wait``, a row another transaction holds is left: those still leased come back."""
+        if not runids:
+            return set()
+        if wait:
             self.conn.execute(self.q.release_leases, (list(runids),))
+            return set()
+        try:
+            found = self.conn.execute(self.q.release_leases_unwaited, {"runids": list(runids)})
+        except psycopg.Error as exc:  # as in renew_leases
+            if not lock_timed_out(exc):
+                raise
+            return set(runids)
+        return {runid for (runid,) in found.fetchall()}
 
     def live_leases(
         self, chunks: Sequence[tuple[str, str]], revoke: bool = False

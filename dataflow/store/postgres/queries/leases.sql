@@ -17,8 +17,10 @@ WHERE locktype = 'advisory' AND objsubid = 1 AND granted
 
 -- name: keep_alive
 -- The server ends this session once it stops pinging for this long, and none of its
--- statements waits for a lock longer than the other (milliseconds each); its
--- application_name says whose it is (dataflow/MILLISECONDS holder HOST).
+-- statements waits for a lock longer than the other (milliseconds each: a claim may be
+-- waiting for this session's holder, and a statement queued behind the claim's locks,
+-- a give-back's LOCK TABLE of run, would wait for it in turn); its application_name says
+-- whose it is (dataflow/MILLISECONDS holder HOST).
 SELECT set_config('idle_session_timeout', %s, false), set_config('lock_timeout', %s, false),
        set_config('application_name', %s, false);
 
@@ -41,16 +43,38 @@ WHERE datname = current_database() AND usename = current_user AND pid <> pg_back
            THEN split_part(split_part(application_name, ' ', 1), '/', 2)::int END;
 
 -- name: renew_leases
--- Every statement that locks several rows of run locks them in the order of runid: two
--- of them (a keeper's renewal, a drain's ends recorded together) wait, never deadlock.
-UPDATE run SET seen = now() FROM (
-  SELECT runid FROM run WHERE runid = ANY(%s) AND seen IS NOT NULL ORDER BY runid FOR UPDATE
-) AS mine WHERE run.runid = mine.runid AND run.seen IS NOT NULL RETURNING run.runid;
+-- A renewal never waits for a row of run that another transaction holds: a claim holds
+-- the rows of the stale leases it revokes while it asks this host's holder, the renewer,
+-- to take run locks, and waits for its answer (nor for long for the table: see
+-- keep_alive). Each run asked for comes back: renewed
+-- now (true), or its row held elsewhere with its lease not revoked as this statement
+-- sees it (false: not renewed this time). A run that does not come back was revoked.
+-- Rows are locked in the order of runid, as every statement that locks several does.
+WITH mine AS MATERIALIZED (
+  SELECT runid FROM run WHERE runid = ANY(%(runids)s) AND seen IS NOT NULL
+  ORDER BY runid FOR UPDATE SKIP LOCKED),
+renewed AS (
+  UPDATE run SET seen = now() FROM mine WHERE run.runid = mine.runid RETURNING run.runid)
+SELECT runid, true FROM renewed
+UNION ALL
+SELECT runid, false FROM run
+WHERE runid = ANY(%(runids)s) AND seen IS NOT NULL AND runid NOT IN (SELECT runid FROM mine);
 
 -- name: release_leases
 UPDATE run SET seen = NULL FROM (
   SELECT runid FROM run WHERE runid = ANY(%s) ORDER BY runid FOR UPDATE
 ) AS mine WHERE run.runid = mine.runid;
+
+-- name: release_leases_unwaited
+-- The same, never waiting for a row another transaction holds (the holder's, for the
+-- reason renew_leases gives): those whose lease is still held come back, to be let go
+-- of later.
+WITH mine AS MATERIALIZED (
+  SELECT runid FROM run WHERE runid = ANY(%(runids)s) ORDER BY runid FOR UPDATE SKIP LOCKED),
+released AS (
+  UPDATE run SET seen = NULL FROM mine WHERE run.runid = mine.runid)
+SELECT runid FROM run
+WHERE runid = ANY(%(runids)s) AND seen IS NOT NULL AND runid NOT IN (SELECT runid FROM mine);
 
 -- name: live_leases
 -- The runs of these chunks that have a lease, and whether it is fresh (%(bound)s: this
