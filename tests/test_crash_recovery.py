@@ -260,21 +260,34 @@ def test_cap_lowered_and_raised_during_a_drain(chain, tmp_path):
     """Each job records how many runs are live when it starts: never above the cap in
     force when it was claimed (the claim time is the run's ``started``). Jobs wait while
     the cap is being changed, so the drain cannot end before the change, however slow
-    the ``utility`` that makes it."""
+    the ``utility`` that makes it; and the cap is changed once as many jobs as it allows
+    wait, so that no claim is under way across the change (a claim reads the cap before
+    it records its ``started``: one that began before the change would be judged by the
+    new cap)."""
     _counting_live_runs(
-        chain, tmp_path, 60, 2, "sleep 0.2; while [ -e pause ]; do sleep 0.05; done"
+        chain,
+        tmp_path,
+        60,
+        2,
+        "sleep 0.2; for p in raise lower; do"
+        ' while [ -e "$p" ]; do touch "paused/$p.$dataid"; sleep 0.05; done; done',
     )
+    (tmp_path / "paused").mkdir()
+    waiting = lambda p, n: lambda: len(list((tmp_path / "paused").glob(f"{p}.*"))) == n  # noqa: E731
     drain = start_runjob(chain, "--parallel", "4", "./work.sh")
     done = lambda n: lambda: len(rows(tmp_path, "select 1 from run where status='READY'")) >= n  # noqa: E731
-    pause = tmp_path / "pause"
+    pause = tmp_path / "raise"
     wait_for(done(8), what="8 chunks under cap 2")
     pause.touch()
+    wait_for(waiting("raise", 2), what="2 jobs waiting under cap 2")
     before_raise = now()
     setting(chain, "max_parallel", "4")
     after_raise = now()
     pause.unlink()
     wait_for(done(20), what="12 more chunks under cap 4")
+    pause = tmp_path / "lower"
     pause.touch()
+    wait_for(waiting("lower", 4), what="4 jobs waiting under cap 4")
     before_lower = now()
     setting(chain, "max_parallel", "1")
     after_lower = now()
