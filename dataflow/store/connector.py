@@ -84,13 +84,23 @@ class Connector(ABC):
 
     @classmethod
     @abstractmethod
-    def files_of(cls, address: Any) -> Path:
-        """This host's folder of the store's run logs (the store need not exist)."""
+    def local_name(cls, address: Any) -> Path:
+        """Where this host keeps the store's own files, as a name that the store's folder
+        of run logs (:meth:`files_of`) and file of chunk locks (:meth:`lockfile_of`) are
+        named after (the store need not exist)."""
 
     @classmethod
-    @abstractmethod
+    def files_of(cls, address: Any) -> Path:
+        """This host's folder of the store's run logs: its local name with ``.d``."""
+        name = cls.local_name(address)
+        return name.with_name(name.name + ".d")
+
+    @classmethod
     def lockfile_of(cls, address: Any) -> Path:
-        """This host's file of the store's chunk locks (the store need not exist)."""
+        """This host's file of the store's chunk locks: its local name with ``-locks``,
+        apart from the logs (cleaning those never touches it)."""
+        name = cls.local_name(address)
+        return name.with_name(name.name + "-locks")
 
     @abstractmethod
     def close(self) -> None: ...

@@ -155,9 +155,6 @@ class ClaimQueries(ChunkQueries):
         keys = [run_key(*chunk) for chunk in chunks]
         return [bool(taken) for (taken,) in self.conn.execute(self.q.try_run_locks, (keys,))]
 
-    def drop_run_lock(self, jobid: str, dataid: str) -> None:
-        self.drop_run_locks([(jobid, dataid)])
-
     def drop_run_locks(self, chunks: Sequence[tuple[str, str]]) -> None:
         self.conn.execute(self.q.drop_run_locks, ([run_key(*chunk) for chunk in chunks],))
 

@@ -103,15 +103,10 @@ class PostgresStore(ClaimQueries, LeaseStore):
         return Path.home() / ".local" / "state" / "dataflow"
 
     @classmethod
-    def files_of(cls, address: str) -> Path:  # type: ignore[override]
-        """This host's folder of run logs for the store ($DATAFLOW_STATE, else
-        ~/.local/state/dataflow)."""
-        return cls._state() / f"{cls._name(address)}.d"
-
-    @classmethod
-    def lockfile_of(cls, address: str) -> Path:  # type: ignore[override]
-        """This host's chunk lock file: the local half of a run's liveness."""
-        return cls._state() / f"{cls._name(address)}-locks"
+    def local_name(cls, address: str) -> Path:  # type: ignore[override]
+        """The store's name in this host's state folder ($DATAFLOW_STATE, else
+        ~/.local/state/dataflow): its run logs and chunk locks there."""
+        return cls._state() / cls._name(address)
 
     # -- opening -------------------------------------------------------------------------
 

@@ -68,10 +68,9 @@ class SqliteStore(Store):
         self.files = self.files_of(path)
 
     @staticmethod
-    def files_of(path: Path) -> Path:
-        """The folder beside the database file (symlinks resolved) that holds run logs."""
-        real = Path(os.path.realpath(path))
-        return real.with_name(real.name + ".d")
+    def local_name(path: Path) -> Path:
+        """The database file, symlinks resolved: its run logs and chunk locks beside it."""
+        return Path(os.path.realpath(path))
 
     @cached_property
     def lockfile(self) -> Path:
@@ -88,11 +87,6 @@ class SqliteStore(Store):
         links = os.stat(path).st_nlink
         if links > 1:
             raise StoreLinked(os.path.realpath(path), links)
-
-    @staticmethod
-    def lockfile_of(path: Path) -> Path:
-        real = Path(os.path.realpath(path))
-        return real.with_name(real.name + "-locks")
 
     @cached_property
     def identity(self) -> str:
