@@ -51,15 +51,14 @@ def conninfo(address: str, through_pooler: bool = False, session: bool = False) 
     pooler's in session mode, which refuses the ``options`` startup parameter: the same
     settings are sent once connected instead (:func:`session_settings`)."""
     check_url(address)
-    bound = liveness_timeout()
-    probe = max(1, int(bound / 4))
+    probe, lost_ms = _probe()
     client = {
-        "connect_timeout": str(max(2, int(bound / 2))),
+        "connect_timeout": str(max(2, int(liveness_timeout() / 2))),
         "keepalives": "1",
-        "keepalives_idle": str(probe),
-        "keepalives_interval": str(probe),
+        "keepalives_idle": probe,
+        "keepalives_interval": probe,
         "keepalives_count": "3",
-        "tcp_user_timeout": str(int(bound * 1000)),
+        "tcp_user_timeout": lost_ms,
         "application_name": f"dataflow/{stall_ms()}",  # what end_stalled allows it
     }
     if through_pooler or session:  # (no options: a pooler refuses them; it takes the rest)
@@ -68,15 +67,23 @@ def conninfo(address: str, through_pooler: bool = False, session: bool = False) 
     return psycopg.conninfo.make_conninfo(address, options=server, **client)
 
 
+def _probe() -> tuple[str, str]:
+    """Both ends' keepalive probe (seconds: a quarter of the bound, at least one) and how
+    long unacknowledged data may wait before the connection counts as lost (the bound,
+    milliseconds)."""
+    bound = liveness_timeout()
+    return str(max(1, int(bound / 4))), str(int(bound * 1000))
+
+
 def _server_settings() -> list[tuple[str, str]]:
     """What a session of ours asks of the server (see :func:`conninfo`)."""
-    probe = str(max(1, int(liveness_timeout() / 4)))
+    probe, lost_ms = _probe()
     return [
         ("idle_in_transaction_session_timeout", str(stall_ms())),
         ("tcp_keepalives_idle", probe),
         ("tcp_keepalives_interval", probe),
         ("tcp_keepalives_count", "3"),
-        ("tcp_user_timeout", str(int(liveness_timeout() * 1000))),
+        ("tcp_user_timeout", lost_ms),
         ("DateStyle", "ISO"),
     ]
 
