@@ -9,6 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dataflow.serve import metrics, runhistory
+from dataflow.store import open_store
+from dataflow.store.queries.metrics import LOWEST
+from dataflow.store.sqlite.connection import connect
 
 pytestmark = pytest.mark.both_stores
 
@@ -17,7 +20,7 @@ steps = st.lists(
         st.tuples(st.just("start"), st.sampled_from(["a", "b"]), st.booleans()),
         st.tuples(st.just("end"), st.integers(0, 30), st.sampled_from(["READY", "FAILED"])),
         st.tuples(st.just("abandon"), st.integers(0, 30)),
-        st.tuples(st.just("late"), st.integers(0, 30)),  # a claim that commits after a scrape
+        st.tuples(st.just("late"), st.integers(0, 30)),  # a claim committed after later ones
         st.tuples(st.just("delete"), st.integers(0, 30)),  # utility deleterun, purge
         st.tuples(st.just("scrape")),
     ),
@@ -58,8 +61,9 @@ def _run(store, mark, runid, jobid, n):
 @given(steps=steps)
 def test_a_scrape_tells_what_a_read_of_every_run_tells(store, store_kind, steps):
     mark = "?" if store_kind == "sqlite" else "%s"
-    with store.transaction():
+    with store.transaction():  # a fresh store (hypothesis runs each example on this one)
         store.conn.execute("DELETE FROM run")
+        store.conn.execute(f"UPDATE run_mark SET below = {LOWEST}, changes = 0")
         store.conn.execute("DELETE FROM datastatus")
         store.conn.execute("DELETE FROM job")
         for jobid in ("a", "b"):
@@ -101,6 +105,13 @@ def test_a_scrape_tells_what_a_read_of_every_run_tells(store, store_kind, steps)
                 runid = runids.pop(step[1] % len(runids))
                 store.conn.execute(f"DELETE FROM run WHERE runid = {mark}", (runid,))
         if step[0] == "scrape":
+            # a scrape settles runs once no claim is under way: those numbered before it
+            # commit first (as the store's lock, or SQLite's one writer, waits for them)
+            with store.transaction():
+                for runid in holes:
+                    _run(store, mark, runid, "b", runid % 4)
+            runids.extend(holes)
+            holes.clear()
             assert _normal(kept.read(store)) == _normal(_history().read(store))
     assert _normal(kept.read(store)) == _normal(_history().read(store))
 
@@ -125,12 +136,12 @@ def test_a_scrape_reads_only_the_runs_from_the_oldest_live_one_on(store, store_k
     assert {r["jobid"]: r["failed"] for r in _history().read(store)[0]} == {"a": 2}
 
 
-def test_a_run_numbered_before_a_scrape_and_committed_after_it_is_counted_without_a_recount(
-    store, store_kind
-):
-    """PostgreSQL numbers a run before its claim commits: what one scrape finds ended is
-    settled only at the next, so a claim committed in between is read as a live run, not
-    found missing below the settled runs (which recounts the whole history)."""
+def test_a_claim_under_way_during_a_scrape_is_counted_once_it_commits(store, store_kind, address):
+    """A claim numbers its run before it commits (PostgreSQL: run 2, while run 3, numbered
+    later, commits and ends first), or holds the store's one writer (SQLite), while a
+    scrape settles runs: the scrape does not wait for it, settles nothing past it and
+    answers; once the claim commits, the next scrape counts its run without counting the
+    history again, and settles past it once it has ended."""
     mark = "?" if store_kind == "sqlite" else "%s"
     kept = _history()
     with store.transaction():
@@ -138,20 +149,115 @@ def test_a_run_numbered_before_a_scrape_and_committed_after_it_is_counted_withou
         store.conn.execute("UPDATE run SET status = 'READY', duration = 2")
     kept.read(store)
     assert kept.settled == 2
-    with store.transaction():  # run 3 commits; run 2, numbered first, not yet
-        _run(store, mark, 3, "a", 3)
-        store.conn.execute("UPDATE run SET status = 'READY', duration = 2 WHERE runid = 3")
-    kept.read(store)
-    with store.transaction():
-        _run(store, mark, 2, "a", 2)
-    kept.read(store)
-    assert kept.settled == 2  # run 2 is live: nothing above it settles
+    claiming = _claim_under_way(store_kind, address, 2)
+    try:
+        if store_kind == "postgres":
+            with store.transaction():
+                _run(store, mark, 3, "a", 3)
+                store.conn.execute("UPDATE run SET status = 'READY', duration = 2 WHERE runid = 3")
+        for _ in range(2):
+            assert _normal(kept.read(store)) == _normal(_history().read(store))
+            assert kept.settled == 2
+    finally:
+        claiming()
+    counts = kept.read(store)[0]
+    started = 3 if store_kind == "postgres" else 2
+    assert {r["jobid"]: r["started"] for r in counts} == {"a": started}
+    assert kept.settled == 2  # run 2 is live; the history was not counted again from 0
     with store.transaction():
         store.conn.execute("UPDATE run SET status = 'FAILED', duration = 1 WHERE runid = 2")
     assert _normal(kept.read(store)) == _normal(_history().read(store))
-    assert kept.settled == 2  # not recounted from 0 (which settles at once): 4 next time
+    assert kept.settled == started + 1
+
+
+def _claim_under_way(store_kind: str, address, runid: int):
+    """A claim's transaction, on a connection of its own, that has written run ``runid``
+    and not committed yet; a function that commits it."""
+    if store_kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(address, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        mark = "?"
+    else:
+        import psycopg
+
+        conn = psycopg.connect(address)
+        mark = "%s"
+    conn.execute(
+        "INSERT INTO run(runid, jobid, dataid, attempt, status, started) "
+        f"VALUES ({mark}, 'a', '2', 1, 'RUNNING', '2026-01-01 00:00:00.000000+00:00')",
+        (runid,),
+    )
+
+    def commit() -> None:
+        conn.execute("COMMIT") if store_kind == "sqlite" else conn.commit()
+        conn.close()
+
+    return commit
+
+
+def test_a_deletion_below_the_settled_runs_counts_them_all_again(store, store_kind):
+    """A run deleted below the settled runs (``utility purge``, a ``DELETE`` by hand) is
+    counted by the store's triggers: the next scrape counts every run again, and tells
+    what a fresh read tells. A mark deleted by hand too: the scrape checks the history's
+    count instead."""
+    mark = "?" if store_kind == "sqlite" else "%s"
+    kept = _history()
+    with store.transaction():
+        for runid in (1, 2, 3):
+            _run(store, mark, runid, "a", runid)
+        store.conn.execute("UPDATE run SET status = 'FAILED', duration = 2")
     kept.read(store)
     assert kept.settled == 4
+    with store.transaction():
+        store.conn.execute("DELETE FROM run WHERE runid = 2")
+    assert {r["jobid"]: r["failed"] for r in kept.read(store)[0]} == {"a": 2}
+    with store.transaction():
+        store.conn.execute("DELETE FROM run_mark")
+        store.conn.execute("DELETE FROM run WHERE runid = 3")
+    assert {r["jobid"]: r["failed"] for r in kept.read(store)[0]} == {"a": 1}
+    assert _normal(kept.read(store)) == _normal(_history().read(store))
+
+
+def test_a_server_that_may_not_write_the_mark_still_tells_every_run(store, store_kind, address):
+    """Settling runs writes the store's mark; a server that may not write it (an SQLite
+    file it may only read, a role that may only read) settles what the scrape before
+    found ended and checks the history's count at each scrape: it tells what a fresh
+    read tells, run after run ended, added and deleted."""
+    mark = "?" if store_kind == "sqlite" else "%s"
+    reader = open_store(address, readonly=True)
+    if store_kind == "postgres":
+        reader.conn.execute("SET default_transaction_read_only = on")
+    else:  # (the test may write every file: the reader is given a read-only connection)
+        reader.conn.close()
+        reader.conn = connect(reader.path, "ro")
+    try:
+        assert reader.settle_runs(LOWEST) is None
+        kept = _history()
+        changes = [
+            "UPDATE run SET status = 'READY', duration = 3 WHERE runid = 1",
+            "DELETE FROM run WHERE runid = 2",
+            "UPDATE run SET status = 'FAILED', duration = 1 WHERE runid = 3",
+        ]
+        with store.transaction():
+            for runid in (1, 2, 3):
+                _run(store, mark, runid, "a", runid)
+        for change in ["", *changes]:
+            if change:
+                with store.transaction():
+                    store.conn.execute(change)
+            assert _normal(kept.read(reader)) == _normal(_history().read(reader))
+        kept.read(reader)  # what the scrape before found ended is settled
+        assert kept.settled == 4  # every run ended: settled, the mark never written
+        assert store.run_mark() == (LOWEST, 0)
+        with store.transaction():  # below the runs it settled, not below the mark
+            store.conn.execute("DELETE FROM run WHERE runid = 1")
+        _history().read(store)  # a server that may write raises the mark past them
+        assert store.run_mark() == (4, 0)
+        assert _normal(kept.read(reader)) == _normal(_history().read(reader))
+    finally:
+        reader.close()
 
 
 @pytest.mark.parametrize("odd", [-1, -(2**63), 2**62, 2**63 - 2])

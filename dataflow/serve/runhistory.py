@@ -7,11 +7,18 @@ the history, and the write path (claims, finishes) does nothing more for it. The
 scrape of a server reads every run (seconds at a million runs): the server does it when
 it starts (:func:`dataflow.serve.metrics.warm`).
 
-The totals are read again from every run when runs below that point are not all there
-any more (``utility purge``, ``utility deleterun``, a ``DELETE`` by hand: Prometheus takes
-the lower counters for a reset) or the store was replaced. A run below it changed by
-hand (its status, its duration), or an input of a first run set READY again later,
-is not counted again until the server restarts.
+Where the runs are settled is the store's mark (:meth:`.Store.settle_runs`): raised by a
+scrape in a moment when no writer of run is under way (so that no claim numbered below it
+commits later), by this server or another, it makes the store's triggers count every run
+deleted below it. The
+totals are read again from every run when one was (``utility purge``, ``utility
+deleterun``, a ``DELETE`` by hand: Prometheus takes the lower counters for a reset), and
+when the store at the address is another (an SQLite file replaced). A
+store whose mark no server could raise yet (a role that may only read) settles what the
+scrape before found ended, and checks at each scrape that the history holds as many runs
+as it counted (a ``COUNT`` of every run). A run below the mark inserted or changed by hand
+(its status, its duration), or an input of a first run set READY again later, is not
+counted again until the server restarts.
 """
 
 from __future__ import annotations
@@ -73,40 +80,65 @@ class RunHistory:
     def __init__(self, abandoned: str, durations: Sequence[float], latencies: Sequence[float]):
         self.abandoned, self.bounds = abandoned, (tuple(durations), tuple(latencies))
         self.settled, self.done = LOWEST, Tally()
-        self.seen = LOWEST  # where the last scrape found the oldest live run: settled next time
+        # the store's identity and its mark's deletions when last counted
+        self.changes: tuple[str, int | None] | None = None
+        self.marked = False  # every run below settled settled through the store's mark
+        self.seen = LOWEST  # where the last scrape found the oldest live run (unmarked)
         self.lock = threading.Lock()  # one scrape at a time reads and moves the totals
 
     def read(self, store: Store) -> tuple[list[Row], list[Row], list[Row]]:
         """Every run's counts and buckets (rows as :meth:`Tally.rows`), reading only the
         runs from the oldest one not ended on, once the ended ones are counted."""
-        with self.lock, store.snapshot():  # the runs below and above counted alike
-            found = self._read(store)
-            if found is None:  # runs below are gone, or came late: count them all again
-                self.settled, self.seen, self.done = LOWEST, LOWEST, Tally()
-                found = self._read(store, recount=True)
-            return found.rows()  # type: ignore[union-attr]
+        with self.lock:
+            point = store.settle_runs(self.settled)  # before the snapshot: it sees them
+            with store.snapshot():  # the runs below and above counted alike
+                found = self._read(store, point)
+                if found is None:  # runs below are gone, or came late: count them all again
+                    self.settled, self.seen, self.done = LOWEST, LOWEST, Tally()
+                    self.marked = False
+                    found = self._read(store, point, recount=True)
+                return found.rows()  # type: ignore[union-attr]
 
-    def _read(self, store: Store, recount: bool = False) -> Tally | None:
+    def _read(self, store: Store, point: int | None, recount: bool = False) -> Tally | None:
         """As :meth:`read`; None if the runs below ``settled`` are not those counted
-        (never on a ``recount``: what it read is the answer)."""
-        first_live = store.first_running_run(self.settled)
-        live = store.next_runid() if first_live is None else first_live
-        # PostgreSQL numbers a run before its claim commits: a run below the oldest live
-        # one may not be seen yet. Only what the scrape before found ended too is settled
-        # (a claim commits in milliseconds); a run committed later than that is found
-        # missing below, and every run is counted again.
-        settled = live if self.settled == LOWEST else min(live, self.seen)
-        self.seen = live
-        if settled > self.settled:
-            self.done.add(*self._sums(store, self.settled, settled))
-            self.settled = settled
+        (never on a ``recount``: what it read is the answer). ``point``: where this scrape
+        settled the runs and raised the store's mark (None: it could not now)."""
+        mark = store.run_mark()
+        state = (store.identity, None if mark is None else mark[1])
+        if not recount and state != self.changes:  # a run below the mark was deleted,
+            return None  # or this is another store at the same address (a file replaced)
+        self.changes = state
+        # the mark counts the deletions below the runs this server settled through it
+        # (raised now, or at the scrapes before since the last count of every run)
+        through_mark = point is not None or self.marked
+        checked = (
+            through_mark and mark is not None and mark[0] >= max(self.settled, point or LOWEST)
+        )
+        if not checked:  # a store whose mark this server may not raise (it may only read)
+            point = self._unmarked(store)
+        self.marked = checked
+        if point is not None and point > self.settled:
+            self.done.add(*self._sums(store, self.settled, point))
+            self.settled = point
         recent = Tally()
         recent.add(*self._sums(store, self.settled))
         (done, done_ids), (new, new_ids) = self.done.total(), recent.total()
-        if not recount and store.run_total() != (done + new, done_ids + new_ids):
+        if not recount and not checked and store.run_total() != (done + new, done_ids + new_ids):
             return None
         recent.add(*self.done.rows())
         return recent
+
+    def _unmarked(self, store: Store) -> int:
+        """The runs to settle without the store's mark: PostgreSQL numbers a run before
+        its claim commits, so a run below the oldest live one may not be seen yet. Only
+        what the scrape before found ended too is settled (a claim commits in
+        milliseconds); a run committed later than that is found missing below by the
+        history's count (``run_total``), and every run is counted again."""
+        first_live = store.first_running_run(self.settled)
+        live = store.next_runid() if first_live is None else first_live
+        point = live if self.settled == LOWEST else min(live, self.seen)
+        self.seen = live
+        return point
 
     def _sums(self, store: Store, low: int, *high: int) -> tuple[list[Row], list[Row], list[Row]]:
         durations, latencies = self.bounds

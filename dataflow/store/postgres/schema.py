@@ -30,7 +30,7 @@ __all__ = ["CAP", "OFFERS", "OFFER_LOCKS", "VERSION", "migration", "migrations",
 # advisory lock spaces (the first of two int4 keys): a chunk's offers (the lock the rule's
 # triggers take, :mod:`dataflow.store.offers`), a job's cap
 CAP = 2
-VERSION = 9  # the number of files in migrations/
+VERSION = 10  # the number of files in migrations/
 
 
 def migration(version: int) -> str:

@@ -45,6 +45,7 @@ from .connection import (
 )
 
 QUERIES = NamedQueries(__package__)
+SETTLE_WAIT_MS = 50  # how long a scrape waits for the writers of run to settle runs
 
 
 class PostgresStore(ClaimQueries, LeaseStore):
@@ -211,6 +212,17 @@ class PostgresStore(ClaimQueries, LeaseStore):
     def inserted_id(self, sql: str, params: Params) -> int:
         """The query's ``RETURNING`` (psycopg has no last row id)."""
         return self.conn.execute(sql, params).fetchone()[0]
+
+    @contextmanager
+    def settling(self) -> Iterator[None]:
+        """A transaction that holds run against writers (SHARE), waited for a moment
+        only: a claim numbers its run before it commits, and one under way would commit
+        below the point settled. A scrape does not wait behind a long writer (``utility
+        purge``): it settles nothing this time."""
+        with self.transaction():
+            self.conn.execute(self.q.bounded_waits, (str(SETTLE_WAIT_MS),))
+            self.conn.execute(self.q.hold_run_writes)
+            yield
 
     def unhurried(self) -> None:
         self.conn.execute(self.q.unhurried)

@@ -6,7 +6,7 @@ long ago once (:mod:`dataflow.serve.runhistory`) and at each scrape only the rec
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..records import Row
@@ -20,6 +20,7 @@ LOWEST, EVERY = -(2**63), 2**63 - 1
 class MetricQueries:
     conn: Any
     q: NamedQueries
+    transaction: Any
 
     def run_counts(self, abandoned: str, low: int = LOWEST, high: int = EVERY) -> list[Row]:
         """Per job, of the runs from runid ``low`` up to (not with) ``high``: its runs
@@ -55,6 +56,43 @@ class MetricQueries:
     def next_runid(self) -> int:
         """One above the newest runid (1 for an empty history; at most ``EVERY``)."""
         return min(int(self.conn.execute(self.q.newest_runid).fetchone()[0]) + 1, EVERY)
+
+    def settle_runs(self, low: int) -> int | None:
+        """The runid below which every run has ended and none is written any more but by
+        hand: the oldest run not ended from ``low`` on, else one above the newest. It is
+        raised into the store's mark (:meth:`run_mark`), so that a deletion below it is
+        counted from now on. None when it cannot be raised now (a store this process may
+        not write, a writer that holds it). Not inside another transaction."""
+        try:
+            with self.settling():
+                first_live = self.first_running_run(low)
+                point = self.next_runid() if first_live is None else first_live
+                self.conn.execute(self.q.raise_run_mark, {"below": point})
+                return point
+        except Exception as exc:
+            if self.unsettled(exc):
+                return None
+            raise
+
+    def settling(self) -> AbstractContextManager[None]:
+        """The transaction of :meth:`settle_runs`: no writer of run is under way in it."""
+        return self.transaction()
+
+    def unsettled(self, exc: BaseException) -> bool:
+        """Does ``exc`` say that runs cannot be settled now? Any driver error does (a
+        store this process may not write, a writer that holds it longer than
+        :meth:`settling` waits): the scrape settles nothing this time, and its reads say
+        what a failure of the store's means."""
+        from ..base import DRIVER_ERRORS
+
+        return isinstance(exc, tuple(DRIVER_ERRORS))
+
+    def run_mark(self) -> tuple[int, int] | None:
+        """The store's mark: the runid below which some server counted the runs (never
+        lowered), and how many runs below it were deleted since; None if it is gone (a
+        store writer's doing)."""
+        below, changes = self.conn.execute(self.q.run_mark).fetchone()
+        return None if below is None or changes is None else (int(below), int(changes))
 
     def run_total(self) -> tuple[int, int]:
         """How many runs the history holds, and the sum of their runids modulo a prime

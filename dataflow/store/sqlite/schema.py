@@ -24,7 +24,7 @@ import re
 from ..migrations import read, read_all
 from .connection import statements
 
-VERSION = 14  # the number of files in migrations/
+VERSION = 15  # the number of files in migrations/
 
 
 def migration(version: int) -> str:

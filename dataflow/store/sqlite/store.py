@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from contextlib import AbstractContextManager, closing
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, closing, contextmanager
 from functools import cached_property
 from pathlib import Path
 
@@ -34,6 +35,8 @@ from .connection import (
     statements,
 )
 from .filesystems import require_local
+
+SETTLE_WAIT_MS = 50  # how long a scrape waits for SQLite's writers to settle runs
 
 QUERIES = NamedQueries(__package__)
 
@@ -181,6 +184,18 @@ class SqliteStore(Store):
 
     def inserted_id(self, sql: str, params: Params) -> int:
         return self.conn.execute(sql, params).lastrowid
+
+    @contextmanager
+    def settling(self) -> Iterator[None]:
+        """Replaced: the write transaction is waited for a moment only, not for the busy
+        timeout: a scrape does not wait behind a long writer (``utility purge``), it
+        settles nothing this time."""
+        self.conn.raw.execute(f"PRAGMA busy_timeout = {SETTLE_WAIT_MS}")
+        try:
+            with self.transaction():
+                yield
+        finally:
+            self.conn.raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout() * 1000)}")
 
     # -- the claim's read ----------------------------------------------------------------
 

@@ -56,6 +56,19 @@ SELECT coalesce(max(runid), 0) FROM run;
 -- sum to): a run deleted and another committed late between two scrapes change it.
 SELECT count(*), coalesce(sum(mod(runid, 1000003)), 0) FROM run;
 
+-- name: run_mark
+-- Migration 10's mark: the runid below which a server counted the runs, and how many of
+-- those were deleted since (NULL: the row is gone).
+SELECT max(below), max(changes) FROM run_mark;
+
+-- name: raise_run_mark
+UPDATE run_mark SET below = greatest(below, %(below)s);
+
+-- name: hold_run_writes
+-- Until this transaction ends, nobody writes run (a claim numbers its run before it
+-- commits: none is under way once this is granted); waited for as bound_waits allows.
+LOCK TABLE run IN SHARE MODE;
+
 -- name: begin_snapshot
 -- The reads that follow see one snapshot of the store (writers go on meanwhile).
 BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;

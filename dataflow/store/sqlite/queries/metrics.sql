@@ -54,6 +54,14 @@ SELECT COALESCE(MAX(runid), 0) FROM run;
 -- sum to): a run deleted and another committed late between two scrapes change it.
 SELECT COUNT(*), COALESCE(SUM(runid % 1000003), 0) FROM run;
 
+-- name: run_mark
+-- Migration 15's mark: the runid below which a server counted the runs, and how many of
+-- those were deleted since (NULL: the row is gone).
+SELECT MAX(below), MAX(changes) FROM run_mark;
+
+-- name: raise_run_mark
+UPDATE run_mark SET below = MAX(below, :below);
+
 -- name: begin_snapshot
 -- The reads that follow see one snapshot of the store (WAL: writers go on meanwhile).
 BEGIN DEFERRED;
