@@ -79,13 +79,16 @@ def test_a_scrape_tells_what_a_read_of_every_run_tells(store, store_kind, steps)
     kept = _history()  # a server's: kept between scrapes
     runids: list[int] = []  # started, in order
     holes: list[int] = []  # runids numbered, not committed yet
+    numbered = 0  # PostgreSQL's sequence: a number is never given twice
     for step in steps:
         with store.transaction():
-            if step[0] == "start":
+            if step[0] == "start":  # SQLite: one above the highest there is
                 runid = (max(runids + holes) if runids or holes else 0) + 1
+                if store_kind == "postgres":
+                    runid = numbered = max(runid, numbered + 1)
                 if step[2]:  # numbered, committed after the runs numbered later
                     holes.append(runid)
-                    runid += 1
+                    runid = numbered = runid + 1
                 _run(store, mark, runid, step[1], runid % 4)
                 runids.append(runid)
             elif step[0] == "late" and holes:
@@ -309,3 +312,83 @@ def test_a_run_deleted_as_another_commits_late_is_not_taken_for_it(store, store_
         store.conn.execute("DELETE FROM run WHERE runid = 2")
     assert _normal(kept.read(store)) == _normal(_history().read(store))
     assert {r["jobid"]: r["failed"] for r in kept.read(store)[0]} == {"a": 0}
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # (a sequence never does)
+def test_a_runid_sqlite_numbers_again_after_a_deletion_is_counted_when_it_ends(store, store_kind):
+    """SQLite numbers a claim's run one above the newest (INTEGER PRIMARY KEY, no
+    AUTOINCREMENT): the newest run deleted (``utility deleterun``), the next claim takes
+    its runid, below the settled runs. The scrape that counts every run again (the
+    deletion) must not settle that live run: once it ends, it is counted as ended."""
+    kept = _history()
+    with store.transaction():
+        for runid in (1, 2, 3):
+            _run(store, "?", runid, "a", runid)
+        store.conn.execute("UPDATE run SET status = 'READY', duration = 2")
+    kept.read(store)
+    assert kept.settled == 4
+    with store.transaction():
+        store.conn.execute("DELETE FROM run WHERE runid = 3")
+        found = store.conn.execute(  # a claim's insert: the store numbers the run
+            "INSERT INTO run(jobid, dataid, attempt, status, started) "
+            "VALUES ('a', '9', 1, 'RUNNING', '2026-01-01 00:00:00.000000+00:00')"
+        )
+        assert found.lastrowid == 3
+    assert _normal(kept.read(store)) == _normal(_history().read(store))
+    with store.transaction():
+        store.conn.execute("UPDATE run SET status = 'FAILED', duration = 1 WHERE runid = 3")
+    assert _normal(kept.read(store)) == _normal(_history().read(store))
+    assert {r["jobid"]: r["failed"] for r in kept.read(store)[0]} == {"a": 1}
+
+
+def test_a_deletion_while_the_runs_could_not_be_settled_is_counted(store, store_kind, address):
+    """A scrape that could not settle the runs (a writer held run longer than it waits)
+    settles what it found ended without raising the store's mark; a run deleted below
+    those, above the mark, fires no count. The next scrape, which raises the mark, must
+    still find it gone and tell what a fresh read tells."""
+    mark = "?" if store_kind == "sqlite" else "%s"
+    with store.transaction():
+        for runid in (1, 2, 3):
+            _run(store, mark, runid, "a", runid)
+        store.conn.execute("UPDATE run SET status = 'FAILED', duration = 2")
+    writer = open_store(address)
+    try:
+        kept = _history()
+        with writer.transaction():  # a writer of run under way (utility purge, a claim)
+            if store_kind == "postgres":
+                writer.conn.execute("LOCK TABLE run IN ROW EXCLUSIVE MODE")
+            assert {r["jobid"]: r["failed"] for r in kept.read(store)[0]} == {"a": 3}
+        assert kept.settled == 4 and store.run_mark() == (LOWEST, 0)
+    finally:
+        writer.close()
+    with store.transaction():
+        store.conn.execute(f"DELETE FROM run WHERE runid = {mark}", (2,))
+    assert _normal(kept.read(store)) == _normal(_history().read(store))
+    assert {r["jobid"]: r["failed"] for r in kept.read(store)[0]} == {"a": 2}
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # (a sequence never does)
+def test_a_run_sqlite_numbers_below_the_settled_runs_is_counted(store, store_kind):
+    """Live runs deleted above the mark (claims given back, a ``DELETE`` of their RUNNING
+    run; ``utility deleterun``: no count), SQLite numbers the next claim's run below the
+    runs a server settled: it is counted, not passed over."""
+    kept = _history()
+    with store.transaction():  # runs 1, 2 ended; 3, 4, 5 live
+        for runid in (1, 2, 3, 4, 5):
+            _run(store, "?", runid, "a", runid)
+        store.conn.execute("UPDATE run SET status = 'READY', duration = 2 WHERE runid < 3")
+    kept.read(store)
+    with store.transaction():  # run 4 deleted above the mark, run 3 ends: 5 the oldest live
+        store.conn.execute("DELETE FROM run WHERE runid = 4")
+        store.conn.execute("UPDATE run SET status = 'READY', duration = 2 WHERE runid = 3")
+    kept.read(store)
+    assert kept.settled == 5
+    with store.transaction():
+        store.conn.execute("DELETE FROM run WHERE runid = 5")
+        found = store.conn.execute(  # a claim's insert: the store numbers the run
+            "INSERT INTO run(jobid, dataid, attempt, status, started) "
+            "VALUES ('a', '9', 1, 'RUNNING', '2026-01-01 00:00:00.000000+00:00')"
+        )
+        assert found.lastrowid == 4
+    assert _normal(kept.read(store)) == _normal(_history().read(store))
+    assert {r["jobid"]: r["started"] for r in kept.read(store)[0]} == {"a": 4}

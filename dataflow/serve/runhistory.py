@@ -116,6 +116,14 @@ class RunHistory:
         )
         if not checked:  # a store whose mark this server may not raise (it may only read)
             point = self._unmarked(store)
+        elif recount and point is not None:  # settled from the runs counted before: a run
+            # below those may be live (SQLite numbers a claim's run again once the newest
+            # is deleted), and is settled only once it ends
+            first_live = store.first_running_run(LOWEST)
+            point = point if first_live is None else min(point, first_live)
+        # runs settled without the mark (the scrapes before): a deletion below them that
+        # the mark did not count is found by the history's count, this once
+        unchecked_before = not self.marked
         self.marked = checked
         if point is not None and point > self.settled:
             self.done.add(*self._sums(store, self.settled, point))
@@ -123,7 +131,11 @@ class RunHistory:
         recent = Tally()
         recent.add(*self._sums(store, self.settled))
         (done, done_ids), (new, new_ids) = self.done.total(), recent.total()
-        if not recount and not checked and store.run_total() != (done + new, done_ids + new_ids):
+        if (
+            not recount
+            and (not checked or unchecked_before)
+            and store.run_total() != (done + new, done_ids + new_ids)
+        ):
             return None
         recent.add(*self.done.rows())
         return recent
