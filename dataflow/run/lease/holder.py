@@ -71,6 +71,7 @@ class _Run:
     def __init__(self, chunk: tuple[str, str], runid: int, token: str, group: int):
         self.chunk, self.runid, self.token, self.group = chunk, runid, token, group
         self.beat = time.monotonic()  # when its lease was last renewed (or first watched)
+        self.fenced = False  # by the watchdog: its lease went unrenewed too long
 
     def __str__(self) -> str:
         return f"{self.chunk[0]}/{self.chunk[1]} (run {self.runid})"
@@ -229,12 +230,25 @@ def _request(state: State, line: str) -> str | None:
 
 
 def watchdog(state: State, fence_after: float) -> None:
-    """A heartbeat that hangs (a cut network) must not hang the fence."""
+    """A heartbeat that hangs (a cut network) must not hang the fence. A run whose lease
+    was not renewed for as long (its row held by another transaction at each heartbeat,
+    :func:`_renew`) is fenced alone, counted from its own last renewal: its lease lapses
+    a bound after it, whatever the heartbeats of the others."""
     while True:
         time.sleep(TICK_S)
-        if time.monotonic() - state.beat > fence_after:
+        now = time.monotonic()
+        if now - state.beat > fence_after:
             state.fence(state.runs(), f"no heartbeat for {fence_after:g} s")
             os._exit(3)
+        late = [
+            run
+            for run in list(state.chunks.values())  # (a copy: no lock, the tick may hang)
+            if run is not None and not run.fenced and now - run.beat > fence_after
+        ]
+        if late:
+            for run in late:
+                run.fenced = True
+            state.fence(late, f"lease not renewed for {fence_after:g} s")
 
 
 def reconnect_wait(retry: float, since_beat: float, fence_after: float, ping_every: float) -> float:
@@ -270,13 +284,9 @@ def _renew(state: State, ping_every: float, fence_after: float) -> None:
         for run in revoked:
             state.store.drop_run_lock(*run.chunk)
             del state.chunks[run.chunk]
-    for run in runs:
+    for run in runs:  # (one whose row another transaction held: the watchdog's to fence)
         if renewed.get(run.runid):
             run.beat = sent
-    # a run whose row another transaction held at every renewal for half the bound: its
-    # lease may lapse before it is renewed again, as the watchdog fences a silent holder's
-    unrenewed = [run for run in runs if run.runid in renewed and sent - run.beat > fence_after]
-    state.fence(unrenewed, f"lease not renewed for {fence_after:g} s")
 
 
 def let_go(state: State) -> None:
