@@ -3,22 +3,23 @@
 A run that has ended changes no more (but by hand), so a scrape adds the runs below the
 oldest run still RUNNING to totals this process keeps, and reads again only the runs
 from there on: at a million runs a scrape reads the runs since the oldest live one, not
-the history, and the write path (claims, finishes) does nothing more for it. The first
+the history, and the write path does next to nothing for it (below). The first
 scrape of a server reads every run (seconds at a million runs): the server does it when
 it starts (:func:`dataflow.serve.metrics.warm`).
 
 Where the runs are settled is the store's mark (:meth:`.Store.settle_runs`): raised by a
 scrape in a moment when no writer of run is under way (so that no claim numbered below it
 commits later), by this server or another, it makes the store's triggers count every run
-deleted below it. The
-totals are read again from every run when one was (``utility purge``, ``utility
-deleterun``, a ``DELETE`` by hand: Prometheus takes the lower counters for a reset), and
-when the store at the address is another (an SQLite file replaced). A
-store whose mark no server could raise yet (a role that may only read) settles what the
-scrape before found ended, and checks at each scrape that the history holds as many runs
-as it counted (a ``COUNT`` of every run). A run below the mark inserted or changed by hand
-(its status, its duration), or an input of a first run set READY again later, is not
-counted again until the server restarts.
+deleted below it (and, on SQLite, which numbers a run again once the newest are deleted,
+every run inserted below it). The totals are read again from every run when one was
+(``utility purge``, ``utility deleterun``, a ``DELETE`` by hand: Prometheus takes the
+lower counters for a reset), and when the store at the address is another (an SQLite file
+replaced). A server that may not raise the mark (a role that may only read), and a scrape
+after one that could not, settle what the scrape before found ended and check that the
+history holds as many runs as they counted (a ``COUNT`` of every run). On PostgreSQL a
+run inserted by hand below the mark, and on both a run below it changed by hand (its
+status, its duration) or an input of a first run set READY again later, is not counted
+again until the server restarts.
 """
 
 from __future__ import annotations
