@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+from ..connector import DRIVER_ERRORS
 from ..records import Row
 from . import NamedQueries
 
@@ -83,8 +84,6 @@ class MetricQueries:
         store this process may not write, a writer that holds it longer than
         :meth:`settling` waits): the scrape settles nothing this time, and its reads say
         what a failure of the store's means."""
-        from ..base import DRIVER_ERRORS
-
         return isinstance(exc, tuple(DRIVER_ERRORS))
 
     def run_mark(self) -> tuple[int, int] | None:
