@@ -224,13 +224,19 @@ class ClaimQueries(ChunkQueries):
         if not runids:
             self.ping()
             return {}
+        rows = self._unwaited(self.q.renew_leases, runids)
+        return dict.fromkeys(runids, False) if rows is None else dict(rows)
+
+    def _unwaited(self, sql: str, runids: Sequence[int]) -> list | None:
+        """The rows of a holder's statement over these runs; None when it gave up waiting
+        for the table's lock (keep_alive: a claim may be waiting for the holder), to be
+        tried again at the next look."""
         try:
-            rows = self.conn.execute(self.q.renew_leases, {"runids": list(runids)}).fetchall()
-        except psycopg.Error as exc:  # the table's lock waited for (keep_alive): next time
+            return self.conn.execute(sql, {"runids": list(runids)}).fetchall()
+        except psycopg.Error as exc:
             if not lock_timed_out(exc):
                 raise
-            return dict.fromkeys(runids, False)
-        return dict(rows)
+            return None
 
     def end_stalled(self) -> None:
         """End the sessions of ours whose process stopped in the middle of sending a
@@ -246,13 +252,8 @@ class ClaimQueries(ChunkQueries):
         if wait:
             self.conn.execute(self.q.release_leases, (list(runids),))
             return set()
-        try:
-            found = self.conn.execute(self.q.release_leases_unwaited, {"runids": list(runids)})
-        except psycopg.Error as exc:  # as in renew_leases
-            if not lock_timed_out(exc):
-                raise
-            return set(runids)
-        return {runid for (runid,) in found.fetchall()}
+        rows = self._unwaited(self.q.release_leases_unwaited, runids)
+        return set(runids) if rows is None else {runid for (runid,) in rows}
 
     def live_leases(
         self, chunks: Sequence[tuple[str, str]], revoke: bool = False
