@@ -62,7 +62,8 @@ SELECT count(*), coalesce(sum(mod(runid, 1000003)), 0) FROM run;
 SELECT max(below), max(changes) FROM run_mark;
 
 -- name: raise_run_mark
-UPDATE run_mark SET below = greatest(below, %(below)s);
+-- (written only when it rises: a scrape that settles nothing more writes nothing)
+UPDATE run_mark SET below = %(below)s WHERE below < %(below)s;
 
 -- name: hold_run_writes
 -- Until this transaction ends, nobody writes run (a claim numbers its run before it

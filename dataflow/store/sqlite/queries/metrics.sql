@@ -60,7 +60,8 @@ SELECT COUNT(*), COALESCE(SUM(runid % 1000003), 0) FROM run;
 SELECT MAX(below), MAX(changes) FROM run_mark;
 
 -- name: raise_run_mark
-UPDATE run_mark SET below = MAX(below, :below);
+-- (written only when it rises: a scrape that settles nothing more writes nothing)
+UPDATE run_mark SET below = :below WHERE below < :below;
 
 -- name: begin_snapshot
 -- The reads that follow see one snapshot of the store (WAL: writers go on meanwhile).
