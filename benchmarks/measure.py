@@ -6,6 +6,7 @@ baseline measured in the same run, because machines here are noisy.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import subprocess
@@ -220,6 +221,7 @@ def base_env(store: Path) -> dict[str, str]:
     return env
 
 
+@functools.cache
 def compiled() -> None:
     """Our modules' bytecode written, as a user's first run (or ``pip install``) writes
     it: a start-up is measured as every later start pays it."""
