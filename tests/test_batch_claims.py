@@ -363,8 +363,8 @@ def test_a_renewal_never_waits_for_a_lease_a_claim_is_revoking(chain, tmp_path, 
 # lease it looks at (to revoke it), or the table's insert lock (its new runs) while a claim
 # given back by another thread waits for the table behind it (LOCK TABLE run)
 CLAIM_HOLDS = {
-    "a row": ["select 1 from run where runid = %(runid)s for update"],
-    "the table": ["lock table run in row exclusive mode"],
+    "a row": "select 1 from run where runid = %(runid)s for update",
+    "the table": "lock table run in row exclusive mode",
 }
 
 
@@ -388,8 +388,7 @@ def test_a_holder_asked_for_a_run_lock_never_waits_for_what_the_claim_holds(
         liveness.started(store, "work", run.dataid, run.runid, run.token, 0)
         with psycopg.connect(address) as claiming:  # ended by the server as a claim's is
             claiming.execute(f"set idle_in_transaction_session_timeout = {stall_ms()}")
-            for sql in CLAIM_HOLDS[held]:
-                claiming.execute(sql, {"runid": run.runid})
+            claiming.execute(CLAIM_HOLDS[held], {"runid": run.runid})
             if held == "the table":
                 queued = on_cue(tmp_path, chain.env, GIVE_BACK)
                 cue(queued)

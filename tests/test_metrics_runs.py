@@ -327,13 +327,7 @@ def test_a_runid_sqlite_numbers_again_after_a_deletion_is_counted_when_it_ends(s
         store.conn.execute("UPDATE run SET status = 'READY', duration = 2")
     kept.read(store)
     assert kept.settled == 4
-    with store.transaction():
-        store.conn.execute("DELETE FROM run WHERE runid = 3")
-        found = store.conn.execute(  # a claim's insert: the store numbers the run
-            "INSERT INTO run(jobid, dataid, attempt, status, started) "
-            "VALUES ('a', '9', 1, 'RUNNING', '2026-01-01 00:00:00.000000+00:00')"
-        )
-        assert found.lastrowid == 3
+    assert _newest_deleted_then_claimed(store, 3) == 3
     assert _normal(kept.read(store)) == _normal(_history().read(store))
     with store.transaction():
         store.conn.execute("UPDATE run SET status = 'FAILED', duration = 1 WHERE runid = 3")
@@ -383,12 +377,16 @@ def test_a_run_sqlite_numbers_below_the_settled_runs_is_counted(store, store_kin
         store.conn.execute("UPDATE run SET status = 'READY', duration = 2 WHERE runid = 3")
     kept.read(store)
     assert kept.settled == 5
-    with store.transaction():
-        store.conn.execute("DELETE FROM run WHERE runid = 5")
-        found = store.conn.execute(  # a claim's insert: the store numbers the run
-            "INSERT INTO run(jobid, dataid, attempt, status, started) "
-            "VALUES ('a', '9', 1, 'RUNNING', '2026-01-01 00:00:00.000000+00:00')"
-        )
-        assert found.lastrowid == 4
+    assert _newest_deleted_then_claimed(store, 5) == 4
     assert _normal(kept.read(store)) == _normal(_history().read(store))
     assert {r["jobid"]: r["started"] for r in kept.read(store)[0]} == {"a": 4}
+
+
+def _newest_deleted_then_claimed(store, newest: int) -> int:
+    """Run ``newest`` deleted, then a claim's insert, numbered by SQLite; its runid."""
+    with store.transaction():
+        store.conn.execute("DELETE FROM run WHERE runid = ?", (newest,))
+        return store.conn.execute(
+            "INSERT INTO run(jobid, dataid, attempt, status, started) "
+            "VALUES ('a', '9', 1, 'RUNNING', '2026-01-01 00:00:00.000000+00:00')"
+        ).lastrowid
