@@ -223,3 +223,35 @@ def test_ends_the_recorder_cannot_record_are_recorded_by_the_drain(cli, tmp_path
         assert (summary.ready, summary.failed, drain.failure) == (6, 0, None)
     (tmp_path / "moved.db").rename(tmp_path / "dataflow.db")
     assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, 7)}
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("drain", [False, True], ids=["one chunk", "a drain"])
+def test_a_claim_whose_commit_answer_is_lost_is_given_back(
+    tmp_path, pg_database, pg_server, drain
+):
+    """The connection cut as the answer of a claim's COMMIT comes back (the claim is done
+    at the server; the client cannot know): the claim is given back before it is tried
+    again, so no chunk is left RUNNING by a run nobody runs. Every chunk ends READY, run
+    once, and the history holds no run of the lost claim."""
+    from support.hosts import Proxy
+
+    proxy = Proxy(pg_server.port)
+    cli = Cli(tmp_path, pg_database.replace(f":{pg_server.port}/", f":{proxy.port}/"))
+    ADDRESSES[tmp_path] = pg_database
+    chunks = 4 if drain else 1
+    try:
+        _one_job(cli, tmp_path, 'echo "$dataid" >> ledger', chunks=chunks)
+        proxy.lose_commits(1, after=b"INSERT INTO run(")
+        args = ["--all", "--parallel", "2"] if drain else []
+        done = cli.runjob(*args, "./work.sh")
+        assert proxy.lost_count == 1, "no claim's answer was lost"
+        assert done.code == 0 and "Traceback" not in done.err, done
+        assert _statuses(tmp_path) == {str(n): "READY" for n in range(1, chunks + 1)}, done
+        assert sorted((tmp_path / "ledger").read_text().split()) == sorted(
+            str(n) for n in range(1, chunks + 1)
+        )
+        assert rows(tmp_path, "select status, attempt from run") == [("READY", 1)] * chunks
+    finally:
+        proxy.close()
+        ADDRESSES.pop(tmp_path, None)

@@ -16,8 +16,12 @@ from support import (
 )
 
 
+COMMITTED = b"C\x00\x00\x00\x0bCOMMIT\x00"  # the server's answer to a COMMIT done
+
+
 class Proxy:
-    """A TCP proxy to the PostgreSQL server that can stop forwarding without closing."""
+    """A TCP proxy to the PostgreSQL server that can stop forwarding without closing, or
+    cut a connection as the answer of a COMMIT done comes back (``lose_commits``)."""
 
     def __init__(self, port: int):
         self.target = ("127.0.0.1", port)
@@ -26,6 +30,8 @@ class Proxy:
         self.flowing = threading.Event()
         self.flowing.set()
         self.stopped = False
+        self.lost: list[bytes] = []  # the statements whose COMMIT's answer is to be lost
+        self.lost_count = 0  # answers lost so far
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -37,8 +43,14 @@ class Proxy:
             upstream = socket.create_connection(self.target)
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
 
+    def lose_commits(self, times: int, after: bytes) -> None:
+        """The next ``times`` transactions that send ``after`` (a part of a statement's
+        text) and commit: done at the server, their connection cut before its answer."""
+        self.lost = [after] * times
+
     def _pump(self, one: socket.socket, other: socket.socket) -> None:
         peers = {one: other, other: one}
+        marked = False  # the client sent a statement whose COMMIT's answer is to be lost
         while not self.stopped:
             self.flowing.wait()
             readable = select.select(list(peers), [], [], 0.1)[0]
@@ -46,7 +58,12 @@ class Proxy:
                 continue  # partitioned: read nothing, close nothing
             for sock in readable:
                 data = sock.recv(65536)
-                if not data:
+                if sock is one and self.lost and self.lost[0] in data:
+                    marked = True
+                if not data or (sock is other and marked and self.lost and COMMITTED in data):
+                    if data:  # done at the server, and its answer lost
+                        self.lost.pop()
+                        self.lost_count += 1
                     one.close()
                     other.close()
                     return

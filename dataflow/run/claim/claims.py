@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 
 from ... import dataids
-from ...errors import RunSetupError
-from ...store import ChunkRow, Row, Store
+from ...errors import RunSetupError, StoreUnavailable
+from ...store import DRIVER_ERRORS, ChunkRow, Row, Store
 from ..process import locks, logs, processes, storedlogs
 from . import liveness, patience
 from .lifecycle import (
@@ -197,7 +197,9 @@ def claim(
                 raise _DryRun
     except _DryRun:
         recovered = Recovery([], [])  # rolled back: nothing recovered
-    except BaseException:  # nothing is claimed (a commit that failed too): no lock held
+    except BaseException as exc:  # nothing is claimed (a commit that failed too): no lock held
+        if claimed and store.outcome_unknown(exc):
+            _give_back(store, job.jobid, claimed)
         for found in claimed:
             found.lock.close()
         raise
@@ -375,6 +377,17 @@ def release(store: Store, jobid: str, claim: Claim) -> None:
     finally:
         claim.lock.close()
         liveness.released(store)
+
+
+def _give_back(store: Store, jobid: str, claimed: list[Claim]) -> None:
+    """Claims whose COMMIT may have been done (its answer was lost with the connection),
+    given back while their locks are held, before the claim is tried again: none of them
+    is left RUNNING by a run that nobody runs. A store out of reach for longer than its
+    patience leaves them so, recovered later as dead runs (their locks let go)."""
+    try:
+        release_all(store, jobid, list(claimed))
+    except (StoreUnavailable, *DRIVER_ERRORS):
+        pass  # the claim's own failure is said
 
 
 def release_all(store: Store, jobid: str, claimed: list[Claim]) -> None:
