@@ -227,9 +227,7 @@ def test_ends_the_recorder_cannot_record_are_recorded_by_the_drain(cli, tmp_path
 
 @pytest.mark.long
 @pytest.mark.parametrize("drain", [False, True], ids=["one chunk", "a drain"])
-def test_a_claim_whose_commit_answer_is_lost_is_given_back(
-    tmp_path, pg_database, pg_server, drain
-):
+def test_a_claim_whose_commit_answer_is_lost_is_given_back(tmp_path, pg_database, pg_server, drain):
     """The connection cut as the answer of a claim's COMMIT comes back (the claim is done
     at the server; the client cannot know): the claim is given back before it is tried
     again, so no chunk is left RUNNING by a run nobody runs. Every chunk ends READY, run
