@@ -15,7 +15,6 @@ from support import (
     script,
 )
 
-
 COMMITTED = b"C\x00\x00\x00\x0bCOMMIT\x00"  # the server's answer to a COMMIT done
 
 
