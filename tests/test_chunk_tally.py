@@ -227,3 +227,35 @@ def test_a_summary_count_a_writer_set_at_bigints_end_fails_no_reader(store, stor
     store.conn.execute("SET default_transaction_read_only = off")
     assert {r["jobid"]: r["chunks"] for r in store.status_counts()} == {"a": chunks}
     assert store.conn.execute("SELECT count(*) FROM chunk_pending").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_finish_at_every_fold_every_runs_folds_the_pending_chunks(cli, tmp_path, address):
+    """chunk_pending grows with each write of datastatus until a reader folds it; a fleet
+    that never asks for status would grow it without end. The finish of each run numbered
+    a multiple of FOLD_EVERY folds it too (in its own transaction): what is left pending
+    is that finish's own chunk, and the counts stay exact."""
+    import json
+
+    import psycopg
+
+    from dataflow.store.postgres.store import FOLD_EVERY
+    from support import ready, register, rows, script
+
+    register(cli, "work", ["src"], ["dst"])
+    ready(cli, "src", "1", "2", "3")
+    script(tmp_path, "work.sh", "exit 0")
+    with psycopg.connect(address, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE run ALTER COLUMN runid RESTART WITH {FOLD_EVERY - 1}")
+
+    def pending() -> int:
+        return rows(tmp_path, "select count(*) from chunk_pending")[0][0]
+
+    assert cli.runjob("./work.sh").code == 0  # run FOLD_EVERY - 1: nothing folded
+    before = pending()
+    assert before > 1, before
+    assert cli.runjob("./work.sh").code == 0  # run FOLD_EVERY
+    assert rows(tmp_path, "select max(runid) from run") == [(FOLD_EVERY,)]
+    assert pending() == 1  # chunk 2's READY, written after the fold
+    status = {row["jobid"]: row for row in json.loads(cli.ok("status", "--json").out)}
+    assert status["work"]["ready"] == 2, status

@@ -46,6 +46,7 @@ from .connection import (
 
 QUERIES = NamedQueries(__package__)
 SETTLE_WAIT_MS = 50  # how long a scrape waits for the writers of run to settle runs
+FOLD_EVERY = 1024  # the finish of each run numbered a multiple of it folds chunk_pending
 
 
 class PostgresStore(ClaimQueries, LeaseStore):
@@ -291,7 +292,15 @@ class PostgresStore(ClaimQueries, LeaseStore):
     def end_run(self, runid: int, status: str, **outcome: object) -> tuple[bool, str | None]:
         """One statement, not two round trips: the rerun asked comes back from the UPDATE."""
         row = self.conn.execute(*self._ending(runid, status, outcome)).fetchone()
+        if row is not None and runid % FOLD_EVERY == 0:
+            self._fold()  # chunk_pending stays bounded however long nobody reads status
         return row is not None, row[0] if row else None
+
+    def _fold(self) -> None:
+        """The chunks written since the last fold into the summary, unless another
+        transaction is folding them (migration 8); the fold reads after the lock is taken."""
+        if self.conn.execute(self.q.fold_lock).fetchone()[0]:
+            self.conn.execute(self.q.fold_chunk_tally)
 
     def history(self, jobid: str | None, dataid: str | None, limit: int) -> list[Row]:
         """Run history, newest first; ``last_seen``: when a live run's keeper last renewed
@@ -311,9 +320,8 @@ class PostgresStore(ClaimQueries, LeaseStore):
                     psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction
                 ),
                 self.transaction(),
-            ):  # the fold reads after the lock is taken
-                if self.conn.execute(self.q.fold_lock).fetchone()[0]:
-                    self.conn.execute(self.q.fold_chunk_tally)
+            ):
+                self._fold()
         return super().status_counts()
 
     def purgeable_runs(self, jobid: str | None, before: str | None) -> list[Row]:
