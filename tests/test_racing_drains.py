@@ -13,6 +13,7 @@ its logs, its quiet stderr) is the race's own ``check``.
 from __future__ import annotations
 
 import datetime
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -426,6 +427,30 @@ class Spread(Race):
         assert rows(tmp_path, "select count(*) from run where jobid = 'work'") == [(80,)]
 
 
+class Folding(QuickJobs):
+    """Quick jobs whose runs are numbered across a multiple of FOLD_EVERY: a finish folds
+    the pending chunks into the summary while the others claim and finish, and a reader
+    asks for the status at the end. It counts what a count of every row counts, and
+    fewer chunks are pending than were written."""
+
+    name = "folding-quick-jobs"
+
+    def prepare(self, cli, tmp_path):
+        import psycopg
+
+        from dataflow.store.postgres.store import FOLD_EVERY
+
+        super().prepare(cli, tmp_path)
+        with psycopg.connect(cli.env["DATAFLOW_DB"], autocommit=True) as conn:
+            conn.execute(f"ALTER TABLE run ALTER COLUMN runid RESTART WITH {FOLD_EVERY - 75}")
+
+    def check(self, cli, tmp_path, outputs):
+        super().check(cli, tmp_path, outputs)
+        assert rows(tmp_path, "select count(*) from chunk_pending")[0][0] < 150
+        (status,) = json.loads(cli.ok("status", "--json", "work").out)
+        assert status["ready"] == 150, status
+
+
 BOTH = ("sqlite", "postgres")
 RACES = [  # (the stores, the race, how many race at once, marks): as the copies had them
     (BOTH, QuickJobs(), 3, ()),
@@ -437,6 +462,7 @@ RACES = [  # (the stores, the race, how many race at once, marks): as the copies
     (("sqlite",), InBatches(), 2, ()),
     (BOTH, RunJobLoops(), 8, (pytest.mark.slow,)),
     (("postgres",), Spread(), 2, ()),
+    (("postgres",), Folding(), 3, ()),
 ]
 
 
