@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from dataflow.store import create_store
-from support import ADDRESSES, BOUND, Cli, InProcessCli, http_receiver, pgserver, two_hosts
+from support import ADDRESSES, BOUND, Cli, InProcessCli, pgserver, two_hosts
 from support.alerts import SECRET, _taken
+from support.receivers import http_receiver
 
 STORES = ("sqlite", "postgres")
 

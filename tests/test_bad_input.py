@@ -15,13 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from support import (
-    BIN,
-    fill_disk,
-    mount,
-    mounted,
-    state,
-)
+from support import BIN, state
+from support.faults import fill_disk, mount, mounted
 
 REFUSED = "'utility sql' is read-only"
 

@@ -15,16 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from support import (
-    _chunks,
-    dump,
-    fill_disk,
-    mount,
-    mounted,
-    refused,
-    script,
-    state,
-)
+from support import _chunks, dump, refused, script, state
+from support.faults import fill_disk, mount, mounted
 
 # every command that opens the store, with arguments that would be valid on a good one
 COMMANDS = [

@@ -13,14 +13,8 @@ import pytest
 
 from dataflow.dataids import natural_key
 from support import InProcessCli as Cli  # utility in this process; RunJob a process
-from support import (
-    _chunks,
-    mounted,
-    refused,
-    script,
-    state,
-    write_many,
-)
+from support import _chunks, refused, script, state, write_many
+from support.faults import mounted
 
 
 def _tables(address) -> dict[str, list[tuple]]:

@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from support import host_policy, http_receiver, rows, script, state, statuses
+from support import host_policy, rows, script, state, statuses
+from support.receivers import http_receiver
 
 pytestmark = pytest.mark.both_stores
 

@@ -12,7 +12,8 @@ import re
 import pytest
 
 from dataflow.dataids import CLOCKS
-from support import STAMP, host_policy, http_receiver, script
+from support import STAMP, host_policy, script
+from support.receivers import http_receiver
 
 pytestmark = pytest.mark.both_stores
 

@@ -14,16 +14,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from dataflow.run.listeners import lineagefeed
-from support import (
-    ROOT,
-    lineage_events,
-    lineage_receiver,
-    rows,
-    script,
-    start_runjob,
-    statuses,
-    wait_for,
-)
+from support import ROOT, rows, script, start_runjob, statuses, wait_for
+from support.receivers import lineage_events, lineage_receiver
 
 pytestmark = pytest.mark.both_stores
 

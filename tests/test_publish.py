@@ -106,7 +106,7 @@ def test_a_run_whose_publish_fails_replaces_none_of_its_chunks(cli, tmp_path):
 
 def test_a_finish_whose_commit_fails_never_publishes(cli, tmp_path):
     """Fenced output, statement 1: a run that fails never replaces the chunk."""
-    from support import mounted
+    from support.faults import mounted
 
     small = tmp_path / "small"
     small.mkdir()

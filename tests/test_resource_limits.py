@@ -13,7 +13,8 @@ from collections import Counter
 
 import pytest
 
-from support import ROOT, open_files, ready, register, script
+from support import ROOT, ready, register, script
+from support.faults import open_files
 
 LIMITED = ("warning: cannot run ./work.sh", "warning: cannot claim a chunk")
 

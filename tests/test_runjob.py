@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 
 from dataflow.dataids import today
-from support import BIN, STAMP, host_policy, open_files, ready, register, script
+from support import BIN, STAMP, host_policy, ready, register, script
+from support.faults import open_files
 
 pytestmark = pytest.mark.both_stores
 DUMP_ENV = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))"'

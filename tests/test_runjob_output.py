@@ -13,7 +13,6 @@ from support import (
     BIN,
     dump,
     history,
-    mounted,
     rows,
     script,
     setting,
@@ -22,6 +21,7 @@ from support import (
     statuses,
     wait_for,
 )
+from support.faults import mounted
 
 LOUD = "for i in $(seq 1 20000); do echo line $i; done; echo done >&2"
 

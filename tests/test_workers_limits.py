@@ -12,16 +12,8 @@ import os
 
 import pytest
 
-from support import (
-    host_policy,
-    http_receiver,
-    rows,
-    script,
-    setting,
-    start_runjob,
-    statuses,
-    wait_for,
-)
+from support import host_policy, rows, script, setting, start_runjob, statuses, wait_for
+from support.receivers import http_receiver
 from support.spreading import (
     JUDGE,
     SPREAD,
@@ -210,7 +202,7 @@ def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, li
 def test_a_spread_drain_short_of_descriptors_ends_in_one_line(cli, tmp_path, files):
     """RunJob and its workers under a hard limit of a few dozen open files: at most one
     warning or error line, no traceback, nothing left RUNNING without a process."""
-    from support import open_files
+    from support.faults import open_files
 
     chunks(cli, 12)
     script(tmp_path, "work.sh", JUDGE + 'sleep 0.05; head -c 100000 /dev/zero | tr "\\0" x')

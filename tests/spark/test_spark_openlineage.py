@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from dataflow.layout import chunk_folder
-from support import lineage_events, lineage_receiver, statuses
+from support import statuses
+from support.receivers import lineage_events, lineage_receiver
 
 SPARK_ARGS = (
     "--master local[2] --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "

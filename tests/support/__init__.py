@@ -7,9 +7,7 @@ never from another test module (tests/test_layout.py checks it)."""
 
 from __future__ import annotations
 
-import errno
 import io
-import json
 import os
 import shutil
 import sqlite3
@@ -327,15 +325,6 @@ def setting(cli, name, value):
     cli.ok("dml", f"insert into job (jobid,itemtype,itemvalue) values ('work','{name}','{value}')")
 
 
-def open_files(soft: int, hard: int | None = None):
-    """A ``preexec_fn`` that sets a child's limit of open files (the hard one: ``soft``)."""
-    import resource
-
-    return lambda: resource.setrlimit(
-        resource.RLIMIT_NOFILE, (soft, soft if hard is None else hard)
-    )
-
-
 def start_runjob(cli, *args, env=None, **kw):
     """RunJob in the background; ``env``: variables added to the CLI's environment."""
     return start(cli, "RunJob", *args, env=env, **kw)
@@ -353,47 +342,6 @@ def start(cli, command: str, *args, env=None, **kw):
         stderr=subprocess.PIPE,
         **kw,
     )
-
-
-def mount(*argv: str) -> None:
-    try:
-        done = subprocess.run(["mount", *argv], capture_output=True, text=True)
-    except OSError as exc:
-        pytest.skip(f"cannot run mount: {exc}")
-    if done.returncode:
-        pytest.skip(f"cannot mount ({' '.join(argv)}): {done.stderr.strip() or 'not permitted'}")
-
-
-@contextmanager
-def mounted(*argv: str):
-    """``mount *argv`` (the last one is the mount point) for the block; skips if refused."""
-    mount(*argv)
-    try:
-        yield Path(argv[-1])
-    finally:
-        subprocess.run(["umount", "-l", argv[-1]], capture_output=True)
-
-
-def fill_disk(folder: Path) -> Path:
-    """Fill the disk of ``folder`` to its last block."""
-    filler = folder / "filler"
-    with open(filler, "wb", buffering=0) as handle:
-        for block in (65536, 4096, 512, 1):
-            try:
-                while True:
-                    handle.write(b"\0" * block)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC, exc
-    return filler
-
-
-def written(path: Path) -> bool:
-    """Has a job written this file whole (a line)? A shell creates the file of
-    ``echo $$ > f`` before it writes the line: existing is not enough."""
-    try:
-        return path.read_text().endswith("\n")
-    except OSError:
-        return False
 
 
 # a project's file (dataflow.toml: tests/test_projects.py): two datasets, one job
@@ -418,64 +366,6 @@ retries = 2
 ready_by = "06:00"
 env = { region = "eu" }
 """
-
-
-@contextmanager
-def http_receiver(record, status: int = 200):
-    """A receiver of POSTs on 127.0.0.1 (``server_address``: its address, ``url`` for the
-    caller to set); ``got``: what ``record(path, headers, body)`` made of each POST, in
-    the order it took them; each answered ``status``."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Taking(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.server.got.append(record(self.path, self.headers, body))  # type: ignore[attr-defined]
-            self.send_response(status)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Taking)
-    server.got = []  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@contextmanager
-def lineage_receiver():
-    """An OpenLineage HTTP receiver on 127.0.0.1 (its ``url``, for OPENLINEAGE_URL);
-    ``got``: (path, body) of each POST it took, in the order it took them."""
-    with http_receiver(lambda path, _, body: (path, body.decode()), 201) as server:
-        server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-        yield server
-
-
-def lineage_events(receiver, secrets: tuple[str, ...] = ()) -> list[dict]:
-    """The events a :func:`lineage_receiver` took, each checked against the OpenLineage
-    RunEvent schema (tests/data, its formats too), sent to the client's path and holding
-    none of ``secrets``."""
-    from jsonschema import Draft202012Validator
-
-    schema = (
-        Path(__file__).parent.parent / "data" / "openlineage-runevent.schema.json"
-    ).read_text()
-    checker = Draft202012Validator.FORMAT_CHECKER
-    validator = Draft202012Validator(json.loads(schema), format_checker=checker)
-    events = []
-    for path, body in receiver.got:
-        assert path == "/api/v1/lineage"
-        assert not [secret for secret in secrets if secret in body]
-        event = json.loads(body)
-        validator.validate(event)
-        events.append(event)
-    return events
 
 
 def _admin(tmp_path, sql: str, *params) -> list[tuple]:
