@@ -382,6 +382,7 @@ def test_a_finish_whose_every_commit_is_lost_leaves_no_output_of_a_failed_run(
     (table / "dataid=7" / "mark").write_text("the first run's chunk")
     cli.ok("resubmit", "work", "7")
     _ending_commits(address, 10_000)
+    cli.env["DATAFLOW_LIVENESS_TIMEOUT"] = "6"  # the finish's patience: 3 x 6 s, not 3 x 20 s
     done = cli.runjob("./work.sh", timeout=300)
     assert done.code != 0 and "Traceback" not in done.err, done
     cli.ok("recover")
