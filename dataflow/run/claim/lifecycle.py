@@ -151,7 +151,7 @@ def finish(
     jobid: str,
     dataid: str,
     status: str,
-    runid: int | None = None,
+    runid: int,
     publish: Callable[[], object] | None = None,
     **outcome: object,
 ) -> tuple[int, int, str]:
@@ -164,7 +164,7 @@ def finish(
     counts and the chunk's status."""
     with store.transaction(pipeline=True):
         store.chunk_turn(dataid, wait=True)
-        final = status if runid is None else _end_run(store, jobid, dataid, status, runid, outcome)
+        final = _end_run(store, jobid, dataid, status, runid, outcome)
         if publish is not None and status == READY:
             publish()
         return (*store.finish(jobid, dataid, final), final)
