@@ -97,6 +97,44 @@ def test_kill_9_of_runjob_alone_never_starts_the_chunk_twice(chain, tmp_path):
     assert (tmp_path / "starts").read_text().split().count("1") == 2
 
 
+@pytest.mark.parametrize("output", [None, "RESUBMIT"], ids=["never produced", "resubmitted"])
+def test_a_chunk_its_job_holds_an_in_row_of_is_not_claimed(chain, tmp_path, output):
+    """SPEC: a job claims a chunk only while it holds no IN row for it (a run of it is
+    consuming the chunk). One written by any client, at a chunk never produced or
+    resubmitted: the chunk is passed over, explain says why, the others run."""
+    if output:
+        chain.ok("dml", f"insert into datastatus values ('dst','work','2','OUT','{output}',now())")
+    chain.ok("dml", "insert into datastatus values ('src','work','2','IN','RUNNING',now())")
+    script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
+    assert chain.runjob("--all", "./work.sh").code == 0
+    assert sorted((tmp_path / "ran").read_text().split()) == ["1", "3"]
+    assert "2" not in statuses(tmp_path, "work") or statuses(tmp_path, "work")["2"] == output
+    explained = chain.ok("explain", "work", "2").out
+    assert "will not run: a run of work is consuming its inputs (its IN rows)" in explained
+
+
+def test_a_run_ended_by_hand_while_it_ran_has_its_result_refused_in_one_line(chain, tmp_path):
+    """``endjob --force`` while the run lives: its result comes too late and is not
+    recorded. RunJob says so in one line naming the job, the chunk and the result, and
+    exits 1; the chunk keeps the operator's status and the history row the operator's
+    end."""
+    script(tmp_path, "work.sh", "touch started; while [ ! -e release ]; do sleep 0.05; done")
+    runjob = start_runjob(chain, "./work.sh")
+    wait_for(lambda: (tmp_path / "started").exists(), what="the job to start")
+    chain.ok("endjob", "work", "1", "RESUBMIT", "--force")
+    (tmp_path / "release").touch()
+    out, err = runjob.communicate(timeout=60)
+    assert runjob.returncode == 1, (out, err)
+    assert err.splitlines() == [
+        "warning: the run of work at 1 was ended elsewhere while it ran (recovered as abandoned,"
+        " or ended by hand); its result READY is not recorded"
+    ], err
+    assert statuses(tmp_path, "work")["1"] == "RESUBMIT"
+    assert rows(tmp_path, "select status, reason from run") == [
+        ("FAILED", "ended by hand (RESUBMIT)")
+    ]
+
+
 @pytest.mark.both_stores
 def test_sigterm_reaches_the_job_group_and_fails_the_chunk(chain, tmp_path):
     script(

@@ -175,6 +175,8 @@ def _safe(store: Store, job: Job, dataid: str, blockers: list[str]) -> list[str]
     lines = [f"{job.jobid} at {dataid}: " + (", ".join(sorted(statuses)) or "not produced yet")]
     if any(r.locktype == "IN" for r in rows):
         lines.append(f"its inputs are being consumed by a run of {job.jobid}")
+        if RUNNING not in statuses:  # (a run producing it says more, below)
+            blockers.append(f"a run of {job.jobid} is consuming its inputs (its IN rows)")
     if RUNNING in statuses:
         if live:
             holder = f" (pid {run['pid']} on {run['host']})" if run else ""
