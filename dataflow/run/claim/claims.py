@@ -197,7 +197,7 @@ def claim(
                 raise _DryRun
     except _DryRun:
         recovered = Recovery([], [])  # rolled back: nothing recovered
-    except BaseException as exc:  # nothing is claimed (a commit that failed too): no lock held
+    except BaseException as exc:  # nothing is claimed (a lost COMMIT given back): no lock held
         if claimed and store.outcome_unknown(exc):
             _give_back(store, job.jobid, claimed)
         for found in claimed:
