@@ -30,8 +30,8 @@ from support import (
     start_runjob,
     statuses,
     wait_for,
+    written,
 )
-from support.faults import written
 from support.hosts import alive
 
 

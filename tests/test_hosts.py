@@ -21,8 +21,7 @@ import pytest
 from dataflow.run.claim import claims, lifecycle
 from dataflow.run.lease import keeper
 from dataflow.store import open_store
-from support import BOUND, _admin, rows, script, start_runjob, wait_for
-from support.faults import written
+from support import BOUND, _admin, rows, script, start_runjob, wait_for, written
 from support.hosts import (
     Proxy,
     _one_job,

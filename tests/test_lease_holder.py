@@ -18,8 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from support import BOUND, rows, start_runjob, statuses, wait_for
-from support.faults import written
+from support import BOUND, rows, start_runjob, statuses, wait_for, written
 from support.hosts import _one_job, alive, holder_of, holder_sessions, keeper_backends
 
 CHUNKS = 3

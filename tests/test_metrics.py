@@ -17,8 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import installed, run_is_live, script, start_runjob, wait_for
-from support.faults import written
+from support import installed, run_is_live, script, start_runjob, wait_for, written
 from support.serving import Server, client, token_file
 
 pytestmark = [pytest.mark.both_stores, pytest.mark.filterwarnings("ignore::ResourceWarning")]

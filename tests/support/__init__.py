@@ -344,6 +344,15 @@ def start(cli, command: str, *args, env=None, **kw):
     )
 
 
+def written(path: Path) -> bool:
+    """Has a job written this file whole (a line)? A shell creates the file of
+    ``echo $$ > f`` before it writes the line: existing is not enough."""
+    try:
+        return path.read_text().endswith("\n")
+    except OSError:
+        return False
+
+
 # a project's file (dataflow.toml: tests/test_projects.py): two datasets, one job
 SALES = """\
 [project]

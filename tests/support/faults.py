@@ -50,12 +50,3 @@ def fill_disk(folder: Path) -> Path:
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC, exc
     return filler
-
-
-def written(path: Path) -> bool:
-    """Has a job written this file whole (a line)? A shell creates the file of
-    ``echo $$ > f`` before it writes the line: existing is not enough."""
-    try:
-        return path.read_text().endswith("\n")
-    except OSError:
-        return False

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from support import wait_for
-from support.faults import written
+from support import wait_for, written
 from support.hosts import holder_of
 
 # the job: one flock per chunk, held by every process it starts (descriptor 9)
