@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, timedelta, tzinfo
 
-_RUNS = re.compile(r"([0-9]+)")  # ASCII digits only: int() would take any script's digits
+_RUNS = r"([0-9]+)"  # ASCII digits only: int() would take any script's digits
 
 # The longest dataid, dataset name or job name our commands write (docs/stores.md). A file
 # dataset's chunk is a folder named after its dataid (file systems allow 255 bytes), and
@@ -42,7 +42,7 @@ def natural_key(dataid: str) -> str:
     comparing the runs one by one.
     """
     parts = []
-    for i, part in enumerate(_RUNS.split(dataid)):
+    for i, part in enumerate(re.split(_RUNS, dataid)):
         if i % 2:  # a digit run
             digits = part.lstrip("0") or "0"
             parts.append(f"{chr(KEY_MARK)}{len(digits):0{KEY_WIDTH}d}{digits}")
@@ -73,10 +73,10 @@ CLOCKS = {
 }
 # the dataids each clock names, all sorting naturally and as plain text
 PERIODS = {
-    "this_hour": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}"),  # 2026-11-25T07
-    "today": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"),  # 2026-11-25
-    "this_week": re.compile(r"[0-9]{4}-W[0-9]{2}"),  # 2026-W48, ISO 8601 weeks
-    "this_month": re.compile(r"[0-9]{4}-[0-9]{2}"),  # 2026-11
+    "this_hour": r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}",  # 2026-11-25T07
+    "today": r"[0-9]{4}-[0-9]{2}-[0-9]{2}",  # 2026-11-25
+    "this_week": r"[0-9]{4}-W[0-9]{2}",  # 2026-W48, ISO 8601 weeks
+    "this_month": r"[0-9]{4}-[0-9]{2}",  # 2026-11
 }
 FORMATS = "days YYYY-MM-DD, hours YYYY-MM-DDTHH, ISO weeks YYYY-Www or months YYYY-MM"
 
@@ -125,7 +125,7 @@ def today() -> str:
 
 def clock_of(dataid: str) -> str | None:
     """The clock dataset whose dataids look like ``dataid``, if any."""
-    return next((clock for clock, shape in PERIODS.items() if shape.fullmatch(dataid)), None)
+    return next((clock for clock, shape in PERIODS.items() if re.fullmatch(shape, dataid)), None)
 
 
 def periods(first: str, last: str, limit: int) -> list[str] | None:

@@ -18,15 +18,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections import namedtuple
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
 FORMATS = ("parquet", "csv", "json", "orc")
 DEFAULT_FORMAT = "parquet"  # what the seed's ``file:`` means
 ATTEMPTS = "_attempts"
 # Spark's own escaping of partition values in paths (ExternalCatalogUtils.escapePathName)
 _PATH_SPECIAL = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(1, 32)}
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*://"
 
 
 class PublishFailed(OSError):
@@ -63,7 +63,7 @@ def local(path: str) -> str | None:
         return path[len("file://") :] or None
     if path.startswith("file:"):
         return path[len("file:") :] or None
-    return None if _SCHEME.match(path) else path
+    return None if re.match(_SCHEME, path) else path
 
 
 def staging(table: str, dataid: str, token: str) -> str:
@@ -97,13 +97,20 @@ def dataset_tables(rows: Iterable[Mapping[str, object]]) -> list[str]:
     return found
 
 
-class Publication(NamedTuple):
+class Publication(
+    namedtuple(
+        "Publication",
+        [
+            "aside",  # list[str]
+            "moves",  # list[tuple[str, str]]
+        ],
+    )
+):
     """What a publish did: ``aside``, what the chunks held before and the folders of
     older attempts (a late writer's), to :func:`remove` once the finish is committed;
     ``moves``, its renames (from, to) in order, for :func:`unpublish`."""
 
-    aside: list[str]
-    moves: list[tuple[str, str]]
+    __slots__ = ()
 
 
 def publish(tables: Iterable[str], dataid: str, token: str) -> Publication:

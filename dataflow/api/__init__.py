@@ -17,11 +17,12 @@ module here (tests/test_startup_imports.py checks a plain run's imports).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .running import Drained, JobRun, Preview, check_options, drain, preview, run_job
 
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .folders import FolderDrained, drain_folder
     from .operations import (
         Checked,

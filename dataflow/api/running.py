@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import shlex
 import threading
+from collections import namedtuple
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import crypto
 from ..errors import UsageError
@@ -19,9 +19,11 @@ from ..run.process import scripts
 from ..store import locate, open_store
 from ..store.address import for_job
 
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..run.drain.events import Event, Summary
-    from ..run.process.runner import Outcome
     from ..store import Store
 
 STORE_ENV = (
@@ -32,22 +34,29 @@ Notify = Callable[["Event"], None]
 Warn = Callable[[str], None]
 
 
-class Drained(NamedTuple):
+class Drained(
+    namedtuple(
+        "Drained",
+        [
+            "jobid",  # str
+            "every",  # bool: a drain (True) or one chunk
+            "started",  # int: attempts launched (a chunk retried in the drain counts twice)
+            "ready",  # int: attempts that ended READY
+            "failed",  # int: attempts that ended FAILED
+            "fenced",  # int: results refused: their chunks were taken from them meanwhile
+            "cap_full",  # bool: max_parallel runs of the job were live: it did not start one
+            "interrupted",  # int | None: the signal that stopped it
+            "last",  # Outcome | None: the last attempt's outcome (its exit code, reason, log)
+            "elapsed",  # float: seconds
+            "waiting",  # int: a drain's chunks still waiting at its end (0 for one chunk)
+            "warnings",  # tuple[str, ...]: what went wrong beside the runs (an alert not sent...)
+        ],
+    )
+):
     """What :func:`run_job` or :func:`drain` did. (A named tuple, not a dataclass:
     ``dataclasses`` imports ``inspect``, ~5 ms of every RunJob's start.)"""
 
-    jobid: str
-    every: bool  # a drain (True) or one chunk
-    started: int  # attempts launched (a chunk retried in the drain counts twice)
-    ready: int  # attempts that ended READY
-    failed: int  # attempts that ended FAILED
-    fenced: int  # results refused: their chunks were taken from them meanwhile
-    cap_full: bool  # max_parallel runs of the job were live: it did not start one
-    interrupted: int | None  # the signal that stopped it
-    last: Outcome | None  # the last attempt's outcome (its exit code, reason, log)
-    elapsed: float  # seconds
-    waiting: int  # a drain's chunks still waiting at its end (0 for one chunk)
-    warnings: tuple[str, ...]  # what went wrong beside the runs (an alert not sent...)
+    __slots__ = ()
 
     @property
     def exit_code(self) -> int:
@@ -62,17 +71,24 @@ class Drained(NamedTuple):
         return 1 if self.failed else 0
 
 
-class Preview(NamedTuple):
+class Preview(
+    namedtuple(
+        "Preview",
+        [
+            "jobid",  # str
+            "dataid",  # str | None: None: nothing to do (or the job's max_parallel runs are live)
+            "command",  # str: what would run the chunk, as a shell would read it
+            "remote",  # str | None: the Spark Connect server it would be a client of, described
+            "environment",  # dict[str, str]: the job's variables, passwords and tokens masked
+            "cap_full",  # bool
+            "live",  # int: live runs of the job, when cap_full
+            "cap",  # int | None: its max_parallel, when cap_full
+        ],
+    )
+):
     """What :func:`preview` found: the chunk a run would claim, and how it would run."""
 
-    jobid: str
-    dataid: str | None  # None: nothing to do (or the job's max_parallel runs are live)
-    command: str  # what would run the chunk, as a shell would read it
-    remote: str | None  # the Spark Connect server it would be a client of, described
-    environment: dict[str, str]  # the job's variables, passwords and tokens masked
-    cap_full: bool
-    live: int  # live runs of the job, when cap_full
-    cap: int | None  # its max_parallel, when cap_full
+    __slots__ = ()
 
 
 def check_options(

@@ -15,10 +15,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
 
 from ..errors import DataflowError, UsageError
 from ..store import DRIVER_ERRORS
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 
 def stamp() -> str:

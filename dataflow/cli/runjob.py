@@ -7,13 +7,13 @@ import os
 import shlex
 import sys
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
 
 from .. import __version__, api, crypto
 from ..errors import DriverFailed, WorkerFailed
 from . import exiting, guarded, say, seed_passkey_given, stamp, text_arguments, warn
 from .report import Report, live
 
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:
     import argparse
 

@@ -6,6 +6,7 @@ Each is one transaction, checked first, and idempotent: repeating it changes not
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from .. import dataids
@@ -98,7 +99,7 @@ def missing_periods(
         raise UsageError(f"job '{job.jobid}' is not run by a clock: only its own chunks can rerun")
     unit = dataids.CLOCKS[job.clock][1]
     shape = dataids.PERIODS[job.clock]
-    if not (shape.fullmatch(first) and shape.fullmatch(last)):
+    if not (re.fullmatch(shape, first) and re.fullmatch(shape, last)):
         example = dataids.period(job.clock, at)
         raise UsageError(
             f"job '{job.jobid}' is {dataids.described(job.clock)} (IN {job.clock}): "

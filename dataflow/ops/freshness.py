@@ -94,7 +94,7 @@ def grain_of(dataid: str) -> Grain | None:
 
 def due(dataid: str, promise: str, zone: tzinfo, grain: Grain = DAYS) -> datetime:
     """When the chunk ``dataid`` of ``grain`` is due under ``ready_by`` = ``promise``."""
-    hours, minutes, later = DUE.fullmatch(promise).groups()  # type: ignore[union-attr]
+    hours, minutes, later = re.fullmatch(DUE, promise).groups()  # type: ignore[union-attr]
     offset = timedelta(days=int(later or 0), hours=int(hours), minutes=int(minutes))
     return (grain.start(dataid) + offset).replace(tzinfo=zone)
 

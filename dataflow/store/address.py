@@ -20,7 +20,7 @@ def is_url(address: Address) -> bool:
     return isinstance(address, str) and address.startswith(URL_SCHEMES)
 
 
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_SCHEME = r"([A-Za-z][A-Za-z0-9+.-]*)://"
 SQLITE_URL = "sqlite:///"  # SQLAlchemy's form: sqlite:///rel.db, sqlite:////abs/path.db
 
 
@@ -32,7 +32,7 @@ def locate(db: str | None = None) -> Address:
     found = db or os.environ.get("DATAFLOW_DB") or DEFAULT_NAME
     if found.startswith(URL_SCHEMES):
         return found
-    scheme = _SCHEME.match(found)
+    scheme = re.match(_SCHEME, found)
     if scheme:
         if not found.startswith(SQLITE_URL) or found == SQLITE_URL:
             from ..errors import UsageError
@@ -58,13 +58,13 @@ def same_store(one: Address, other: Address) -> bool:
 
 # a URL's user and password, by structure: the password runs to the last "@" of the
 # authority (an unescaped "@" or "/" in it is the password's, not the host's)
-_USERINFO = re.compile(r"(//[^:/@\s]*):\S*@(?=[^@/\s]*(?:[/?\s\"'),]|$))")
+_USERINFO = r"(//[^:/@\s]*):\S*@(?=[^@/\s]*(?:[/?\s\"'),]|$))"
 
 
 def shown(address: Address) -> str:
     """The address for a person (or a text that holds one): a URL without its password,
     whether in its user part or a ``password=`` parameter."""
-    text = _USERINFO.sub(r"\1:***@", str(address))
+    text = re.sub(_USERINFO, r"\1:***@", str(address))
     return re.sub(r"(\bpassword=)[^&\s\"']*", r"\1***", text)
 
 
@@ -163,7 +163,7 @@ def for_job(address: Address) -> str:
     ``~/.pgpass``, ``$PGPASSWORD``)."""
     if not is_url(address):
         return str(Path(address).expanduser().absolute())
-    text = _USERINFO.sub(r"\1@", str(address))
+    text = re.sub(_USERINFO, r"\1@", str(address))
     text = re.sub(r"([?&])password=[^&\s]*&?", r"\1", text)
     return text.rstrip("?&")
 

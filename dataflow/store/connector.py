@@ -18,7 +18,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
 
 from .address import Address
 from .queries import NamedQueries
@@ -29,27 +28,30 @@ Params = Sequence[object] | Mapping[str, object]
 DRIVER_ERRORS: list[type[Exception]] = []
 
 
-class Cursor(Protocol):
-    """What a statement returned: its rows, each readable by position and by column name
-    (``dict(row)`` gives the columns), and how many rows it changed."""
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:  # what a backend's driver gives, for readers and type checkers
+    from typing import Any, Protocol
 
-    rowcount: int
+    class Cursor(Protocol):
+        """What a statement returned: its rows, each readable by position and by column name
+        (``dict(row)`` gives the columns), and how many rows it changed."""
 
-    def fetchone(self) -> Any: ...
+        rowcount: int
 
-    def fetchall(self) -> list[Any]: ...
+        def fetchone(self) -> Any: ...
 
-    def __iter__(self) -> Iterator[Any]: ...
+        def fetchall(self) -> list[Any]: ...
 
+        def __iter__(self) -> Iterator[Any]: ...
 
-class Connection(Protocol):
-    """How an operation runs a named query: the driver's own placeholders, bound
-    parameters only (a sequence for positional ones, a mapping for named ones; a name the
-    query does not use is ignored)."""
+    class Connection(Protocol):
+        """How an operation runs a named query: the driver's own placeholders, bound
+        parameters only (a sequence for positional ones, a mapping for named ones; a name the
+        query does not use is ignored)."""
 
-    def execute(self, sql: str, params: Params = ()) -> Cursor: ...
+        def execute(self, sql: str, params: Params = ()) -> Cursor: ...
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> object: ...
+        def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> object: ...
 
 
 class Connector(ABC):

@@ -25,7 +25,7 @@ import re
 
 from ...policy import Policy
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*\Z"
 
 EXACT = frozenset(
     [
@@ -114,7 +114,7 @@ def why(name: str) -> str:
 
 
 def is_variable_name(name: str) -> bool:
-    return bool(_NAME.match(name))
+    return bool(re.match(_NAME, name))
 
 
 def refusal(name: str, policy: Policy) -> str | None:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import TYPE_CHECKING
 
 from ...errors import StoreUnavailable
 from ...store import DRIVER_ERRORS, Row, Store, address
 from ..process import locks, processes
 from . import patience
 
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:  # a lock's run (SQLite) imports nothing of the lease
     from ...store.leases import LeaseStore
 

@@ -6,7 +6,7 @@ jobs start)."""
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
+from collections import namedtuple
 
 from ... import layout
 from ...store import Store
@@ -14,12 +14,19 @@ from . import liveness
 from .lifecycle import ABANDONED, FAILED, load_job
 
 
-class Recovery(NamedTuple):
+class Recovery(
+    namedtuple(
+        "Recovery",
+        [
+            "dead",  # list[tuple[str, str]]
+            "staged",  # list[tuple[list[str], str, str]]
+        ],
+    )
+):
     """The chunks a recovery marked FAILED, and what their runs staged: (folders, dataid,
     token) each, deleted by :func:`discard` once the recovery is committed."""
 
-    dead: list[tuple[str, str]]
-    staged: list[tuple[list[str], str, str]]
+    __slots__ = ()
 
 
 def recover(store: Store, jobid: str | None = None) -> Recovery:

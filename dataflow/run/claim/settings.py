@@ -119,24 +119,24 @@ def settings_of(jobid: str, values: dict[str, str]) -> Settings:
     )
 
 
-DUE = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])(?:\+([0-9]{1,2}))?")
+DUE = r"([01]?[0-9]|2[0-3]):([0-5][0-9])(?:\+([0-9]{1,2}))?"
 
 
 def _due(jobid: str, value: str) -> str:
-    if value and not DUE.fullmatch(value):
+    if value and not re.fullmatch(DUE, value):
         raise JobConfigError(
             jobid, f"setting ready_by must be HH:MM, or HH:MM+N (N days later), not '{value}'"
         )
     return value
 
 
-RETRY_DELAY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(?:x([0-9]+(?:\.[0-9]+)?))?")
+RETRY_DELAY = r"([0-9]+(?:\.[0-9]+)?)(?:x([0-9]+(?:\.[0-9]+)?))?"
 
 
 def _retry_delay(jobid: str, value: str) -> tuple[float, float]:
     """``SECONDS`` or ``SECONDS`` ``x`` ``FACTOR``: ``60`` waits 60 s before every retry,
     ``60x2`` waits 60 s, then 120 s, 240 s..."""
-    found = RETRY_DELAY.fullmatch(value.replace(" ", "")) if value else None
+    found = re.fullmatch(RETRY_DELAY, value.replace(" ", "")) if value else None
     if value and (found is None or float(found[2] or 1) < 1):
         raise JobConfigError(
             jobid,

@@ -16,7 +16,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from ... import layout
 from ...errors import DataflowError, ScriptError, StoreUnavailable
@@ -31,6 +30,10 @@ from ..process.runner import Outcome, Run, child_environment
 from ..process.watcher import Watcher
 from . import drainclaim, recorder
 from .events import Event, Summary, store_failed
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job

@@ -10,7 +10,11 @@ import sys
 from collections.abc import Sequence
 
 from ..process import suspend
-from .events import Draining, Summary
+from .events import Summary
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from .events import Draining
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

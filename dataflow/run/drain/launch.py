@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections import namedtuple
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import NamedTuple
 
 from ...store import Store
 from ...store.address import Address
@@ -25,7 +25,11 @@ from ..process import runner
 from ..process.runner import Run
 from ..process.scripts import is_spark_job
 from .drain import Drain
-from .events import Draining, Event
+from .events import Event
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from .events import Draining
 
 # a .py job's process: its reason on failure is its Python traceback's, not its stderr's
 # last lines (Spark's log and the JVM's warnings)
@@ -38,17 +42,24 @@ _DATAFLOW = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 LAUNCHER = os.path.join(_DATAFLOW, "driver", "sparkmain.py")
 
 
-class Plan(NamedTuple):
+class Plan(
+    namedtuple(
+        "Plan",
+        [
+            "script",  # str: its resolved path
+            "args",  # Sequence[str]
+            "spark_args",  # dict[str, str]: the job's spark_args setting, for spark-submit
+            "remote",  # str | None: the Spark Connect server it is a client of
+            "entry",  # bool: it defines run(spark, job), called in a driver of ours
+            "argv",  # list[str]: what runs one chunk
+            "run_with",  # Callable[..., Run]: what starts that argv (a SparkRun follows a cluster)
+        ],
+    )
+):
     """How one script is launched. (A named tuple, not a dataclass: ``dataclasses``
     imports ``inspect``, ~5 ms of every RunJob's start.)"""
 
-    script: str  # its resolved path
-    args: Sequence[str]
-    spark_args: dict[str, str]  # the job's spark_args setting, for spark-submit
-    remote: str | None  # the Spark Connect server it is a client of
-    entry: bool  # it defines run(spark, job), called in a driver of ours
-    argv: list[str]  # what runs one chunk
-    run_with: Callable[..., Run]  # what starts that argv (a SparkRun follows a cluster)
+    __slots__ = ()
 
     @property
     def role(self) -> str:

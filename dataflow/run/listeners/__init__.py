@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 # where the openlineage-python client reads its configuration file
 CONFIG_FILES = ("openlineage.yml", os.path.join("~", ".openlineage", "openlineage.yml"))

@@ -125,9 +125,7 @@ class Tail(Sink):
 SAID_MAX = 300  # characters of a job's last words in its run's reason
 # what is not a job's own words: Spark's log lines below ERROR (spark-log4j2.properties'
 # pattern, Spark's default), and the frames of a Java stack trace
-NOT_SAID = re.compile(
-    r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:TRACE|DEBUG|INFO|WARN) |\s+at |\s*\.\.\. \d+ more"
-)
+NOT_SAID = r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:TRACE|DEBUG|INFO|WARN) |\s+at |\s*\.\.\. \d+ more"
 
 
 def last_words(data: bytes, limit: int = SAID_MAX) -> str | None:
@@ -136,7 +134,7 @@ def last_words(data: bytes, limit: int = SAID_MAX) -> str | None:
     by `` | `` and cut, from their start, to ``limit`` characters; control characters (a
     colour, a carriage return) dropped."""
     text = data.decode("utf-8", "replace")  # (a Tail: the last 64 KiB at most)
-    lines = [line for line in text.splitlines() if not NOT_SAID.match(line)]
+    lines = [line for line in text.splitlines() if not re.match(NOT_SAID, line)]
     lines = ["".join(c for c in line if c.isprintable()).strip() for line in lines]
     said = " | ".join(line for line in lines if line)
     if not said:

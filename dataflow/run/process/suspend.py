@@ -10,7 +10,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 _counting = threading.Lock()
 _starting = 0  # processes of ours being started

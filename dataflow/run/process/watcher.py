@@ -20,7 +20,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 TICK_S = 0.2  # how often the clock (timeouts, a signal's grace) and pidfd-less jobs are looked at
 DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the job exits

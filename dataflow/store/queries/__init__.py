@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_NAME = r"(?m)^--\s*name:\s*(\w+)\s*$"
 
 
 class NamedQueries:
@@ -41,7 +41,7 @@ class NamedQueries:
         vars(self).update(self._sql)  # found as plain attributes, without __getattr__
 
     def _add(self, text: str, where: str) -> None:
-        parts = _NAME.split(text)  # a file's own comment first, then name, text, name...
+        parts = re.split(_NAME, text)  # a file's own comment first, then name, text, name...
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
             if name in self._sql or hasattr(type(self), name):
                 taken = "a second query" if name in self._sql else "a query may not be"

@@ -5,11 +5,14 @@ own read of the candidates is the backend's (:meth:`.connector.Connector.candida
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ...dataids import check_name, natural_key
 from ..records import ChunkRow, Row, capped
 from . import NamedQueries
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class ChunkQueries:

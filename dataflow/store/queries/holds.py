@@ -4,11 +4,14 @@ is frozen, over every backend's own named queries."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ...dataids import check_name
 from ..records import Row
 from . import NamedQueries
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class HoldQueries:

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
 
 from ..connector import DRIVER_ERRORS
 from ..records import Row
 from . import NamedQueries
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 # the runids a store may hold (64-bit integers): a run written by hand may be numbered
 # anywhere in them, below 0 too

@@ -4,11 +4,13 @@ own named queries."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..columns import TABLES
 from ..records import Row, zoned_now
 from . import NamedQueries
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class OperatorQueries:

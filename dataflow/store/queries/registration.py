@@ -4,12 +4,15 @@ them over its own named queries."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from ...dataids import check_name
 from ..columns import DATASET_COLUMNS
 from ..records import JobItem, Row
 from . import NamedQueries
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class RegistrationQueries:

@@ -4,10 +4,13 @@ backend's own named queries."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from ..columns import TABLES
 from . import NamedQueries
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class TableQueries:
