@@ -1,5 +1,5 @@
 """Every drain shows the process that runs it one face
-(:class:`dataflow.run.drain.events.Draining`): :mod:`dataflow.run.drain.foreground` and
+(:class:`dataflow.run.drain.face.Draining`): :mod:`dataflow.run.drain.foreground` and
 RunJob's report call it the same way whichever runs."""
 
 import inspect
@@ -8,7 +8,7 @@ import pytest
 
 from dataflow.run.drain.drain import Drain
 from dataflow.run.drain.driven import DriverDrain
-from dataflow.run.drain.events import Draining
+from dataflow.run.drain.face import Draining
 from dataflow.run.drain.workers import WorkerDrain
 
 FACE = [name for name in vars(Draining) if not name.startswith("_")]

@@ -1,7 +1,7 @@
 """What a drain tells of as it goes (:class:`Event`) and what it did (:class:`Summary`);
 events as JSON lines, for a drain in another process (a Spark driver, a drain's worker)
-to tell RunJob (:class:`EventWriter`, :func:`decode`, :class:`Tally`); and the face every
-drain shows the process that runs it (:class:`Draining`)."""
+to tell RunJob (:class:`EventWriter`, :func:`decode`, :class:`Tally`). The face every
+drain shows the process that runs it is :class:`.face.Draining`."""
 
 from __future__ import annotations
 
@@ -12,35 +12,8 @@ from collections import namedtuple
 from pathlib import Path
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
-if TYPE_CHECKING:  # the drain's face is for readers and type checkers
-    from typing import Protocol
-
+if TYPE_CHECKING:
     from ..process.runner import Outcome
-
-    class Draining(Protocol):
-        """What runs a job's chunks, as its process sees it: :class:`.drain.Drain` (jobs as
-        child processes), :class:`.driven.DriverDrain` (one Spark driver or Connect client)
-        and :class:`.workers.WorkerDrain` (spread over worker processes). :mod:`.foreground`
-        runs any of them the same way, and RunJob's report reads ``summary`` as it goes."""
-
-        summary: Summary  # what it did so far: the report's progress line reads it
-
-        def run(self) -> Summary:
-            """Claim and run chunks until none is left to claim (or one, for a plain RunJob),
-            or until stopped; what happened."""
-            ...
-
-        def stop(self, number: int) -> None:
-            """Signal ``number`` came: claim no more, and pass it on to the running jobs."""
-            ...
-
-        def pass_on(self, number: int) -> None:
-            """Pass signal ``number`` to the running jobs (a terminal's ^Z, fg, bg)."""
-            ...
-
-        def left(self) -> int:
-            """Chunks still waiting for the job (approximate: stale candidates count too)."""
-            ...
 
 
 class Event(

@@ -14,7 +14,7 @@ from .events import Summary
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:
-    from .events import Draining
+    from .face import Draining
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

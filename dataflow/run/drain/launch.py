@@ -29,7 +29,7 @@ from .events import Event
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:
-    from .events import Draining
+    from .face import Draining
 
 # a .py job's process: its reason on failure is its Python traceback's, not its stderr's
 # last lines (Spark's log and the JVM's warnings)
