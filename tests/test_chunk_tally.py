@@ -233,8 +233,8 @@ def test_a_summary_count_a_writer_set_at_bigints_end_fails_no_reader(store, stor
 def test_a_finish_at_every_fold_every_runs_folds_the_pending_chunks(cli, tmp_path, address):
     """chunk_pending grows with each write of datastatus until a reader folds it; a fleet
     that never asks for status would grow it without end. The finish of each run numbered
-    a multiple of FOLD_EVERY folds it too (in its own transaction): what is left pending
-    is that finish's own chunk, and the counts stay exact."""
+    a multiple of FOLD_EVERY folds it too, once that finish is committed, in a transaction
+    of its own: nothing is left pending, and the counts stay exact."""
     import json
 
     import psycopg
@@ -256,6 +256,45 @@ def test_a_finish_at_every_fold_every_runs_folds_the_pending_chunks(cli, tmp_pat
     assert before > 1, before
     assert cli.runjob("./work.sh").code == 0  # run FOLD_EVERY
     assert rows(tmp_path, "select max(runid) from run") == [(FOLD_EVERY,)]
-    assert pending() == 1  # chunk 2's READY, written after the fold
+    assert pending() == 0  # chunk 2's READY too: folded after the finish's COMMIT
     status = {row["jobid"]: row for row in json.loads(cli.ok("status", "--json").out)}
     assert status["work"]["ready"] == 2, status
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_fold_that_fails_never_fails_the_finish_that_asked_for_it(cli, tmp_path, address):
+    """A producer wrote 200,000 chunks of another dataset since the last fold (any client
+    may write the store), and the database has a statement_timeout that every statement
+    of a claim and of a finish keeps well within, but not a fold of them all. Run
+    FOLD_EVERY's finish asks for a fold: the server cancels it, and the run is READY all
+    the same (the fold is apart from the finish; its pending chunks wait for the next)."""
+    import time
+
+    import psycopg
+
+    from dataflow.store.postgres.store import FOLD_EVERY, QUERIES
+    from support import ready, register, rows, script
+
+    register(cli, "work", ["src"], ["dst"])
+    ready(cli, "src", "1", "2")
+    script(tmp_path, "work.sh", "exit 0")
+    with psycopg.connect(address, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE run ALTER COLUMN runid RESTART WITH {FOLD_EVERY - 1}")
+        conn.execute(
+            "INSERT INTO datastatus(datasetid, jobid, dataid, locktype, status, modified) "
+            "SELECT 'other', 'producer', g::text, 'OUT', 'READY', now() "
+            "FROM generate_series(1, 200000) g"
+        )
+        with conn.transaction(force_rollback=True):  # how long a fold of them takes
+            started = time.monotonic()
+            conn.execute(QUERIES.fold_chunk_tally)
+            fold_ms = int((time.monotonic() - started) * 1000)
+        timeout_ms = max(300, fold_ms // 3)
+        conn.execute(f"ALTER DATABASE {conn.info.dbname} SET statement_timeout = {timeout_ms}")
+    first = cli.runjob("./work.sh")  # run FOLD_EVERY - 1: nothing folded
+    assert first.code == 0, (fold_ms, timeout_ms, first)
+    done = cli.runjob("./work.sh")  # run FOLD_EVERY: its finish asks for a fold
+    found = rows(tmp_path, "select runid, status from run order by runid")
+    assert found == [(FOLD_EVERY - 1, "READY"), (FOLD_EVERY, "READY")], (fold_ms, timeout_ms, done)
+    assert done.code == 0, done
+    assert rows(tmp_path, "select count(*) from chunk_pending")[0][0] > 200_000  # not folded

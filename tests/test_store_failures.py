@@ -253,3 +253,57 @@ def test_a_claim_whose_commit_answer_is_lost_is_given_back(tmp_path, pg_database
     finally:
         proxy.close()
         ADDRESSES.pop(tmp_path, None)
+
+
+@pytest.mark.long
+def test_a_give_back_tried_again_never_undoes_another_hosts_claim(tmp_path, pg_database, pg_server):
+    """Host A's claim of chunk 1 (run N) loses its COMMIT's answer, and so does the give-back
+    that follows (done at the server: run N deleted, the run sequence back to N - 1); then
+    A's network goes, and the server ends A's holder's session. Host B claims chunk 1: its
+    run is numbered N again. When A's network comes back, A tries its undo again (the
+    store failed in a way that passes): the chunk's last run is numbered N and RUNNING,
+    but it is B's, not A's claim (its token differs). B's run keeps its history row and
+    ends READY."""
+    import psycopg
+
+    from support.hosts import Proxy, holder_sessions
+
+    proxy = Proxy(pg_server.port)
+    proxied = pg_database.replace(f":{pg_server.port}/", f":{proxy.port}/")
+    ADDRESSES[tmp_path] = pg_database
+    a, b = Cli(tmp_path, proxied), Cli(tmp_path, pg_database)
+    for name, host in (("hostA", a), ("hostB", b)):
+        host.env.update(DATAFLOW_HOST=name, DATAFLOW_STATE=str(tmp_path / name))
+    a.env["DATAFLOW_LIVENESS_TIMEOUT"] = "20"  # A's patience: 20 s after the first failure
+    b.env["DATAFLOW_LIVENESS_TIMEOUT"] = "6"
+    running_a = running_b = None
+    try:
+        _one_job(b, tmp_path, 'echo "$DATAFLOW_HOST" >> ledger; sleep 4', chunks=1)
+        # the claim's transaction (its run's INSERT), then the give-back's (its LOCK of run)
+        proxy.lose_in_turn(b"INSERT INTO run(", b"LOCK TABLE run IN SHARE ROW", partition=True)
+        running_a = start_runjob(a, "./work.sh")
+        wait_for(lambda: proxy.lost_count == 2, 30, "the claim's and the give-back's answers lost")
+        assert rows(tmp_path, "select count(*) from run") == [(0,)]  # the first undo was done
+        with psycopg.connect(pg_database, autocommit=True) as conn:  # A's holder's session
+            for pid in holder_sessions(pg_database, "hostA"):
+                conn.execute("select pg_terminate_backend(%s)", (pid,))
+        running_b = start_runjob(b, "./work.sh")
+        wait_for(
+            lambda: rows(tmp_path, "select host from run where status = 'RUNNING'") == [("hostB",)],
+            20,
+            "B's run",
+        )
+        runid_b = rows(tmp_path, "select runid from run")[0][0]
+        proxy.flowing.set()  # A's network is back: its release tries its undo again
+        out_b, err_b = running_b.communicate(timeout=60)
+        running_a.communicate(timeout=60)
+        history = rows(tmp_path, "select runid, host, status from run order by runid")
+        assert (runid_b, "hostB", "READY") in history, (history, err_b)
+        assert running_b.returncode == 0, (out_b, err_b)
+        assert (tmp_path / "ledger").read_text().split() == ["hostB"]  # run once
+    finally:
+        proxy.close()
+        for proc in (running_a, running_b):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        ADDRESSES.pop(tmp_path, None)

@@ -31,6 +31,7 @@ class Proxy:
         self.stopped = False
         self.lost: list[bytes] = []  # the statements whose COMMIT's answer is to be lost
         self.lost_count = 0  # answers lost so far
+        self.partition = False  # stop flowing as the last answer to lose is lost
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -45,7 +46,14 @@ class Proxy:
     def lose_commits(self, times: int, after: bytes) -> None:
         """The next ``times`` transactions that send ``after`` (a part of a statement's
         text) and commit: done at the server, their connection cut before its answer."""
-        self.lost = [after] * times
+        self.lose_in_turn(*[after] * times)
+
+    def lose_in_turn(self, *afters: bytes, partition: bool = False) -> None:
+        """As :meth:`lose_commits`, a transaction that sends each of ``afters`` in turn;
+        with ``partition``, every connection stops flowing (nothing read, nothing closed)
+        as the last one is cut, until ``flowing`` is set again."""
+        self.lost = list(afters)
+        self.partition = partition
 
     def _pump(self, one: socket.socket, other: socket.socket) -> None:
         peers = {one: other, other: one}
@@ -61,8 +69,10 @@ class Proxy:
                     marked = True
                 if not data or (sock is other and marked and self.lost and COMMITTED in data):
                     if data:  # done at the server, and its answer lost
-                        self.lost.pop()
+                        self.lost.pop(0)
                         self.lost_count += 1
+                        if self.partition and not self.lost:
+                            self.flowing.clear()
                     one.close()
                     other.close()
                     return

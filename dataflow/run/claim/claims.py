@@ -363,15 +363,24 @@ def release(store: Store, jobid: str, claim: Claim) -> None:
     run any more (on a shared store, one whose lease lapsed while it waited: recovered
     as dead, perhaps claimed since by another host) is left as it is now. A store that
     fails in a way that passes is tried again: a chunk given back this way never runs out
-    of attempts for a blip (undone twice, the second finds nothing to undo)."""
+    of attempts for a blip (undone twice, the second finds nothing to undo). The claim's
+    run is known by its token, not its number alone: PostgreSQL's give-back returns the
+    number to its sequence, and an undo tried again (its first COMMIT's answer lost) may
+    find that number on another host's claim of the chunk."""
 
     def undo() -> None:
         with store.transaction():
             store.chunk_turn(claim.dataid, wait=True)
             last = store.last_run(jobid, claim.dataid)
-            if last and last["runid"] == claim.runid and last["status"] == RUNNING:
+            if (
+                last
+                and last["runid"] == claim.runid
+                and last["token"] == claim.token
+                and last["status"] == RUNNING
+            ):
                 store.release_claim(jobid, claim.dataid, claim.runid, claim.previous)
 
+    storedlogs.forget(claim.runid)  # its number may come to be another run's
     try:
         patience.patiently(store, undo)
     finally:

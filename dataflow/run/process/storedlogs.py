@@ -155,11 +155,16 @@ def watch(store: Store, runid: int | None, path: Path | None) -> None:
     _sender.watch(runid, path)
 
 
+def forget(runid: int | None) -> None:
+    """The log of run ``runid`` is no more sent meanwhile (it ended, or was given back)."""
+    if _sender is not None and runid is not None:
+        _sender.forget(runid)
+
+
 def ended(runid: int | None, path: Path | None) -> Piece | None:
     """Run ``runid`` has ended: it is no more sent meanwhile; the last piece of its log,
     which the transaction that records its end writes."""
-    if _sender is not None and runid is not None:
-        _sender.forget(runid)
+    forget(runid)
     return piece(path)
 
 

@@ -87,6 +87,7 @@ class PostgresStore(ClaimQueries, LeaseStore):
         self.identity = self._name(address)
         self._turns: dict[str, bool] = {}
         self._facts: dict = {}
+        self._fold_due = False  # a finish of this transaction asks for a fold once committed
 
     # -- where this host keeps its part ------------------------------------------------
 
@@ -197,6 +198,7 @@ class PostgresStore(ClaimQueries, LeaseStore):
     def transaction(self, pipeline: bool = False) -> Iterator[None]:
         """A transaction (:meth:`.connection.Connection.transaction`: a connection lost
         while it was idle is opened again first; ``pipeline``: psycopg's pipeline mode)."""
+        self._fold_due = False
         try:
             with self.conn.transaction(pipeline):
                 self._turns, self._facts = {}, {}  # an xact lock lasts as long as its
@@ -209,6 +211,9 @@ class PostgresStore(ClaimQueries, LeaseStore):
                 with suppress(psycopg.Error):
                     self.end_stalled()
             raise
+        if self._fold_due:
+            self._fold_due = False
+            self._fold_apart()
 
     def inserted_id(self, sql: str, params: Params) -> int:
         """The query's ``RETURNING`` (psycopg has no last row id)."""
@@ -293,8 +298,16 @@ class PostgresStore(ClaimQueries, LeaseStore):
         """One statement, not two round trips: the rerun asked comes back from the UPDATE."""
         row = self.conn.execute(*self._ending(runid, status, outcome)).fetchone()
         if row is not None and runid % FOLD_EVERY == 0:
-            self._fold()  # chunk_pending stays bounded however long nobody reads status
+            self._fold_due = True  # chunk_pending stays bounded however long nobody reads status
         return row is not None, row[0] if row else None
+
+    def _fold_apart(self) -> None:
+        """A finish's fold, once the finish is committed, in a transaction of its own: it
+        holds none of the finish's locks, and a fold that fails (a statement timeout, a
+        cancel, a role that may not write the summary) fails nothing; the next fold, or a
+        reader's, folds what it left."""
+        with suppress(psycopg.Error, StoreUnavailable), self.conn.transaction():
+            self._fold()
 
     def _fold(self) -> None:
         """The chunks written since the last fold into the summary, unless another
