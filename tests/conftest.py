@@ -91,10 +91,18 @@ def pg_database(pg_server) -> str:
         yield found
 
 
+@pytest.fixture(scope="session")
+def pg_spares(pg_server, pg_template):
+    """Copies of the template made ahead, and databases dropped after, in a thread."""
+    spares = pgserver.Spares(pg_server, pg_template)
+    yield spares
+    spares.close()
+
+
 @pytest.fixture
-def pg_store(pg_server, pg_template) -> str:
+def pg_store(pg_server, pg_spares) -> str:
     """A fresh database that holds a fresh store (a copy of the template); its URL."""
-    with pgserver.database(pg_server, pg_template) as found:
+    with pgserver.database(pg_server, spares=pg_spares) as found:
         yield found
 
 

@@ -241,8 +241,11 @@ def cue(proc: subprocess.Popen) -> None:
 
 
 def waiting_for_locks(tmp_path: Path, count: int) -> None:
-    """Wait until ``count`` sessions of the test's PostgreSQL server wait for a lock."""
-    sql = "select count(*) from pg_stat_activity where wait_event_type = 'Lock'"
+    """Wait until ``count`` sessions of the test's PostgreSQL database wait for a lock."""
+    sql = (
+        "select count(*) from pg_stat_activity"
+        " where wait_event_type = 'Lock' and datname = current_database()"
+    )
     wait_for(lambda: rows(tmp_path, sql) == [(count,)], 20, f"{count} sessions waiting")
 
 

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -130,8 +131,20 @@ def make_template(server) -> str:
 
 
 @contextlib.contextmanager
-def database(server, template: str | None = None) -> Iterator[str]:
-    """A new database on ``server``, empty or a copy of ``template``; its URL."""
+def database(server, template: str | None = None, spares: Spares | None = None) -> Iterator[str]:
+    """A new database on ``server``, empty or a copy of ``template`` (one ``spares`` made
+    ahead, if given); its URL. Dropped after, by ``spares`` if given."""
+    name = spares.take() if spares else _create(server, template)
+    try:
+        yield url(server, name)
+    finally:
+        if spares:
+            spares.drop(name)
+        else:
+            _drop(server, name)
+
+
+def _create(server, template: str | None) -> str:
     import psycopg
 
     name = f"t_{uuid.uuid4().hex[:12]}"
@@ -145,11 +158,65 @@ def database(server, template: str | None = None) -> Iterator[str]:
                 if attempt == 49:
                     raise
                 time.sleep(0.1)
-    try:
-        yield url(server, name)
-    finally:
-        with psycopg.connect(admin_url(server), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    return name
+
+
+def _drop(server, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url(server), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class Spares:
+    """Copies of ``template`` made ahead of the tests that take them, and the databases
+    tests are done with dropped, by a thread of the session: a test waits for neither
+    (each is 50-300 ms of the server's work, done while tests wait on their processes).
+    The thread alone copies the template (two copies at once wait for each other), a
+    copy before a drop; its sessions are short, on the ``postgres`` database, and one
+    that fails (a test restarted the server) is tried again a moment later."""
+
+    def __init__(self, server, template: str, ahead: int = 2):
+        import queue
+
+        self.server, self.template, self.ahead = server, template, ahead
+        self.ready: queue.Queue[str] = queue.Queue()
+        self.done: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._work, daemon=True)
+        self.thread.start()
+
+    def take(self) -> str:
+        return self.ready.get(timeout=120)
+
+    def drop(self, name: str) -> None:
+        self.done.put(name)
+
+    def close(self) -> None:
+        self.done.put(None)
+        self.thread.join(timeout=30)
+
+    def _work(self) -> None:
+        import queue
+
+        import psycopg
+
+        while True:
+            name = ""
+            try:
+                if self.ready.qsize() < self.ahead:
+                    self.ready.put(_create(self.server, self.template))
+                    continue
+                try:
+                    name = self.done.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if name is None:
+                    return
+                _drop(self.server, name)
+            except psycopg.Error:  # the server restarted under a test: a moment later
+                if name:
+                    self.done.put(name)
+                time.sleep(0.5)
 
 
 def _restart(server, down: float = 0.0) -> None:
