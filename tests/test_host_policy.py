@@ -65,20 +65,25 @@ def test_a_row_cannot_make_git_run_a_command_through_its_environment(cli, tmp_pa
     assert not (repo / "pwned").exists() and not (tmp_path / "pwned").exists()
 
 
-@pytest.mark.parametrize(
-    ("spark_args", "named"),
-    [
-        ("--jars /tmp/evil.jar", "option --jars"),
-        ("--py-files /tmp/evil.zip", "option --py-files"),
-        ("--packages org.evil:evil:1.0", "option --packages"),
-        ("--properties-file /tmp/evil.conf", "option --properties-file"),
-        ("--driver-java-options -javaagent:/tmp/evil.jar", "option --driver-java-options"),
-        ("--conf spark.plugins=org.evil.Plugin", "Spark conf spark.plugins"),
-        ("--conf=spark.driver.extraJavaOptions=-javaagent:/tmp/a.jar", "Spark conf spark.driver"),
-        ("-c spark.sql.extensions=org.evil.Ext", "Spark conf spark.sql.extensions"),
-        ("--master spark://evil.example.com:7077", "option --master spark://evil"),
-        ("--driver-memory 1g /tmp/evil.py", "'/tmp/evil.py' is not a spark-submit option"),
-    ],
+SPARK_ARGS = [
+    ("--jars /tmp/evil.jar", "option --jars"),
+    ("--py-files /tmp/evil.zip", "option --py-files"),
+    ("--packages org.evil:evil:1.0", "option --packages"),
+    ("--properties-file /tmp/evil.conf", "option --properties-file"),
+    ("--driver-java-options -javaagent:/tmp/evil.jar", "option --driver-java-options"),
+    ("--conf spark.plugins=org.evil.Plugin", "Spark conf spark.plugins"),
+    ("--conf=spark.driver.extraJavaOptions=-javaagent:/tmp/a.jar", "Spark conf spark.driver"),
+    ("-c spark.sql.extensions=org.evil.Ext", "Spark conf spark.sql.extensions"),
+    ("--master spark://evil.example.com:7077", "option --master spark://evil"),
+    ("--driver-memory 1g /tmp/evil.py", "'/tmp/evil.py' is not a spark-submit option"),
+]
+
+
+@pytest.mark.parametrize(  # the host's list judges them whatever the store: every one on
+    ("store_kind", "spark_args", "named"),  # SQLite, two through PostgreSQL's rows
+    [("sqlite", *case) for case in SPARK_ARGS]
+    + [("postgres", *SPARK_ARGS[0]), ("postgres", *SPARK_ARGS[5])],
+    indirect=["store_kind"],
 )
 def test_spark_args_give_only_the_options_and_confs_the_host_allows(
     cli, tmp_path, spark_args, named

@@ -51,7 +51,11 @@ def _job(cli, tmp_path):
     (tmp_path / "evil.sh").write_text(f"touch {tmp_path / 'pwned'}\n")
 
 
-@pytest.mark.parametrize("name", UNSAFE)
+@pytest.mark.parametrize(  # the host's list judges a name whatever the store: every one
+    ("store_kind", "name"),  # on SQLite, two through PostgreSQL's rows
+    [("sqlite", name) for name in UNSAFE] + [("postgres", "PATH"), ("postgres", "LD_PRELOAD")],
+    indirect=["store_kind"],
+)
 def test_a_job_row_whose_name_the_host_does_not_allow_is_refused_and_never_set(cli, tmp_path, name):
     _job(cli, tmp_path)
     before = state(tmp_path)
