@@ -224,6 +224,7 @@ def test_grid_cells_and_hover_texts_in_the_browser(chromium, made):
         assert cell["colour"] == "rgb({}, {}, {})".format(*rgb(expected)), cell
 
 
+@pytest.mark.long  # the browser's board
 def test_screenshot_pixels_have_the_status_colours(chromium, made, tmp_path):
     _, page = made
     cells = probe(chromium, page)["cells"]  # where each cell is, at the same window size

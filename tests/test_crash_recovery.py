@@ -430,7 +430,15 @@ def test_a_chunk_claimed_ahead_by_a_killed_drain_is_recovered_and_never_runs_twi
 
 
 @pytest.mark.both_stores
-@pytest.mark.parametrize("how", ["one", "drain", "workers", "folder"])
+@pytest.mark.parametrize(  # a spread drain and a folder drain start many processes: long
+    "how",
+    [
+        "one",
+        "drain",
+        pytest.param("workers", marks=pytest.mark.long),
+        pytest.param("folder", marks=pytest.mark.long),
+    ],
+)
 def test_ctrl_z_stops_the_jobs_with_runjob_and_fg_lets_them_go_on(chain, tmp_path, how):
     """A terminal's ^Z (SIGTSTP to RunJob's process group) stopped RunJob alone: its jobs,
     in groups of their own, went on without it. They now stop with it (through its

@@ -97,6 +97,7 @@ def test_workers_spread_a_folders_shell_jobs_and_leave_its_spark_jobs_alone(cli,
     )
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGHUP])
 def test_a_terminals_signal_reaches_a_folder_drains_job_once(cli, tmp_path, number):
     """^C at a terminal signals its whole foreground process group. The job under way

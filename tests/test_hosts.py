@@ -321,6 +321,7 @@ def test_writes_by_psql_are_honoured_by_the_next_claim_in_natural_order(hosts, t
     assert (tmp_path / "ran").read_text().split()[-1] == "2"
 
 
+@pytest.mark.long  # 60,000 chunks written at once
 def test_two_producers_mark_large_backlogs_ready_at_once(hosts, tmp_path):
     """One statement each, 30,000 chunks each, at the same time: nothing runs out of lock
     memory (one offer lock per chunk did: the test server has room for ~19,000 locks) or

@@ -15,6 +15,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -206,6 +207,7 @@ class OnPostgres(Lifecycle):
     pass
 
 
+@pytest.mark.long  # seconds of a real server's round trips; the SQLite machine is in the fast loop
 def test_lifecycle_on_postgres(pg_database, tmp_path, monkeypatch):
     """The same machine on a real PostgreSQL server (fewer examples: each costs more)."""
     monkeypatch.setenv("DATAFLOW_STATE", str(tmp_path))

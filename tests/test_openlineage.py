@@ -224,6 +224,7 @@ def hanging():
 
 
 @pytest.mark.parametrize("where", ["down", "hangs"])
+@pytest.mark.long  # waits out the events' timeout
 def test_a_receiver_down_or_hanging_never_fails_a_run(pipeline, hanging, tmp_path, where):
     url = _closed_port() if where == "down" else hanging
     environ = {"OPENLINEAGE_URL": url, "DATAFLOW_LINEAGE_TIMEOUT": "2"}

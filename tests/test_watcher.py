@@ -148,6 +148,7 @@ def _has_exited(pid: int) -> bool:
         return True
 
 
+@pytest.mark.long  # waits while an exited job's grandchild holds its output
 def test_an_exited_job_keeps_its_pid_until_reported_and_its_group_is_never_signalled_after(
     tmp_path, monkeypatch
 ):

@@ -98,6 +98,7 @@ def _frozen(pids: list[int]):
 
 
 @on_postgres
+@pytest.mark.long  # a spread drain killed and run again, twice
 @pytest.mark.parametrize("victims", ["workers", "runjob_and_workers"])
 def test_kill_9_of_every_worker_never_runs_a_chunk_twice(cli, tmp_path, victims):
     """``kill -9`` of each worker's process group (and of RunJob with them) while their
