@@ -261,6 +261,7 @@ def test_a_finish_at_every_fold_every_runs_folds_the_pending_chunks(cli, tmp_pat
     assert status["work"]["ready"] == 2, status
 
 
+@pytest.mark.long  # 200,000 chunks written, and folded once to time it
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 def test_a_fold_that_fails_never_fails_the_finish_that_asked_for_it(cli, tmp_path, address):
     """A producer wrote 200,000 chunks of another dataset since the last fold (any client

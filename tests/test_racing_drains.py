@@ -452,17 +452,19 @@ class Folding(QuickJobs):
 
 
 BOTH = ("sqlite", "postgres")
+LONG = (pytest.mark.long,)  # seconds each: make test runs them, the developer's loop not
 RACES = [  # (the stores, the race, how many race at once, marks): as the copies had them
     (BOTH, QuickJobs(), 3, ()),
     (BOTH, OddDataids(), 2, ()),
     (BOTH, ClockBackfill(), 3, ()),
-    (BOTH, Capped(), 3, ()),
-    (("sqlite",), FolderDrain(), 3, ()),
+    (("sqlite",), Capped(), 3, ()),
+    (("postgres",), Capped(), 3, LONG),
+    (("sqlite",), FolderDrain(), 3, LONG),
     (("sqlite",), InProcess(), 2, ()),  # its drainer opens the SQLite file
     (("sqlite",), InBatches(), 2, ()),
     (BOTH, RunJobLoops(), 8, (pytest.mark.slow,)),
-    (("postgres",), Spread(), 2, ()),
-    (("postgres",), Folding(), 3, ()),
+    (("postgres",), Spread(), 2, LONG),
+    (("postgres",), Folding(), 3, LONG),
 ]
 
 
