@@ -203,6 +203,25 @@ def test_options_before_the_command_are_not_a_passkey(loadbob):
     assert loadbob.utility("--db", str(loadbob.address), "runs").code == 0
 
 
+@pytest.mark.utility_process
+def test_help_before_a_command_lists_every_command(cli):
+    """utility builds the parser of the command its line names alone; a line it cannot
+    read that way (the help asked first) gets the whole parser."""
+    full = cli.utility("--help")
+    assert full.code == 0 and "register-dataset" in full.out and "history" in full.out
+    for argv in (("-h", "status"), ("--help", "log"), ("--json", "--help", "jobs")):
+        helped = cli.utility(*argv)
+        assert (helped.code, helped.out) == (0, full.out), argv
+
+
+def test_an_abbreviated_db_option_reads_as_the_whole_option(cli, tmp_path):
+    cli.ok("createtables")
+    whole = cli.utility("--db", "log", "jobs")
+    short = cli.utility("--d", "log", "jobs")
+    assert whole.code == 2 and "no dataflow store at" in whole.err, whole
+    assert (short.code, short.out, short.err) == (whole.code, whole.out, whole.err)
+
+
 def free_port() -> int:
     """A local TCP port nothing listens on (bound, then let go)."""
     with socket.socket() as probe:

@@ -332,9 +332,8 @@ def log(options: argparse.Namespace) -> int:
 
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
-    """``utility``'s parser: every command's, or ``command``'s alone (the others named in
-    the list of choices only): a command line names one command, and building the
-    parsers of all of them is ~10 ms of every ``utility``'s start."""
+    """``utility``'s parser: every command's, or ``command``'s alone: a command line names
+    one command, and building the parsers of all of them is ~10 ms of every start."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--db", default=argparse.SUPPRESS, help="the store (default: $DATAFLOW_DB or ./dataflow.db)"
@@ -361,13 +360,17 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _command(argv: list[str]) -> str | None:
-    """The command a command line names (None: none known, or only options: the whole
-    parser says what is wrong, or prints the help)."""
+    """The command a command line names after ``--db X``, ``--db=X`` or ``--json`` only;
+    None for anything else (no known command; ``-h``, ``--version``, ``--``, an
+    abbreviation such as ``--d``): the whole parser reads it, prints the help or says
+    what is wrong."""
     words = iter(argv)
     for word in words:
         if word == "--db":
             next(words, None)  # its value, whatever it is
-        elif not word.startswith("-"):
+        elif word == "--json" or word.startswith("--db="):
+            continue
+        else:
             return word if word in COMMANDS else None
     return None
 

@@ -110,13 +110,14 @@ def alive(pid: int) -> bool:
 
 
 def keeper_backends(address: str) -> list[int]:
-    """Server sessions holding a run lock (keepers')."""
+    """Sessions of the store's database holding a run lock (keepers')."""
     import psycopg
 
     with psycopg.connect(address, autocommit=True) as conn:
         found = conn.execute(
             "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
-            "AND granted AND pid <> pg_backend_pid()"
+            "AND granted AND pid <> pg_backend_pid() "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         ).fetchall()
     return [pid for (pid,) in found]
 

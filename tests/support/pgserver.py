@@ -171,7 +171,8 @@ def _drop(server, name: str) -> None:
 class Spares:
     """Copies of ``template`` made ahead of the tests that take them, and the databases
     tests are done with dropped, by a thread of the session: a test waits for neither
-    (each is 50-300 ms of the server's work, done while tests wait on their processes).
+    (each is 50-300 ms of the server's work, done while tests wait on their processes),
+    only for the end of its database's sessions.
     The thread alone copies the template (two copies at once wait for each other), a
     copy before a drop; its sessions are short, on the ``postgres`` database, and one
     that fails (a test restarted the server) is tried again a moment later."""
@@ -189,6 +190,20 @@ class Spares:
         return self.ready.get(timeout=120)
 
     def drop(self, name: str) -> None:
+        """The database's sessions ended now (one a test left, a keeper's, must not reach
+        the next test), the database dropped by the thread."""
+        import psycopg
+
+        with (
+            contextlib.suppress(psycopg.Error),
+            psycopg.connect(admin_url(self.server), autocommit=True) as conn,
+        ):
+            conn.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+            conn.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
         self.done.put(name)
 
     def close(self) -> None:
