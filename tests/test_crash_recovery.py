@@ -229,6 +229,41 @@ def test_dry_run_changes_nothing(chain, tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
+def test_a_dry_run_passes_over_a_chunk_another_process_holds(chain, tmp_path):
+    """Chunk 1's lock is held by another process (a run of it that lives on this host,
+    its rows not written yet, or deleted by hand): ``--dry-run`` names chunk 2, the one a
+    claim would take, as a claim passes chunk 1 over (SQLite: the lock is the whole of a
+    run's liveness there)."""
+    import subprocess
+    import sys
+
+    script(tmp_path, "work.sh", "touch ran")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from dataflow.run.process import locks; "
+            "from dataflow.store import open_store; from dataflow.store.address import locate; "
+            "lockfile = open_store(locate()).lockfile; locks.prepare(lockfile); "
+            "lock = locks.ChunkLock(lockfile, 'work', '1'); "
+            "assert lock.try_acquire(); print('held', flush=True); time.sleep(600)",
+        ],
+        cwd=tmp_path,
+        env=chain.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        dry = chain.runjob("--dry-run", "./work.sh")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert dry.code == 0, dry
+    assert dry.lines[0].startswith("would claim dataid 2 for work and run:"), dry
+    assert rows(tmp_path, "select count(*) from run") == [(0,)]
+
+
 @pytest.mark.both_stores
 @pytest.mark.parametrize("dataid", ["../x", "with space", "ünï/cödé", ".", ""])
 def test_any_dataid_gets_a_safe_lock_and_log(chain, tmp_path, dataid, store_kind):
@@ -403,6 +438,24 @@ def test_a_chunk_claimed_ahead_is_given_back_when_the_drain_is_stopped(chain, tm
     ran = chain.runjob("./work.sh")
     assert "Launching ./work.sh with dataid 6" in ran.out, ran
     assert [h[:3] for h in history(tmp_path, "work") if h[0] == "6"] == [("6", 1, "READY")]
+
+
+@pytest.mark.both_stores
+def test_a_chunk_claimed_ahead_and_ended_by_hand_keeps_the_operators_end(chain, tmp_path):
+    """``endjob --force`` of a chunk a drain claimed ahead (RUNNING, never started), then
+    the drain is stopped: its give-back finds the chunk's last run is still its claim (its
+    number and token) but no longer RUNNING, and leaves it as the operator ended it: the
+    status, and the history row with its reason (not undone as if never claimed)."""
+    drain = _ahead_chain(chain, tmp_path)
+    chain.ok("endjob", "work", "6", "RESUBMIT", "--force")
+    drain.send_signal(signal.SIGTERM)
+    out, err = drain.communicate(timeout=60)
+    assert drain.returncode == 143, (out, err)
+    assert statuses(tmp_path, "work")["6"] == "RESUBMIT"
+    assert rows(tmp_path, "select status, reason from run where dataid = '6'") == [
+        ("FAILED", "ended by hand (RESUBMIT)")
+    ]
+    assert "6" not in (tmp_path / "ran").read_text().split()  # it never started
 
 
 @pytest.mark.both_stores

@@ -7,6 +7,8 @@ cut sessions of test_store_failures.py."""
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
 
@@ -238,6 +240,37 @@ def test_a_claim_given_back_lets_its_run_lock_go_at_once(work, pg_database, monk
     claims.release(store, job.jobid, given_back)
     wait_for(free, timeout=10, what="the run lock let go")  # (not a minute later)
     result.claim.lock.close()
+
+
+def test_a_give_back_waits_for_the_chunks_turn_and_leaves_a_recovered_run(work, pg_database):
+    """A give-back reads the chunk's last run in the chunk's turn (the lock every change of
+    the chunk takes). Here another host's recovery holds it, marking the claim's run FAILED
+    (its lease lapsed while it waited to start): the give-back waits, then finds its run no
+    longer RUNNING and leaves it so. Read without the turn, it saw the run RUNNING (the
+    recovery not committed yet) and undid the recovery once its table lock was had: no
+    history row, the chunk as it was before the claim."""
+    store, job = work
+    claimed = claims.claim(store, job, command="./work.sh").claim
+    assert claimed is not None and claimed.dataid == "1"
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    giving = threading.Thread(target=claims.release, args=(store, job.jobid, claimed))
+    with psycopg.connect(pg_database) as recovery:  # committed at the end of the block
+        recovery.execute("SELECT pg_advisory_xact_lock(1, hashtext('1') & 1023)")
+        recovery.execute(
+            "UPDATE run SET status = 'FAILED', reason = 'abandoned' WHERE runid = %s",
+            (claimed.runid,),
+        )
+        recovery.execute(
+            "UPDATE datastatus SET status = 'FAILED' WHERE jobid = 'work' AND dataid = '1'"
+        )
+        giving.start()
+        wait_for(lambda: _admin(pg_database, waiting) == [(1,)], 20, "the give-back to wait")
+    giving.join(timeout=60)
+    assert not giving.is_alive() and claimed.lock.fd is None
+    assert _admin(pg_database, "SELECT status, reason FROM run WHERE dataid = '1'") == [
+        ("FAILED", "abandoned")
+    ]
+    assert {status for *_, status in _chunk(pg_database, "1")[0]} == {"FAILED"}
 
 
 def _chunks(chain, last: int) -> None:
