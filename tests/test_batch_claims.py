@@ -420,6 +420,7 @@ print("locked", flush=True)
 """
 
 
+@pytest.mark.long  # waits half the liveness bound
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 def test_a_run_whose_lease_cannot_be_renewed_for_half_the_bound_is_fenced(
     chain, tmp_path, address, monkeypatch

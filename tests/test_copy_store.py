@@ -183,6 +183,7 @@ def _candidates_of(conn) -> list[tuple]:
     return conn.execute("SELECT jobid, sortkey, dataid FROM candidate").fetchall()
 
 
+@pytest.mark.long  # waits out the idle-in-transaction bound
 def test_only_copy_stores_source_may_idle_inside_a_transaction(pg_database, monkeypatch):
     """A session of ours idle inside a transaction for a quarter of the bound is ended by
     the server (a stopped process holds nobody up), in a way that passes; copy-store's

@@ -417,6 +417,7 @@ def _ahead_lapsed(hosts, tmp_path, monkeypatch):
         keeper.close_all()
 
 
+@pytest.mark.long  # two hosts' holders
 def test_a_batch_passes_over_a_chunk_whose_run_lives_on_another_host(hosts, tmp_path):
     """Host A runs chunk 1; a store writer sets it RESUBMIT and deletes its IN row, so it
     is offered again while A's job lives. Host B's drain claims three at a time: chunk 1,

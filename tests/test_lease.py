@@ -317,6 +317,7 @@ def test_with_no_run_alive_a_producer_waits_for_a_claim_stopped_inside_a_pipelin
     assert inside.communicate(timeout=60)[0] == "passing\n"
 
 
+@pytest.mark.long  # waits while a writer is stopped
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
 def test_on_sqlite_a_process_stopped_inside_a_transaction_holds_every_writer_back(cli, tmp_path):
     """The boundary: no server ends a stopped writer's transaction on SQLite. A RunJob

@@ -334,6 +334,7 @@ def test_a_holders_session_through_the_lease_pool_has_its_settings_and_no_others
         leases.stop()
 
 
+@pytest.mark.long  # waits for the holder to take its locks again
 def test_a_holder_whose_pooled_session_is_ended_takes_its_locks_again(leased, tmp_path):
     """``pg_terminate_backend`` of the holder's server session behind the lease pool:
     PgBouncer closes the holder's connection too (it never lends the holder another
@@ -366,6 +367,7 @@ def test_a_holder_whose_pooled_session_is_ended_takes_its_locks_again(leased, tm
     assert "store reached again" in log.read_text(), log.read_text()
 
 
+@pytest.mark.long  # waits for the pooler's lease session
 def test_a_host_beyond_the_lease_pool_waits_its_turn_before_it_claims(leased, tmp_path):
     """A lease pool of one session, held by host A's run: host B's RunJob neither fails
     nor claims while its holder waits in the pooler's queue; once A's run ends and A's

@@ -32,6 +32,7 @@ on_postgres = pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 cores = pytest.mark.skipif(workers.cores() < 2, reason="a drain spreads over processes on 2+ cores")
 
 
+@pytest.mark.long  # a spread drain over worker processes, twice
 @on_postgres
 @cores
 def test_every_chunk_once_in_worker_processes_and_one_report(cli, tmp_path):
@@ -179,6 +180,7 @@ def test_workers_below_one_is_a_usage_error(cli):
     assert done.code == 2 and done.err == "error: --workers needs a number >= 1\n", done
 
 
+@pytest.mark.long  # waits for a connection refused a moment
 @on_postgres
 def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(cli, tmp_path, address):
     """The server refuses new sessions for a moment as the workers start (its connections

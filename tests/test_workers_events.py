@@ -304,6 +304,7 @@ def test_nothing_to_claim_is_said_as_a_single_drain_says_it(cli, tmp_path, state
     assert said["2"] == said["1"], said
 
 
+@pytest.mark.long  # a spread drain read slowly
 @on_postgres
 def test_a_caller_reading_a_spread_drains_output_never_waits_for_a_helper(cli, tmp_path):
     """Jobs that each leave a helper in a session of its own (descriptors kept): RunJob of

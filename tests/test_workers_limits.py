@@ -218,6 +218,7 @@ def test_a_spread_drain_short_of_descriptors_ends_in_one_line(cli, tmp_path, fil
     assert len(ran) == len(set(ran)) == 12, ran
 
 
+@pytest.mark.long  # a spread drain against a cap
 @on_postgres
 def test_a_cap_holds_across_workers(cli, tmp_path):
     """``max_parallel 1`` under ``--parallel 4 --workers 2``: never two jobs at once (a

@@ -326,6 +326,7 @@ def test_sigterm_to_every_process_at_once_ends_in_one_line(cli, tmp_path):
     _no_overlap(tmp_path)
 
 
+@pytest.mark.long  # a spread drain, one of its workers signalled
 @on_postgres
 def test_sigterm_to_one_worker_is_said_as_what_it_is(cli, tmp_path):
     """SIGTERM to one worker alone (not RunJob): its jobs are stopped and recorded, the
