@@ -100,9 +100,9 @@ def pg_spares(pg_server, pg_template):
 
 
 @pytest.fixture
-def pg_store(pg_server, pg_spares) -> str:
+def pg_store(pg_spares) -> str:
     """A fresh database that holds a fresh store (a copy of the template); its URL."""
-    with pgserver.database(pg_server, spares=pg_spares) as found:
+    with pg_spares.database() as found:
         yield found
 
 

@@ -131,17 +131,13 @@ def make_template(server) -> str:
 
 
 @contextlib.contextmanager
-def database(server, template: str | None = None, spares: Spares | None = None) -> Iterator[str]:
-    """A new database on ``server``, empty or a copy of ``template`` (one ``spares`` made
-    ahead, if given); its URL. Dropped after, by ``spares`` if given."""
-    name = spares.take() if spares else _create(server, template)
+def database(server, template: str | None = None) -> Iterator[str]:
+    """A new database on ``server``, empty or a copy of ``template``; its URL."""
+    name = _create(server, template)
     try:
         yield url(server, name)
     finally:
-        if spares:
-            spares.drop(name)
-        else:
-            _drop(server, name)
+        _drop(server, name)
 
 
 def _create(server, template: str | None) -> str:
@@ -186,12 +182,19 @@ class Spares:
         self.thread = threading.Thread(target=self._work, daemon=True)
         self.thread.start()
 
-    def take(self) -> str:
-        return self.ready.get(timeout=120)
+    @contextlib.contextmanager
+    def database(self) -> Iterator[str]:
+        """A copy of the template made ahead; its URL. Dropped after, by the thread."""
+        name = self.ready.get(timeout=120)
+        try:
+            yield url(self.server, name)
+        finally:
+            self._shut(name)
+            self.done.put(name)
 
-    def drop(self, name: str) -> None:
-        """The database's sessions ended now (one a test left, a keeper's, must not reach
-        the next test), the database dropped by the thread."""
+    def _shut(self, name: str) -> None:
+        """The database's sessions ended now: one a test left (a keeper's) must not reach
+        the next test."""
         import psycopg
 
         with (
@@ -204,7 +207,6 @@ class Spares:
                 " WHERE datname = %s AND pid <> pg_backend_pid()",
                 (name,),
             )
-        self.done.put(name)
 
     def close(self) -> None:
         self.done.put(None)
