@@ -26,6 +26,7 @@ from dataflow.store.postgres.connection import stall_ms
 from support import (
     ADDRESSES,
     _admin,
+    chunk_holder,
     cue,
     on_cue,
     rows,
@@ -36,37 +37,6 @@ from support import (
 )
 
 pytestmark = pytest.mark.both_stores
-# holds the locks of job work's chunks named in argv (in the store's lock file, or the
-# lock file given first) until a moment (seconds, after them) after the file let-go appears
-HOLD_UNTIL_LET_GO = """
-import os, sys, time
-from pathlib import Path
-from dataflow.run.process import locks
-from dataflow.store import open_store
-from dataflow.store.address import locate
-path, moment, *chunks = sys.argv[1:]
-lockfile = Path(path) if path else open_store(locate()).lockfile
-locks.prepare(lockfile)
-held = [locks.ChunkLock(lockfile, "work", dataid) for dataid in chunks]
-assert all(lock.try_acquire() for lock in held)
-print("held", flush=True)
-while not os.path.exists("let-go"):
-    time.sleep(0.01)
-time.sleep(float(moment))
-"""
-
-
-def _holder(chain, tmp_path, lockfile: str, moment: float, *chunks: str) -> subprocess.Popen:
-    """:data:`HOLD_UNTIL_LET_GO`, once it holds them."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_UNTIL_LET_GO, lockfile, str(moment), *chunks],
-        cwd=tmp_path,
-        env=chain.env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout.readline().strip() == "held"
-    return holder
 
 
 def _chunks(chain, last: int) -> None:
@@ -84,21 +54,8 @@ def test_a_batch_passes_over_a_chunk_another_process_holds(chain, tmp_path, addr
     _chunks(chain, 6)
     store = open_store(address)
     try:
-        locks.prepare(store.lockfile)  # its folder: the holder may be the first to lock
-        holder = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "import sys, time; from pathlib import Path; from dataflow.run.process import locks; "
-                "lock = locks.ChunkLock(Path(sys.argv[1]), 'work', '2'); "
-                "assert lock.try_acquire(); print('held', flush=True); time.sleep(600)",
-                str(store.lockfile),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        holder = chunk_holder(chain, str(store.lockfile), 0, "2")  # until it is killed
         try:
-            assert holder.stdout.readline().strip() == "held"
             job = lifecycle.load_job(store, "work")
             result = claims.claim(store, job, command="./work.sh", count=3)
             taken = [result.claim, *result.more]
@@ -123,7 +80,7 @@ def test_a_drain_looks_again_before_it_ends_at_a_chunk_held_a_moment_longer(chai
     """Chunk 2's lock is held, while it is not RUNNING, until a moment after the drain's
     last job ends (as another drain's keeper holds the run lock of a chunk given back
     until it lets go): the drain, idle, looks again a tick later and runs it too."""
-    holder = _holder(chain, tmp_path, "", 0.3, "2")  # RunJob's lock file
+    holder = chunk_holder(chain, "", 0.3, "2")  # RunJob's lock file
     try:
         script(tmp_path, "work.sh", 'echo "$dataid" >> ran; [ "$dataid" != 3 ] || touch let-go')
         done = chain.runjob("--all", "./work.sh")
@@ -140,7 +97,7 @@ def test_a_drain_stopped_while_it_looks_again_claims_nothing_more(chain, tmp_pat
     it waits to look again: it claims nothing, though the chunks are free by then."""
     store = open_store(address)
     try:
-        holder = _holder(chain, tmp_path, str(store.lockfile), 0.05, "1", "2", "3")
+        holder = chunk_holder(chain, str(store.lockfile), 0.05, "1", "2", "3")
         asked = []
 
         def idle() -> bool:  # asked first after a claim that passed over the three: their

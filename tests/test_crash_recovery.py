@@ -19,6 +19,7 @@ from dataflow.store import now
 from dataflow.store.sqlite.filesystems import mount_type, require_local
 from support import (
     BIN,
+    chunk_holder,
     dump,
     history,
     in_rows,
@@ -234,27 +235,9 @@ def test_a_dry_run_passes_over_a_chunk_another_process_holds(chain, tmp_path):
     its rows not written yet, or deleted by hand): ``--dry-run`` names chunk 2, the one a
     claim would take, as a claim passes chunk 1 over (SQLite: the lock is the whole of a
     run's liveness there)."""
-    import subprocess
-    import sys
-
     script(tmp_path, "work.sh", "touch ran")
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from dataflow.run.process import locks; "
-            "from dataflow.store import open_store; from dataflow.store.address import locate; "
-            "lockfile = open_store(locate()).lockfile; locks.prepare(lockfile); "
-            "lock = locks.ChunkLock(lockfile, 'work', '1'); "
-            "assert lock.try_acquire(); print('held', flush=True); time.sleep(600)",
-        ],
-        cwd=tmp_path,
-        env=chain.env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = chunk_holder(chain, "", 0, "1")  # until it is killed
     try:
-        assert holder.stdout.readline().strip() == "held"
         dry = chain.runjob("--dry-run", "./work.sh")
     finally:
         holder.kill()

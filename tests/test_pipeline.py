@@ -18,6 +18,7 @@ from dataflow.run.lease import keeper
 from dataflow.run.process.runner import Outcome
 from dataflow.store import open_store
 from dataflow.store.postgres import connection
+from dataflow.store.postgres.store import QUERIES
 from support import (
     InProcessCli,
     _admin,
@@ -252,10 +253,13 @@ def test_a_give_back_waits_for_the_chunks_turn_and_leaves_a_recovered_run(work, 
     store, job = work
     claimed = claims.claim(store, job, command="./work.sh").claim
     assert claimed is not None and claimed.dataid == "1"
-    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    )
     giving = threading.Thread(target=claims.release, args=(store, job.jobid, claimed))
     with psycopg.connect(pg_database) as recovery:  # committed at the end of the block
-        recovery.execute("SELECT pg_advisory_xact_lock(1, hashtext('1') & 1023)")
+        recovery.execute(QUERIES.chunk_turn, ("1",))  # as the store takes it
         recovery.execute(
             "UPDATE run SET status = 'FAILED', reason = 'abandoned' WHERE runid = %s",
             (claimed.runid,),

@@ -347,6 +347,40 @@ def start(cli, command: str, *args, env=None, **kw):
     )
 
 
+# another process holding chunk locks of job ``work`` (its store's lock file, or the one
+# given first) until a moment (seconds, after them) after the file let-go appears
+HOLD_UNTIL_LET_GO = """
+import os, sys, time
+from pathlib import Path
+from dataflow.run.process import locks
+from dataflow.store import open_store
+from dataflow.store.address import locate
+path, moment, *chunks = sys.argv[1:]
+lockfile = Path(path) if path else open_store(locate()).lockfile
+locks.prepare(lockfile)
+held = [locks.ChunkLock(lockfile, "work", dataid) for dataid in chunks]
+assert all(lock.try_acquire() for lock in held)
+print("held", flush=True)
+while not os.path.exists("let-go"):
+    time.sleep(0.01)
+time.sleep(float(moment))
+"""
+
+
+def chunk_holder(cli, lockfile: str, moment: float, *chunks: str) -> subprocess.Popen:
+    """:data:`HOLD_UNTIL_LET_GO` in ``cli``'s folder and environment, once it holds them
+    (``lockfile`` empty: the store's)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_UNTIL_LET_GO, lockfile, str(moment), *chunks],
+        cwd=cli.cwd,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
 def written(path: Path) -> bool:
     """Has a job written this file whole (a line)? A shell creates the file of
     ``echo $$ > f`` before it writes the line: existing is not enough."""
