@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dataflow.run.lease.holder import LOG_NAME
-from support import ADDRESSES, Cli, rows, start_runjob, wait_for
+from support import ADDRESSES, Cli, rows, start_runjob, two_hosts, wait_for
 from support.hosts import _one_job
 from support.pgserver import _restart
 
@@ -271,11 +271,9 @@ def test_a_give_back_tried_again_never_undoes_another_hosts_claim(tmp_path, pg_d
     proxy = Proxy(pg_server.port)
     proxied = pg_database.replace(f":{pg_server.port}/", f":{proxy.port}/")
     ADDRESSES[tmp_path] = pg_database
-    a, b = Cli(tmp_path, proxied), Cli(tmp_path, pg_database)
-    for name, host in (("hostA", a), ("hostB", b)):
-        host.env.update(DATAFLOW_HOST=name, DATAFLOW_STATE=str(tmp_path / name))
+    a, b = two_hosts(tmp_path, pg_database, bound=6)
+    a.env["DATAFLOW_DB"] = proxied  # A reaches the server through the proxy
     a.env["DATAFLOW_LIVENESS_TIMEOUT"] = "20"  # A's patience: 20 s after the first failure
-    b.env["DATAFLOW_LIVENESS_TIMEOUT"] = "6"
     running_a = running_b = None
     try:
         _one_job(b, tmp_path, 'echo "$DATAFLOW_HOST" >> ledger; sleep 4', chunks=1)
