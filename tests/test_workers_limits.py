@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from support import host_policy, rows, script, setting, start_runjob, statuses, wait_for
+from support import BOUND, host_policy, rows, script, setting, start_runjob, statuses, wait_for
 from support.receivers import http_receiver
 from support.spreading import (
     JUDGE,
@@ -174,6 +174,7 @@ def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, li
         conn.execute(f"grant all on all sequences in schema public to {role}")
         conn.execute(f"grant all on schema public to {role}")
         conn.execute(f"grant all on all functions in schema public to {role}")
+    cli.env["DATAFLOW_LIVENESS_TIMEOUT"] = str(BOUND)  # the patience waited out: short
     try:
         chunks(cli, 12)
         script(tmp_path, "work.sh", JUDGE + "sleep 0.1")
@@ -204,6 +205,7 @@ def test_a_spread_drain_short_of_descriptors_ends_in_one_line(cli, tmp_path, fil
     warning or error line, no traceback, nothing left RUNNING without a process."""
     from support.faults import open_files
 
+    cli.env["DATAFLOW_LIVENESS_TIMEOUT"] = str(BOUND)  # the patience waited out: short
     chunks(cli, 12)
     script(tmp_path, "work.sh", JUDGE + 'sleep 0.05; head -c 100000 /dev/zero | tr "\\0" x')
     done = cli.runjob(*SPREAD, preexec_fn=open_files(files), timeout=300)

@@ -75,10 +75,12 @@ class _Leases(_Locks):
     store), held by its host's lease holder, beside its local lock."""
 
     def prepare(self, store: LeaseStore, jobid: str) -> None:
-        if store.count_candidates(jobid):  # work likely: its holder is reached now, while
-            from ..lease.keeper import keeper_for  # RunJob gets ready to claim (else at the
+        with store.transaction():  # (of its own: a session lost meanwhile is opened again)
+            likely = store.count_candidates(jobid)
+        if likely:  # work likely: its holder is reached now, while RunJob gets ready to
+            from ..lease.keeper import keeper_for  # claim (else at the claim, if one is
 
-            keeper_for(store)  # claim, if one is made: cron's idle calls start none)
+            keeper_for(store)  # made: cron's idle calls start none)
 
     def before_threads(self, store: LeaseStore) -> None:
         from ..lease.keeper import keeper_for

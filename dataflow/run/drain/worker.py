@@ -94,15 +94,12 @@ def _drain(options: argparse.Namespace, events: EventWriter, parent: int, early:
     if store is None:
         return 128 + early[0]
     with store:
-
-        def ready() -> lifecycle.Job:  # its keeper started before its threads
-            job = lifecycle.load_job(store, options.job)
-            claims.prepare(store, job.jobid)
-            return job
-
         # a session the server ends as it starts (RunJob's drain is under way) costs nothing
-        job = patience.asked(store, ready)
+        job = patience.asked(store, lambda: lifecycle.load_job(store, options.job))
         assert isinstance(job, lifecycle.Job)
+        # its keeper started before its threads, outside any transaction: a holder slow
+        # to start never leaves this session idle inside one
+        patience.patiently(store, lambda: claims.prepare(store, job.jobid))
         env = jobenv.inherited(job)
         env.variables["DATAFLOW_DB"] = for_job(address)  # as RunJob gives it to a job
         runner.make_room(options.parallel)

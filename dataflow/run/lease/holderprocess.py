@@ -51,7 +51,12 @@ class _Holder:
             if uid != os.getuid():  # the socket's mode keeps others out; this, too
                 conn.close()
                 continue
-            threading.Thread(target=self.client, args=(conn,), daemon=True).start()
+            try:
+                threading.Thread(target=self.client, args=(conn,), daemon=True).start()
+            except RuntimeError as exc:  # a cap on tasks: said, not left waiting
+                with contextlib.suppress(OSError):
+                    conn.sendall(f"!could not start a thread: {one_line(exc)}\n".encode())
+                conn.close()
 
     def client(self, conn: socket.socket) -> None:
         with conn:

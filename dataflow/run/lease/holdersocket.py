@@ -135,11 +135,17 @@ def read_line(sock: socket.socket, timeout: float) -> str | None:
     return data[:-1].decode()
 
 
+class Refused(Exception):
+    """The living holder cannot serve this connection, and says why (its greeting)."""
+
+
 def connect(place: Place, kind: str) -> tuple[socket.socket, int] | None:
     """A connection of ``kind`` (``requests`` or ``pings``) to the living holder, and its
     pid; None when none lives or it is ending (it closed without a greeting). A holder
     that does not greet within a quarter of the bound (stopped, starved) is killed, as a
-    RunJob kills one that does not answer its pings: the next one started serves."""
+    RunJob kills one that does not answer its pings: the next one started serves. A
+    holder that greets with ``!`` and a reason cannot serve it (it could not start a
+    thread): :class:`Refused`, at once."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with reachable(place.socket) as name:
@@ -152,11 +158,14 @@ def connect(place: Place, kind: str) -> tuple[socket.socket, int] | None:
         if greeting is None:
             kill(pid)
             fence_listed(place.runs(pid))
-        if greeting != "ok":
+        if greeting != "ok" and not (greeting or "").startswith("!"):
             raise ConnectionResetError
     except OSError:
         sock.close()
         return None
+    if greeting != "ok":
+        sock.close()
+        raise Refused(f"the lease holder of this host {greeting[1:]}")
     return sock, pid
 
 

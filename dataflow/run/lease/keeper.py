@@ -50,7 +50,7 @@ from ...store.address import shown
 from ..process import processes
 from ..process.output import write_all
 from .holder import PING_S, TICK_S, Lines, bound, one_line, word
-from .holdersocket import Place, connect, fence_listed, readable, start
+from .holdersocket import Place, Refused, connect, fence_listed, readable, start
 
 __all__ = ["PING_S", "Keeper", "close_all", "current", "keeper_for"]
 
@@ -75,7 +75,7 @@ class Keeper:
         self._watcher: threading.Thread | None = None
         try:
             found = _reached(store, self.place)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, Refused) as exc:
             found = f"!{one_line(exc)}"
         if isinstance(found, str):  # said at the first hold
             self.refused = found
