@@ -28,10 +28,12 @@ from support import (
     ADDRESSES,
     BOUND,
     Cli,
+    _admin,
     rows,
     start_runjob,
     statuses,
     wait_for,
+    write,
 )
 from support.hosts import _one_job, alive, keeper_backends
 from support.lease import HELPER, JOB, RETRY, WAIT_GO, _holder_of, _ledger, _pid
@@ -482,6 +484,81 @@ def test_a_keeper_that_comes_back_after_its_lease_was_taken_fences_its_run(hosts
     assert "was ended elsewhere while it ran" in runner.stderr.read()
     (run,) = rows(tmp_path, "select status, reason from run where jobid='work'")
     assert run == ("FAILED", "abandoned")
+
+
+def _long_run(a, tmp_path) -> tuple[subprocess.Popen, int]:
+    """Host A runs the job until ``go`` exists, under a bound of 120 s; RunJob, and the
+    job's pid."""
+    a.env["DATAFLOW_LIVENESS_TIMEOUT"] = "120"
+    _one_job(a, tmp_path, JOB + WAIT_GO)
+    runner = start_runjob(a, "./work.sh")
+    return runner, _pid(tmp_path, "job.pid")
+
+
+@contextlib.contextmanager
+def _holder_stopped(runner, tmp_path):
+    """RunJob's lease holder stopped (SIGSTOP: it renews nothing), and the run's heartbeat
+    set an hour back by hand, older than any bound; the holder woken as the block ends,
+    well within a quarter of the bound (RunJob's patience with a silent holder)."""
+    holder = _holder_of(runner)
+    os.kill(holder, signal.SIGSTOP)
+    try:
+        write(tmp_path, "update run set seen = now() - interval '1 hour'")
+        yield
+    finally:
+        os.kill(holder, signal.SIGCONT)
+
+
+@pytest.mark.slow
+def test_a_run_whose_heartbeat_is_old_lives_while_its_holder_holds_its_run_lock(hosts, tmp_path):
+    """A lease is the run lock *or* a fresh heartbeat: a run whose heartbeat is an hour old
+    while its holder's session holds its run lock lives for every host. Host B's
+    ``status`` counts it live, its recovery leaves it, its RunJob does not start it; woken,
+    the holder renews the lease and the run ends READY, once."""
+    a, b = hosts
+    runner, job = _long_run(a, tmp_path)
+    try:
+        with _holder_stopped(runner, tmp_path):
+            assert keeper_backends(a.address)  # the stopped holder's session holds the lock
+            status = b.ok("status", "work").out
+            assert f"1 (pid {runner.pid} on host hostA, last seen 36" in status, status
+            assert "0 abandoned" in b.ok("recover").out
+            result = b.runjob("./work.sh")
+            assert result.code == 0 and "no suitable data" in result.out, result
+        (tmp_path / "go").touch()
+        assert runner.wait(timeout=60) == 0, runner.stderr.read()
+    finally:
+        (tmp_path / "go").touch()
+        runner.wait(timeout=60)
+    assert rows(tmp_path, "select status, reason from run where jobid='work'") == [("READY", None)]
+    assert _ledger(tmp_path) == [f"1 {job}"]
+
+
+@pytest.mark.slow
+def test_a_recovery_revokes_the_stale_lease_of_the_run_it_recovers(hosts, tmp_path):
+    """Host A's holder stopped, its session ended by the server (its run lock free) and its
+    run's heartbeat an hour old: host B's ``recover`` takes the run for dead, and revokes
+    its lease as a claim does. Woken, the holder takes its run lock again, finds the lease
+    revoked and fences the run; RunJob's finish is refused. Were the lease left, the
+    holder would renew it and the recovered run would go on."""
+    a, b = hosts
+    runner, job = _long_run(a, tmp_path)
+    try:
+        with _holder_stopped(runner, tmp_path):
+            for backend in keeper_backends(a.address):
+                _admin(tmp_path, f"SELECT pg_terminate_backend({backend})")
+            wait_for(lambda: not keeper_backends(a.address), what="the run lock let go")
+            assert "1 abandoned" in b.ok("recover").out
+            assert alive(job)  # the boundary: nothing of host A hears of it until it wakes
+        wait_for(lambda: not alive(job), timeout=60, what="the fence once the holder wakes")
+        assert runner.wait(timeout=60) != 0
+        assert "was ended elsewhere while it ran" in runner.stderr.read()
+    finally:
+        (tmp_path / "go").touch()
+        runner.wait(timeout=60)
+    assert rows(tmp_path, "select status, reason from run where jobid='work'") == [
+        ("FAILED", "abandoned")
+    ]
 
 
 @pytest.mark.both_stores
