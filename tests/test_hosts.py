@@ -369,16 +369,13 @@ def _ledger(tmp_path) -> list[str]:
 
 
 @contextlib.contextmanager
-def _ahead_lapsed(hosts, tmp_path, monkeypatch):
+def _ahead_waiting(a, tmp_path):
     """Host A's drain (one slot) runs chunk 1 at once and chunk 2 until the file ``go``
     exists: chunk 3 (and more) is claimed ahead, and waits until its lease, which nobody
-    renews, is older than the bound. Then host B (in this process) claims while the
-    server ends host A's keeper session. Yields host A's RunJob and host B's claim (None
-    if it took nothing), held until the block ends."""
+    renews, is older than the bound. Yields host A's RunJob; ``go`` exists once the block
+    ends, and the drain has ended."""
     from support import BOUND
-    from support.hosts import keeper_backends
 
-    a, b = hosts
     a.ok("createtables")
     a.ok("register-dataset", "src")
     a.ok("register-dataset", "dst")
@@ -387,29 +384,43 @@ def _ahead_lapsed(hosts, tmp_path, monkeypatch):
     a.ok("ready", "src", *map(str, range(1, 5)))
     script(tmp_path, "work.sh", LEDGER_JOB)
     runner = start_runjob(a, "--all", "--parallel", "1", "./work.sh")
-    found = store = None
     try:
         wait_for(lambda: "hostA 2" in _ledger(tmp_path), what="chunk 2")
         wait_for(lambda: rows(tmp_path, "select count(*) from run where dataid = '3'") == [(1,)])
         stale = "select seen + lease * interval '1 second' < now() from run where dataid = '3'"
         wait_for(lambda: rows(tmp_path, stale) == [(True,)], timeout=BOUND * 4, what="lapse")
-        for name, value in b.env.items():
-            if name.startswith("DATAFLOW_"):
-                monkeypatch.setenv(name, value)
-        store = open_store(b.address)
-        job = lifecycle.load_job(store, "work")
-        keeper.keeper_for(store)
-        for _ in range(20):
-            for backend in keeper_backends(a.address):
-                _admin(tmp_path, f"SELECT pg_terminate_backend({backend})")
-            found = claims.claim(store, job, command="./work.sh").claim
-            if found is not None:
-                break
-        yield runner, found
+        yield runner
     finally:
         (tmp_path / "go").touch()
         if runner.poll() is None:
             runner.wait(timeout=60)
+
+
+@contextlib.contextmanager
+def _ahead_lapsed(hosts, tmp_path, monkeypatch):
+    """:func:`_ahead_waiting`; then host B (in this process) claims while the server ends
+    host A's keeper session. Yields host A's RunJob and host B's claim (None if it took
+    nothing), held until the block ends."""
+    from support.hosts import keeper_backends
+
+    a, b = hosts
+    found = store = None
+    try:
+        with _ahead_waiting(a, tmp_path) as runner:
+            for name, value in b.env.items():
+                if name.startswith("DATAFLOW_"):
+                    monkeypatch.setenv(name, value)
+            store = open_store(b.address)
+            job = lifecycle.load_job(store, "work")
+            keeper.keeper_for(store)
+            for _ in range(20):
+                for backend in keeper_backends(a.address):
+                    _admin(tmp_path, f"SELECT pg_terminate_backend({backend})")
+                found = claims.claim(store, job, command="./work.sh").claim
+                if found is not None:
+                    break
+            yield runner, found
+    finally:
         if found is not None:
             found.lock.close()
         if store is not None:
@@ -473,6 +484,28 @@ def test_a_chunk_claimed_ahead_for_longer_than_the_bound_never_runs_beside_anoth
         after = _ledger(tmp_path)[len(before) :]
     if found is not None:
         assert f"hostA {found.dataid}" not in after, (found.dataid, before, after)
+
+
+@pytest.mark.slow
+def test_a_chunk_claimed_ahead_whose_lease_lapsed_is_claimed_afresh_before_it_starts(
+    hosts, tmp_path
+):
+    """Nobody renews the lease of a chunk claimed ahead before its start, and once it is
+    older than the bound another host may take the chunk (were host A's run lock lost
+    with its keeper's session). So host A's drain never starts a chunk on such a claim:
+    when a slot frees it gives back what it claimed ahead half the bound ago or more, and
+    claims it again (another run, another token). Each chunk runs once, on a fresh lease."""
+    a, _ = hosts
+    with _ahead_waiting(a, tmp_path) as runner:
+        waited = "select token from run where status = 'RUNNING' and dataid <> '2'"
+        lapsed = {token for (token,) in rows(tmp_path, waited)}
+        assert lapsed  # chunk 3 (and perhaps 4), claimed ahead, its lease lapsed
+        (tmp_path / "go").touch()
+        assert runner.wait(timeout=60) == 0, runner.stderr.read()
+    ran = rows(tmp_path, "select dataid, token, status from run order by dataid")
+    assert [(dataid, status) for dataid, _, status in ran] == [(d, "READY") for d in "1234"]
+    assert not lapsed & {token for _, token, _ in ran}, (lapsed, ran)
+    assert sorted(_ledger(tmp_path)) == [f"hostA {d}" for d in "1234"]  # no OVERLAP
 
 
 @pytest.mark.slow
