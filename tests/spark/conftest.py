@@ -89,8 +89,10 @@ def lab_policy(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli(cli, quick_jvm: str):
-    """The ``cli`` of tests/conftest.py, its spark-submits starting quicker."""
+    """The ``cli`` of tests/conftest.py, its spark-submits starting quicker: RunJob's,
+    and those of a Spark session a tool starts in its own process (an example's report)."""
     cli.env["DATAFLOW_SPARK_ARGS"] = quick_jvm
+    cli.env["PYSPARK_SUBMIT_ARGS"] = f"{quick_jvm} pyspark-shell"
     return cli
 
 

@@ -112,19 +112,19 @@ def check_migration(out: str, shards: int, rows: int, chaos: int, folder: Path) 
 
 
 def test_migration_from_postgresql(cli, tmp_path):
-    result = run_migration(cli, tmp_path, "postgres", shards=50, rows=25, chaos=2)
+    result = run_migration(cli, tmp_path, "postgres", shards=24, rows=25, chaos=2)
     if result.code == 3:
         pytest.skip(f"PostgreSQL cannot be had here: {result.err.strip()}")
     assert result.code == 0, result.out[-3000:] + result.err[-3000:]
     assert re.search(r"^PostgreSQL at 127\.0\.0\.1:\d+, database source", result.out, re.MULTILINE)
-    check_migration(result.out, shards=50, rows=25, chaos=2, folder=tmp_path)
+    check_migration(result.out, shards=24, rows=25, chaos=2, folder=tmp_path)
 
 
 def test_migration_from_the_embedded_source(cli, tmp_path):
-    result = run_migration(cli, tmp_path, "embedded", shards=50, rows=10, chaos=17)
+    result = run_migration(cli, tmp_path, "embedded", shards=24, rows=10, chaos=17)
     assert result.code == 0, result.out[-3000:] + result.err[-3000:]
     assert "embedded CSV source in" in result.out
-    check_migration(result.out, shards=50, rows=10, chaos=17, folder=tmp_path)
+    check_migration(result.out, shards=24, rows=10, chaos=17, folder=tmp_path)
 
 
 def test_streaming_items_become_chunks_a_batch_job_consumes(cli, tmp_path):
