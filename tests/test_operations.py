@@ -49,7 +49,7 @@ def pipeline(cli, tmp_path):
     )
     for jobid in "ABC":
         script(tmp_path, f"{jobid}.sh", 'echo "$jobid $dataid" >> ran.log')
-        assert cli.runjob("--all", f"./{jobid}.sh").code == 0
+        assert cli.drain(f"./{jobid}.sh").exit_code == 0
     return cli
 
 

@@ -108,7 +108,17 @@ class InProcessCli(Cli):
     working folder and standard input, its output and exit code captured. Milliseconds
     where a process takes a second. RunJob, shell lines and anything about signals,
     crashes, the environment of a process or secrets in its arguments still run as
-    processes (``runjob``, ``sh``, ``__call__``)."""
+    processes (``runjob``, ``sh``, ``__call__``); a drain that only sets a scene or whose
+    rules a test checks may run here too, through the library (``drain``)."""
+
+    def drain(self, script: str, **options) -> object:
+        """``RunJob --all SCRIPT`` through :func:`dataflow.api.drain`, in this process with
+        the CLI's environment and working folder (the jobs are processes, as RunJob's);
+        its :class:`~dataflow.api.Drained`."""
+        from dataflow import api
+
+        with _as_its_own_process(self.cwd, self.env):
+            return api.drain(script, **options)
 
     def utility(self, *args: str, env: dict[str, str] | None = None, **kw) -> Result:
         kw.pop("timeout", None)  # a call in this process is not bounded from outside

@@ -28,7 +28,8 @@ def http_receiver(record, status: int = 200):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Taking)
     server.got = []  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # polled every 50 ms, not 500: its shutdown at the end of each test waits one poll
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         yield server
     finally:
