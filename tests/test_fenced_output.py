@@ -166,12 +166,17 @@ def _a_dead_run_of_many_files(cli, tmp_path: Path) -> tuple[Path, Path]:
     files (deleting them takes a while): the table, and the chunk's attempts folder."""
     table = _register(cli, tmp_path)
     (tmp_path / "wait").touch()
+    cli.env["DATAFLOW_HOLDER_IDLE"] = "0"  # its holder ends once it holds nothing (below)
     runner = start_runjob(cli, "./work.sh", start_new_session=True)
     job = _pid(tmp_path, "job.pid")
     attempts = table / layout.ATTEMPTS / "dataid=7"
     (staged,) = attempts.iterdir()
-    for number in range(50_000):
-        (staged / f"{number}.csv").write_text("")
+    folder = os.open(staged, os.O_RDONLY)  # (created by name in it: 8x quicker than paths)
+    try:
+        for number in range(50_000):
+            os.close(os.open(f"{number}.csv", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=folder))
+    finally:
+        os.close(folder)
     keeper = [pid for pid in _children(runner.pid) if pid != job]  # on PostgreSQL
     os.killpg(runner.pid, signal.SIGKILL)
     os.killpg(job, signal.SIGKILL)  # the job's group: its shell and the sleep it waits on
