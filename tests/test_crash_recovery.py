@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dataflow.errors import NetworkFilesystem
@@ -265,7 +265,23 @@ def test_any_dataid_gets_a_safe_lock_and_log(chain, tmp_path, dataid, store_kind
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_host_whose_state_folder_is_not_made_yet_makes_it_with_its_parents(chain, tmp_path):
+    """A fresh host's state folder (``~/.local/state/dataflow``, whose ``~/.local/state``
+    is often not there yet) is made with its parents. A drain spread over workers makes
+    its lock file before any of the workers' lease holders has made the folder."""
+    state = tmp_path / "fresh" / "state"
+    chain.env["DATAFLOW_STATE"] = str(state)
+    script(tmp_path, "work.sh", "touch ran-$dataid")
+    drain = chain.runjob("--all", "--parallel", "2", "--workers", "2", "./work.sh")
+    assert drain.code == 0, drain
+    assert sorted(path.name for path in tmp_path.glob("ran-*")) == ["ran-1", "ran-2", "ran-3"]
+    assert list(state.glob("*-locks"))
+
+
 @given(st.text(max_size=300))
+@example("x" * 201)  # a long name (a long dataid): a prefix and a hash; rarely drawn
+@example("é" * 40)  # 80 bytes, 240 characters escaped
 def test_safe_names_are_one_to_one_and_safe(text):
     name = safe_name(text)
     assert "/" not in name and name not in (".", "..", "") and len(name.encode()) <= 255
