@@ -145,6 +145,11 @@ def test_hostile_dataids_from_an_outside_writer_never_break_a_command(chain, tmp
         conn.execute(
             f"insert into datastatus values ('src','up',CAST(X'61FF62' AS TEXT),'OUT','READY',{NOW})"
         )
+        conn.execute(  # runs of it too, a year old: purge's to delete the first, and its log
+            "insert into run (jobid, dataid, attempt, retry, status, started) values"
+            " ('work', CAST(X'61FF62' AS TEXT), 1, 0, 'FAILED', '2025-01-01 00:00:00'),"
+            " ('work', CAST(X'61FF62' AS TEXT), 2, 0, 'FAILED', '2025-01-02 00:00:00')"
+        )
     script(
         tmp_path,
         "work.sh",
@@ -158,10 +163,13 @@ def test_hostile_dataids_from_an_outside_writer_never_break_a_command(chain, tmp
     seen = sorted(p.read_text() for p in tmp_path.glob("seen.*"))
     assert seen == sorted(hostile)
     assert not (tmp_path.parent / "escape").exists()
-    for argv in (("runs",), ("status",), ("explain", "work"), ("history",), ("jobs",)):
+    commands = [("runs",), ("status",), ("explain", "work"), ("history",), ("jobs",)]
+    for argv in [*commands, ("purge", "--days-old", "30")]:
         shown = chain.utility(*argv)
         assert shown.code == 0 and "Traceback" not in shown.err, (argv, shown)
     assert "a\\udcffb" in chain.utility("runs").out  # shown, escaped
+    hostile_runs = "select attempt from run where hex(dataid) = '61FF62'"
+    assert rows(tmp_path, hostile_runs) == [(2,)]  # purged: all but the chunk's last run
 
 
 @needs_shell
