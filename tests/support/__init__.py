@@ -101,6 +101,26 @@ class Cli:
         assert result.code == 0, result
         return result
 
+    def drain(self, script: str, *args: str, env: dict[str, str] | None = None, **options):
+        """``RunJob --all SCRIPT ARGS...`` through :func:`dataflow.api.drain`, in this
+        process with the CLI's environment (plus ``env``) and working folder (the jobs are
+        processes, as RunJob's); its :class:`~dataflow.api.Drained`. For a drain that sets
+        a scene or whose rules a test reads from the store: RunJob's own output, exit,
+        signals and crashes are a process's (``runjob``)."""
+        from dataflow import api
+
+        with _as_its_own_process(self.cwd, {**self.env, **(env or {})}):
+            return api.drain(script, args, **options)
+
+    def run_job(self, script: str, *args: str, env: dict[str, str] | None = None, **options):
+        """``RunJob SCRIPT ARGS...`` (one chunk) through :func:`dataflow.api.run_job`, in
+        this process as :meth:`drain`; its :class:`~dataflow.api.Drained` (``exit_code``:
+        the chunk's, ``started == 0``: nothing to do)."""
+        from dataflow import api
+
+        with _as_its_own_process(self.cwd, {**self.env, **(env or {})}):
+            return api.run_job(script, args, **options)
+
 
 class InProcessCli(Cli):
     """A :class:`Cli` whose ``utility`` runs in this process, as sqlite-utils tests its CLI
@@ -108,17 +128,9 @@ class InProcessCli(Cli):
     working folder and standard input, its output and exit code captured. Milliseconds
     where a process takes a second. RunJob, shell lines and anything about signals,
     crashes, the environment of a process or secrets in its arguments still run as
-    processes (``runjob``, ``sh``, ``__call__``); a drain that only sets a scene or whose
-    rules a test checks may run here too, through the library (``drain``)."""
-
-    def drain(self, script: str, **options) -> object:
-        """``RunJob --all SCRIPT`` through :func:`dataflow.api.drain`, in this process with
-        the CLI's environment and working folder (the jobs are processes, as RunJob's);
-        its :class:`~dataflow.api.Drained`."""
-        from dataflow import api
-
-        with _as_its_own_process(self.cwd, self.env):
-            return api.drain(script, **options)
+    processes (``runjob``, ``sh``, ``__call__``); a run that only sets a scene or whose
+    rules a test checks may run here too, through the library (``drain``, ``run_job``,
+    as on any :class:`Cli`)."""
 
     def utility(self, *args: str, env: dict[str, str] | None = None, **kw) -> Result:
         kw.pop("timeout", None)  # a call in this process is not bounded from outside
