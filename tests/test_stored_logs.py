@@ -46,7 +46,7 @@ def _stored(tmp_path) -> list[tuple]:
 def test_host_b_reads_the_log_of_a_run_of_host_a(fleet, tmp_path):
     a, b = fleet
     script(tmp_path, "work.sh", f'echo "loading store 2"\necho "{WHY}" >&2\nexit 3')
-    assert a.runjob("./work.sh").code == 3
+    assert a.run_job("./work.sh").exit_code == 3
     shown = b.utility("log", "work", "1")
     assert shown.code == 0, shown.err
     assert "loading store 2" in shown.out and WHY in shown.out
@@ -60,7 +60,7 @@ def test_host_b_reads_the_log_of_a_run_of_host_a(fleet, tmp_path):
 def test_a_host_that_keeps_none_in_the_store_is_named_by_the_reader(fleet, tmp_path):
     a, b = fleet
     script(tmp_path, "work.sh", "echo hello")
-    assert a.runjob("./work.sh", env={"DATAFLOW_LOG_KEEP_KB": "0"}).code == 0
+    assert a.run_job("./work.sh", env={"DATAFLOW_LOG_KEEP_KB": "0"}).exit_code == 0
     assert _stored(tmp_path) == []
     assert a.utility("log", "work", "1").out == "hello\n"  # its own host reads its file
     [(logpath,)] = rows(tmp_path, "select logpath from run")
@@ -74,7 +74,7 @@ def test_a_host_that_keeps_none_in_the_store_is_named_by_the_reader(fleet, tmp_p
 def test_the_store_keeps_the_last_part_of_a_long_log_and_says_so(fleet, tmp_path):
     a, b = fleet
     script(tmp_path, "work.sh", "for i in $(seq 1000 1999); do echo line-$i; done")
-    assert a.runjob("./work.sh", env={"DATAFLOW_LOG_KEEP_KB": "1"}).code == 0
+    assert a.run_job("./work.sh", env={"DATAFLOW_LOG_KEEP_KB": "1"}).exit_code == 0
     [(_, size, kept, _, body)] = _stored(tmp_path)
     assert size == 10000 and kept == len(body) == 1024
     shown = b.utility("log", "work", "1").out
@@ -88,7 +88,7 @@ def test_a_password_never_reaches_the_store_copy_nor_the_reason(fleet, tmp_path)
     token = a.ok("crypt", "-e", secret, env={"PASSKEY": "k" * 16}).out.strip()
     a.ok("dml", f"update dataset set encryptedpass = '{token}' where datasetid = 'src'")
     script(tmp_path, "work.sh", 'echo "out $src_password"\necho "err $src_password" >&2\nexit 4')
-    assert a.runjob("./work.sh", env={"PASSKEY": "k" * 16}).code == 4
+    assert a.run_job("./work.sh", env={"PASSKEY": "k" * 16}).exit_code == 4
     [(*_, body)] = _stored(tmp_path)
     assert secret.encode() not in body and b"out ***" in body
     [(_, _, _, _, _, reason)] = history(tmp_path, "work")
@@ -99,7 +99,7 @@ def test_a_shell_job_s_failure_says_its_last_words(fleet, tmp_path):
     a, _ = fleet
     body = f'echo "reading"\necho "warning: slow disk" >&2\necho "{WHY}" >&2\nexit 3'
     script(tmp_path, "work.sh", body)
-    assert a.runjob("./work.sh").code == 3
+    assert a.run_job("./work.sh").exit_code == 3
     [(_, _, _, code, _, reason)] = history(tmp_path, "work")
     assert code == 3 and reason == f"exit code 3: warning: slow disk | {WHY}"
     [shown] = json.loads(a.ok("history", "work", "1", "--json").out)
@@ -115,7 +115,7 @@ def test_a_shell_job_wrapping_spark_says_its_error_not_spark_s_log_lines(fleet, 
         'echo "26/11/29 12:00:01 WARN ShutdownHookManager: deleting temp dirs" >&2\nexit 2'
     )
     script(tmp_path, "work.sh", body)
-    assert a.runjob("./work.sh").code == 2
+    assert a.run_job("./work.sh").exit_code == 2
     [(*_, reason)] = history(tmp_path, "work")
     assert reason == "exit code 2: Traceback? no: ERROR table sales.daily not found"
 
@@ -123,7 +123,7 @@ def test_a_shell_job_wrapping_spark_says_its_error_not_spark_s_log_lines(fleet, 
 def test_a_long_last_word_is_cut_from_its_start(fleet, tmp_path):
     a, _ = fleet
     script(tmp_path, "work.sh", 'printf "x%.0s" $(seq 1 2000) >&2; echo " the end" >&2; exit 1')
-    assert a.runjob("./work.sh").code == 1
+    assert a.run_job("./work.sh").exit_code == 1
     [(*_, reason)] = history(tmp_path, "work")
     assert reason.startswith("exit code 1: ...x") and reason.endswith("x the end")
     assert len(reason) == len("exit code 1: ") + 300
@@ -171,9 +171,9 @@ def test_a_running_log_is_followed_from_another_host(fleet, tmp_path):
 def test_purge_removes_a_stored_log_with_its_run(fleet, tmp_path):
     a, _ = fleet
     script(tmp_path, "work.sh", 'echo "try $(cat count 2>/dev/null)"; echo x >> count\nexit 0')
-    assert a.runjob("./work.sh").code == 0
+    assert a.run_job("./work.sh").exit_code == 0
     a.ok("resubmit", "work", "1")
-    assert a.runjob("./work.sh").code == 0
+    assert a.run_job("./work.sh").exit_code == 0
     first, second = (runid for runid, *_ in _stored(tmp_path))
     a.ok("purge")  # (the chunk's last run stays: it numbers the next attempt)
     assert [runid for runid, *_ in _stored(tmp_path)] == [second]
