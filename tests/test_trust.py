@@ -64,14 +64,14 @@ def test_a_job_row_whose_name_the_host_does_not_allow_is_refused_and_never_set(c
     assert f"'{name}' is not an environment name this host lets a store row set" in refused.err
     assert "[env] allow" in refused.err and str(host_policy(tmp_path)) in refused.err
     assert state(tmp_path) == before
-    # another client writes the row anyway: RunJob says so in one line, and the job runs
-    # without it
+    # another client writes the row anyway: the run says so once (a warning, which RunJob
+    # prints in one line: test_host_policy), and the job runs without it
     evil = str(tmp_path / "evil.sh")
     cli.ok("dml", f"insert into job (jobid, itemtype, itemvalue) values ('M', '{name}', '{evil}')")
     script(tmp_path, "M.sh", f'echo "${{{name}-unset}}" > ran')
-    ran = cli.runjob("./M.sh")
-    assert ran.code == 0, ran
-    warned = [line for line in ran.err.splitlines() if line.startswith("warning:")]
+    ran = cli.run_job("./M.sh")
+    assert ran.exit_code == 0, ran
+    warned = ran.warnings
     assert len(warned) == 1 and f"its row '{name}' is not an environment name" in warned[0]
     assert evil not in (tmp_path / "ran").read_text()  # PATH is the host's own
     assert not (tmp_path / "pwned").exists()
@@ -85,7 +85,7 @@ def test_a_name_the_host_allows_is_set_and_the_toolkits_own_never_are(cli, tmp_p
         refused = cli.utility("set", "M", own)
         assert refused.code == 2 and "a variable of the toolkit's own" in refused.err, refused
     script(tmp_path, "M.sh", 'echo "$REGION $ETL_BATCH $dataid" > ran')
-    assert cli.runjob("./M.sh").code == 0
+    assert cli.run_job("./M.sh").exit_code == 0
     assert (tmp_path / "ran").read_text() == "eu 7 1\n"
 
 
@@ -112,7 +112,7 @@ def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path):
     deletes the run's own log, and the other file is never read nor deleted."""
     _job(cli, tmp_path)
     script(tmp_path, "M.sh", "echo the job says hello")
-    assert cli.runjob("./M.sh").code == 0
+    assert cli.run_job("./M.sh").exit_code == 0
     (own,) = rows(tmp_path, "select logpath from run")[0]
     outside = tmp_path / "precious.txt"
     outside.write_text("keep me\n")
@@ -122,7 +122,7 @@ def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path):
 
     def rerun() -> None:  # a next attempt: the one before may be purged
         cli.ok("resubmit", "M", "1")
-        assert cli.runjob("./M.sh").code == 0
+        assert cli.run_job("./M.sh").exit_code == 0
 
     rerun()
     assert "1 run purged" in cli.ok("purge", "--days-old", "0").out
@@ -207,7 +207,7 @@ def test_purge_reads_the_age_of_runs_on_the_servers_clock(cli, tmp_path, address
     from dataflow.store import base
 
     _job(cli, tmp_path)
-    assert cli.runjob("./M.sh").code == 0
+    assert cli.run_job("./M.sh").exit_code == 0
 
     class Ahead(real.datetime):
         @classmethod
