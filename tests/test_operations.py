@@ -108,7 +108,7 @@ def test_explain_names_live_dead_and_failed_runs(pipeline, tmp_path):
 def test_status_counts_and_next(pipeline, tmp_path):
     script(tmp_path, "B.sh", "exit 3")
     pipeline.ok("resubmit", "B", "--match", "[23]")
-    pipeline.runjob("--all", "./B.sh")
+    assert pipeline.drain("./B.sh").exit_code == 1  # its chunks 2 and 3 FAILED
     rows = pipeline.ok("status", "--json").out
     by_job = {row["jobid"]: row for row in json.loads(rows)}
     assert (by_job["A"]["ready"], by_job["B"]["failed"], by_job["B"]["ready"]) == (3, 2, 1)
@@ -226,7 +226,7 @@ def test_lineage_follows_the_chain_and_survives_a_cycle(pipeline, tmp_path):
 
 def test_lineage_names_a_live_consumer(pipeline, tmp_path):
     pipeline.ok("dml", "insert into datastatus values ('src','fakejob','4','OUT','READY',now())")
-    assert pipeline.runjob("./A.sh").code == 0  # a 4 READY
+    assert pipeline.run_job("./A.sh").exit_code == 0  # a 4 READY
     script(tmp_path, "B.sh", "touch started; sleep 30")
     consumer = subprocess.Popen(
         [str(BIN / "RunJob"), "./B.sh"], cwd=tmp_path, env=pipeline.env, stdout=subprocess.DEVNULL
@@ -276,7 +276,7 @@ def test_purge_keeps_what_gates_work(pipeline, tmp_path):
     pipeline.ok("dml", "insert into job (jobid,itemtype,itemvalue) values ('A','retries','1')")
     pipeline.ok("dml", "insert into datastatus values ('src','fakejob','4','OUT','READY',now())")
     script(tmp_path, "A.sh", "exit 1")
-    pipeline.runjob("--all", "./A.sh")  # chunk 4 fails twice (1 retry)
+    assert pipeline.drain("./A.sh").failed == 2  # chunk 4 fails twice (1 retry)
     logs = [row[0] for row in query(tmp_path, "select logpath from run")]
     assert all(os.path.exists(p) for p in logs)
     statuses = query(tmp_path, "select * from datastatus order by 1,2,3")
@@ -299,7 +299,7 @@ def test_purge_keeps_what_gates_work(pipeline, tmp_path):
     assert query(tmp_path, "select * from datastatus order by 1,2,3") == statuses
     remaining = {row[0] for row in query(tmp_path, "select logpath from run")}
     assert {p for p in logs if os.path.exists(p)} == remaining
-    assert "no suitable data" in pipeline.runjob("./A.sh").out  # the retry count survived
+    assert pipeline.run_job("./A.sh").started == 0  # the retry count survived
     unknown = pipeline.utility("purge", "--job", "nojob")
     assert unknown.code == 2 and "unknown job 'nojob'" in unknown.err
 
