@@ -52,8 +52,8 @@ def _register(cli, tmp_path: Path, outs: tuple[str, ...] = ("dst",)) -> Path:
 
 def _run(cli, tmp_path: Path, content: str) -> None:
     (tmp_path / "content").write_text(content)
-    done = cli.runjob("./work.sh")
-    assert done.code == 0, done.err
+    done = cli.run_job("./work.sh")
+    assert done.exit_code == 0, done
 
 
 def _part(lake: Path, table: str = "dst") -> str:
@@ -98,8 +98,7 @@ def test_a_run_whose_publish_fails_replaces_none_of_its_chunks(cli, tmp_path):
     # a full disk, a permission, a folder on another file system...)
     (tmp_path / "twist").write_text("blocked-dst2")
     (tmp_path / "content").write_text("second")
-    done = cli.runjob("./work.sh")
-    assert done.code != 0
+    assert cli.run_job("./work.sh").exit_code != 0
     assert rows(tmp_path, "select status from run where attempt = 2") == [("FAILED",)]
     assert (_part(lake, "dst"), _part(lake, "dst2")) == ("first", "first")
 
