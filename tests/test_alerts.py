@@ -160,13 +160,13 @@ def test_the_store_wide_default_mails_a_validation_failure_and_an_abandoned_chun
     assert "*" not in [r["jobid"] for r in json.loads(chain.ok("--json", "status").out)]
     assert "*" not in json.loads(chain.ok("export", "-").out)["jobs"]  # ... not a job
     script(tmp_path, "check.sh", "exit 1")
-    checked = chain.runjob("--validate", "./check.sh", "./work.sh")
-    assert checked.code == 1, checked
+    checked = chain.run_job("./work.sh", validate="./check.sh")
+    assert checked.exit_code == 1, checked
     wait_for(lambda: len(smtp.mails) == 1, 10, "the mail")
     assert b"Subject: dataflow: work 1 validation failed" in smtp.mails[0]
 
     chain.ok("forcejob", "work", "2")  # RUNNING, and no process of it lives
-    chain.runjob("./work.sh")
+    chain.run_job("./work.sh")
     wait_for(lambda: len(smtp.mails) == 2, 10, "the second mail")
     assert b"Subject: dataflow: work 2 abandoned" in smtp.mails[1]
 

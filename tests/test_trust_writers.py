@@ -132,7 +132,7 @@ def test_an_expression_never_nulls_a_gating_row(cli, tmp_path):
         assert _one_line(refused.code, refused.out, refused.err), (sql, refused)
     assert state(tmp_path) == before
     script(tmp_path, "A.sh", "true")
-    assert cli.runjob("./A.sh").code == 0
+    assert cli.run_job("./A.sh").exit_code == 0
     assert history(tmp_path, "A")[0][:3] == ("1", 1, "READY")
 
 
@@ -143,7 +143,7 @@ def test_hostile_log_and_audit_rows_are_shown_safely_or_refused_in_one_line(cli,
     utility log, actions and history show them escaped or refuse in one line."""
     _setup(cli, tmp_path)
     script(tmp_path, "A.sh", "echo hello")
-    assert cli.runjob("./A.sh").code == 0
+    assert cli.run_job("./A.sh").exit_code == 0
     [(runid, logpath)] = [r for r in rows(tmp_path, "select runid, logpath from run")]
     os.unlink(logpath)  # (else this host's own file is read, not the row)
     pg = isinstance(address, str)
