@@ -179,9 +179,9 @@ def build(cli: Cli) -> Cli:
     script(folder, "beta.sh", "echo boom; exit 3")
     script(folder, "gamma.sh", "echo gamma $dataid")
     for _ in range(4):
-        assert cli.runjob("./alpha.sh").code == 0
-    assert cli.runjob("./beta.sh").code == 3  # chunk 1 FAILED
-    assert cli.runjob("./gamma.sh").code == 0  # chunk 1 READY
+        assert cli.run_job("./alpha.sh").exit_code == 0
+    assert cli.run_job("./beta.sh").exit_code == 3  # chunk 1 FAILED
+    assert cli.run_job("./gamma.sh").exit_code == 0  # chunk 1 READY
     cli.ok("dml", f"update run set reason = '{EVIL}' where jobid = 'gamma'")  # user data
     cli.ok("forcejob", "beta", "2")
     cli.ok("endjob", "beta", "2", "HOLD")

@@ -251,10 +251,10 @@ def test_a_finish_at_every_fold_every_runs_folds_the_pending_chunks(cli, tmp_pat
     def pending() -> int:
         return rows(tmp_path, "select count(*) from chunk_pending")[0][0]
 
-    assert cli.runjob("./work.sh").code == 0  # run FOLD_EVERY - 1: nothing folded
+    assert cli.run_job("./work.sh").exit_code == 0  # run FOLD_EVERY - 1: nothing folded
     before = pending()
     assert before > 1, before
-    assert cli.runjob("./work.sh").code == 0  # run FOLD_EVERY
+    assert cli.run_job("./work.sh").exit_code == 0  # run FOLD_EVERY
     assert rows(tmp_path, "select max(runid) from run") == [(FOLD_EVERY,)]
     assert pending() == 0  # chunk 2's READY too: folded after the finish's COMMIT
     status = {row["jobid"]: row for row in json.loads(cli.ok("status", "--json").out)}

@@ -98,7 +98,7 @@ def test_a_deploy_under_a_running_job_lets_it_finish_on_its_release_then_rollbac
     finally:
         (tmp_path / "go").touch()
     assert running.wait(60) == 0
-    assert cli.runjob(job).code == 0  # the next tick runs the new release
+    assert cli.run_job(job).exit_code == 0  # the next tick runs the new release
     assert (tmp_path / "ran").read_text().splitlines() == ["v1 1", "v2 2"]
     deploys = json.loads(cli.ok("--json", "deploys").out)
     assert [d["revision"] for d in deploys] == [second, first]

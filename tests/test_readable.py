@@ -30,7 +30,7 @@ def _pipeline(cli: Cli) -> None:
     cli.ok("register-job", "shape", "--in", "mid", "--out", "dst")
     cli.ok("ready", "src", "1", "2")
     script(cli.cwd, "extract.sh", '[ "$dataid" != 2 ]')
-    cli.runjob("--all", "./extract.sh")
+    assert cli.drain("./extract.sh").failed == 1  # extract FAILED at 2
 
 
 def test_a_long_failure_is_one_line_in_status_and_history_tables_and_whole_in_json(tmp_path):
@@ -138,7 +138,9 @@ def test_the_board_says_what_to_do_about_a_failure_and_shows_what_it_blocks(tmp_
     cli.ok("register-dataset", "end")
     cli.ok("register-job", "load", "--in", "dst", "--out", "end")  # blocked in turn
     script(tmp_path, "shape.sh", "true")
-    cli.runjob("./shape.sh")  # shape 1 READY: load at 1 waits, nothing failed upstream
+    assert (
+        cli.run_job("./shape.sh").exit_code == 0
+    )  # shape 1 READY: load at 1 waits, nothing failed upstream
     grid = json.loads(cli.ok("board", "--json").out)
     assert grid["blocked"] == [
         {"jobid": "shape", "dataid": "2", "why": "blocked: extract FAILED at 2"},
