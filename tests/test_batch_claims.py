@@ -83,11 +83,11 @@ def test_a_drain_looks_again_before_it_ends_at_a_chunk_held_a_moment_longer(chai
     holder = chunk_holder(chain, "", 0.3, "2")  # RunJob's lock file
     try:
         script(tmp_path, "work.sh", 'echo "$dataid" >> ran; [ "$dataid" != 3 ] || touch let-go')
-        done = chain.runjob("--all", "./work.sh")
+        done = chain.drain("./work.sh")
     finally:
         holder.kill()
         holder.wait()
-    assert done.code == 0, done
+    assert done.exit_code == 0, done
     assert (tmp_path / "ran").read_text().split() == ["1", "3", "2"], done
     assert statuses(tmp_path, "work") == dict.fromkeys("123", "READY")
 
@@ -131,7 +131,7 @@ def test_a_chunk_whose_last_run_holds_a_fresh_lease_is_not_one_to_look_at_again(
     another host) is passed over, but not as one given back a moment ago: a drain that
     found nothing else would not wait for it."""
     script(tmp_path, "work.sh", "true")
-    assert chain.runjob("./work.sh").code == 0  # chunk 1 READY
+    assert chain.run_job("./work.sh").exit_code == 0  # chunk 1 READY
     chain.ok("resubmit", "work", "1")
     chain.ok("dml", "update run set seen = now(), lease = 600 where jobid = 'work'")
     store = open_store(address)
@@ -153,7 +153,7 @@ def test_chunks_whose_last_runs_hold_stale_leases_are_taken_and_the_leases_revok
     stale leases under their rows' lock (in one statement), so that a keeper that comes
     back late finds its lease gone and fences what it kept."""
     script(tmp_path, "work.sh", "true")
-    assert chain.runjob("--all", "./work.sh").code == 0  # chunks 1..3 READY
+    assert chain.drain("./work.sh").exit_code == 0  # chunks 1..3 READY
     for dataid in ("1", "2", "3"):
         chain.ok("resubmit", "work", dataid)
     chain.ok("dml", "update run set seen = now() - interval '1 hour', lease = 1")
