@@ -33,8 +33,8 @@ def test_round_trip_sqlite_postgres_sqlite_is_the_same_data(tmp_path, pg_databas
     laptop.ok("register-job", "work", "--in", "src", "--out", "dst", "--set", "retries=1")
     laptop.ok("ready", "src", "--from", "1", "--to", "12")
     script(tmp_path, "work.sh", '[ "$dataid" != 2 ]')  # chunk 2 fails
-    assert laptop.runjob("./work.sh").code == 0
-    assert laptop.runjob("./work.sh").code == 1
+    assert laptop.run_job("./work.sh").exit_code == 0
+    assert laptop.run_job("./work.sh").exit_code == 1
     laptop.ok("hold", "work", "12")
     before = _tables(tmp_path / "dataflow.db")
 
@@ -111,11 +111,11 @@ def _pipeline(cli: Cli) -> None:
     cli.ok("ready", "side", "2", "4", "10")
     script(cli.cwd, "first.sh", '[ "$dataid" != 3 ] && [ "$dataid" != 5 ]')
     for _ in range(2):
-        cli.runjob("--all", "./first.sh")  # 3 and 5 fail twice: their retry is used up
+        cli.drain("./first.sh")  # 3 and 5 fail twice: their retry is used up
     cli.ok("resubmit", "first", "7")
     cli.ok("hold", "second", "8")
     script(cli.cwd, "second.sh", '[ "$dataid" != 9 ]')
-    cli.runjob("./second.sh")  # second's chunk 1 READY
+    assert cli.run_job("./second.sh").exit_code == 0  # second's chunk 1 READY
     cli.ok("endjob", "first", "3", "RESUBMIT")
 
 

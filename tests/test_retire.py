@@ -78,7 +78,7 @@ def _laptop(cli: Cli) -> None:
     (cli.cwd / "token").chmod(0o600)
     for name in ("old.key", "new.key"):
         (cli.cwd / name).write_text(f"{name} passkey\n")
-    assert cli.runjob("./work.sh").code == 0  # chunk 1 READY
+    assert cli.run_job("./work.sh").exit_code == 0  # chunk 1 READY
 
 
 def _refused(result, target: str) -> None:
@@ -128,7 +128,7 @@ def test_every_command_but_reading_the_history_is_refused_on_a_store_moved_to_po
 
     back = laptop.ok("unretire")
     assert f"accepts work again (it had moved to {target})" in back.out
-    assert laptop.runjob("./work.sh").code == 0
+    assert laptop.run_job("./work.sh").exit_code == 0
 
 
 def test_a_store_moved_to_another_file_refuses_runjob_and_changes(tmp_path):
@@ -141,7 +141,7 @@ def test_a_store_moved_to_another_file_refuses_runjob_and_changes(tmp_path):
         _refused(laptop.utility(*args), str(target))
     _refused(laptop.runjob("./work.sh"), str(target))
     _refused(laptop.utility("--db", str(tmp_path / "dataflow.db"), "explain", "work"), str(target))
-    assert Cli(tmp_path, target).runjob("./work.sh").code == 0
+    assert Cli(tmp_path, target).run_job("./work.sh").exit_code == 0
     assert _dataids(target) == ["1", "1", "2", "2"]
 
 
@@ -155,7 +155,7 @@ def test_a_postgresql_store_moved_back_to_a_file_is_retired_too(tmp_path, pg_dat
     _refused(shared.utility("ready", "src", "3"), str(back))
     _refused(shared.runjob("./work.sh"), str(back))
     assert "READY" in shared.ok("history", "work").out
-    assert Cli(tmp_path, back).runjob("./work.sh").code == 0
+    assert Cli(tmp_path, back).run_job("./work.sh").exit_code == 0
     assert _dataids(back) == ["1", "1", "2", "2"]
     # copying a store over a retired one (with --force) brings it back to life
     Cli(tmp_path, back).ok("copy-store", "--to", pg_database, "--force")
@@ -170,7 +170,7 @@ def test_a_copy_that_fails_retires_nothing(tmp_path, pg_database):
     failed = laptop.utility("copy-store", "--to", pg_database, "--retire")
     assert failed.code != 0 and failed.err.startswith("error: ") and "moved" not in failed.err
     assert laptop.ok("status").code == 0
-    assert laptop.runjob("./work.sh").code == 0  # chunk 2 runs on the laptop still
+    assert laptop.run_job("./work.sh").exit_code == 0  # chunk 2 runs on the laptop still
     refused = laptop.utility("copy-store", "--to", str(tmp_path / "dataflow.db"), "--retire")
     assert refused.code != 0 and "moved" not in refused.err
     assert laptop.ok("status").code == 0
