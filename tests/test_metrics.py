@@ -51,8 +51,8 @@ def _pipeline(cli, tmp_path, store_kind) -> None:
         f'[ "$dataid" = {killed} ] && {{ echo "$$" > job.pid; exec sleep 60; }}',
         'echo "did $dataid"',
     ]))  # fmt: skip
-    assert cli.runjob("./work.sh").code == 0
-    assert cli.runjob("./work.sh").code == 3
+    assert cli.run_job("./work.sh").exit_code == 0
+    assert cli.run_job("./work.sh").exit_code == 3
     runjob = start_runjob(cli, "./work.sh", start_new_session=True)
     wait_for(lambda: written(tmp_path / "job.pid"), what="the job to start")
     os.kill(runjob.pid, signal.SIGKILL)  # RunJob, then the job's group: a power cut

@@ -63,8 +63,8 @@ def claimed_in_order(chain, tmp_path, count: int) -> list[str]:
     script(tmp_path, "work.sh", 'echo "$dataid" >> order')
     (tmp_path / "order").unlink(missing_ok=True)
     for _ in range(count):
-        assert chain.runjob("./work.sh").code == 0
-    assert "no suitable data" in chain.runjob("./work.sh").out
+        assert chain.run_job("./work.sh").exit_code == 0
+    assert chain.run_job("./work.sh").started == 0  # nothing left to claim
     return (tmp_path / "order").read_text().split()
 
 
@@ -109,7 +109,7 @@ def test_outside_writes_are_honoured_in_natural_order(chain, tmp_path, write):
     write(tmp_path, "insert into dataset (datasetid) values ('late_out')")
     script(tmp_path, "late.sh", 'echo "$dataid" >> late_order')
     for _ in range(6):
-        assert chain.runjob("./late.sh").code == 0
+        assert chain.run_job("./late.sh").exit_code == 0
     assert (tmp_path / "late_order").read_text().split() == [d for d in natural if d != "10"]
 
     # and changes it or takes it away again (every trigger on job runs in plain SQL)
@@ -220,7 +220,7 @@ def test_operator_commands_on_a_run_row_whose_count_is_no_count(chain, tmp_path,
     assert "Traceback" not in explained.err, explained.err
     assert "attempt or retry is not a count" in explained.out
     script(tmp_path, "work.sh", 'echo "$dataid" >> ran')
-    assert chain.runjob("--all", "./work.sh").code == 0
+    assert chain.drain("./work.sh").exit_code == 0
     assert sorted((tmp_path / "ran").read_text().split()) == ["1", "3"]
 
 

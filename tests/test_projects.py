@@ -79,7 +79,7 @@ def test_plan_apply_plan_then_one_changed_setting_is_one_change(cli, tmp_path, p
     ]
     cli.ok("apply", "sales")
     cli.ok("ready", "raw", "1")  # a cron tick runs the project's script
-    assert cli.runjob(str(project / "jobs" / "load.sh")).code == 0
+    assert cli.run_job(str(project / "jobs" / "load.sh")).exit_code == 0
     assert (tmp_path / "ran").read_text() == "ran 1\n"
 
 

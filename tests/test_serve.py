@@ -43,7 +43,7 @@ def site(tmp_path_factory):
     cli.ok("register-job", "work", "--in", "src", "--out", "events")  # events: a job's OUT
     script(folder, "work.sh", 'echo "work at $dataid"')
     cli.ok("ready", "src", "1")
-    assert cli.runjob("./work.sh").code == 0
+    assert cli.run_job("./work.sh").exit_code == 0
     token_path, token = token_file(folder)
     server = Server(cli, token_path, "--max-body", "4K", "--landing-root", str(folder)).start()
     yield cli, server, token, data
