@@ -138,9 +138,8 @@ def test_the_board_says_what_to_do_about_a_failure_and_shows_what_it_blocks(tmp_
     cli.ok("register-dataset", "end")
     cli.ok("register-job", "load", "--in", "dst", "--out", "end")  # blocked in turn
     script(tmp_path, "shape.sh", "true")
-    assert (
-        cli.run_job("./shape.sh").exit_code == 0
-    )  # shape 1 READY: load at 1 waits, nothing failed upstream
+    # shape 1 READY: load at 1 waits, nothing failed upstream
+    assert cli.run_job("./shape.sh").exit_code == 0
     grid = json.loads(cli.ok("board", "--json").out)
     assert grid["blocked"] == [
         {"jobid": "shape", "dataid": "2", "why": "blocked: extract FAILED at 2"},

@@ -158,14 +158,14 @@ def connect(place: Place, kind: str) -> tuple[socket.socket, int] | None:
         if greeting is None:
             kill(pid)
             fence_listed(place.runs(pid))
-        if greeting != "ok" and not (greeting or "").startswith("!"):
+        elif greeting.startswith("!"):  # it lives, and says why it cannot serve this
+            sock.close()
+            raise Refused(f"the lease holder of this host {greeting[1:]}")
+        if greeting != "ok":
             raise ConnectionResetError
     except OSError:
         sock.close()
         return None
-    if greeting != "ok":
-        sock.close()
-        raise Refused(f"the lease holder of this host {greeting[1:]}")
     return sock, pid
 
 
