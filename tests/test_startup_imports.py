@@ -40,6 +40,13 @@ NOT_FOR_A_PLAIN_RUN = (
     "argparse",  # a command line of a script and its arguments has no option to parse
     "typing",  # types are for readers and checkers (TYPE_CHECKING = False): ~4 ms a start
 )
+# what only a job process needs: a run with nothing to do (most cron ticks) starts none
+ONLY_TO_START_A_JOB = {
+    "subprocess",
+    "selectors",
+    "dataflow.run.process.runner",
+    "dataflow.run.process.watcher",
+}
 
 
 def imported(stderr: str) -> set[str]:
@@ -89,6 +96,7 @@ def test_a_run_that_ends_well_imports_nothing_it_does_not_need(jobs):
         "sqlite3",
     } <= modules  # it sees ours
     assert unwanted(modules) == []
+    assert modules >= ONLY_TO_START_A_JOB  # the idle run's check below would see them
 
 
 def test_a_run_with_nothing_to_do_imports_nothing_it_does_not_need(jobs):
@@ -96,6 +104,7 @@ def test_a_run_with_nothing_to_do_imports_nothing_it_does_not_need(jobs):
     assert "no suitable data available for job" in ran.out
     assert "dataflow.run.claim.claims" in modules
     assert unwanted(modules) == []
+    assert ONLY_TO_START_A_JOB.isdisjoint(modules)
 
 
 def test_a_failure_with_alerts_set_imports_the_alerts(jobs, tmp_path):

@@ -26,14 +26,15 @@ from ..claim.jobenv import JobEnv
 from ..claim.lifecycle import FAILED, READY, Job
 from ..process.output import start_thread
 from ..process.processes import ATTEMPT_VARIABLE, STORE_VARIABLE, VARIABLE
-from ..process.runner import Outcome, Run, child_environment
-from ..process.watcher import Watcher
 from . import drainclaim, recorder
 from .events import Event, Summary, store_failed
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..process.runner import Run
+    from ..process.watcher import Watcher
 
 CAP_POLL_S = 1.0  # how often a drain blocked by max_parallel looks again
 RECOVER_EVERY_S = 30.0  # how often a drain looks for dead runs of its job
@@ -58,14 +59,15 @@ class Drain:
         echo: bool = True,
         notify: Callable[[Event], None] = lambda event: None,
         validate: list[str] | None = None,
-        run_with: Callable[..., Run] = Run,
+        run_with: Callable[..., Run] | None = None,
         in_process: Callable[[Claim, dict[str, str]], Run] | None = None,
         in_batch: Callable[[list[tuple[Claim, dict[str, str]]]], Any] | None = None,
         batch: int = 1,
         healthy: Callable[[], bool] = lambda: True,
     ):
         self.store, self.job, self.env, self.argv = store, job, env, argv
-        self.run_with = run_with  # what runs the job's argv (a SparkRun for a cluster)
+        # what runs the job's argv (None: a job process, runner.Run; a SparkRun for a cluster)
+        self.run_with = run_with
         self.validate = validate  # a check run after each successful job, same environment
         # a chunk's run inside this process (a Spark driver's), instead of a job process
         self.in_process, self.healthy = in_process, healthy
@@ -75,7 +77,8 @@ class Drain:
         self.parallel, self.limit, self.echo, self.notify = parallel, limit, echo, notify
         self.summary, self._ahead_at = Summary(), 0.0
         self._active: dict[int, tuple[Claim, Run]] = {}
-        self._watcher = Watcher()  # copies the output of every job process, waits for them
+        # copies the output of every job process, waits for them: made with the first
+        self._watcher: Watcher | None = None
         # ("ended", (claim, outcome)) from the watcher or a run's thread, ("recorded",
         # Ended) and ("say", Event) from the recorder's: acted on in the drain's thread
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -116,7 +119,8 @@ class Drain:
             return self._drain()
         finally:
             claims.release_all(self.store, self.job.jobid, self._ahead)  # never started
-            self._watcher.close()
+            if self._watcher is not None:
+                self._watcher.close()
             if self._recorder is not None:
                 self._recorder.close()
             recovery.wait_discarded()  # what its claims' recoveries left to delete
@@ -332,10 +336,19 @@ class Drain:
         return {**self.env.for_chunk(claim.dataid), **marks, STORE_VARIABLE: self.store.identity}
 
     def _run(self, argv: list[str], claim: Claim, append: bool = False) -> Run:
-        start = self.run_with if argv is self.argv else Run  # a check runs as itself
-        return start(
+        # imported for the first job process: a drain that starts none (a cron tick with
+        # nothing to do) never loads subprocess and the watcher (a tenth of its start)
+        from ..process import runner
+
+        if self._watcher is None:
+            from ..process.watcher import Watcher
+
+            runner.make_room(self.parallel)  # descriptors for every slot's job
+            self._watcher = Watcher()
+        start = (self.run_with or runner.Run) if argv is self.argv else runner.Run
+        return start(  # a check runs as itself
             argv,
-            child_environment(self._variables(claim)),
+            runner.child_environment(self._variables(claim)),
             lock_fd=claim.lock.fd,
             log_path=claim.logpath,
             secrets=self.env.secrets,
@@ -348,6 +361,8 @@ class Drain:
     def _wait(self, claim: Claim, run: Run) -> None:
         """In the run's thread: wait for the job, then for its check, then report. The
         drain waits for this report: it is always made, whatever goes wrong here."""
+        from ..process.runner import Outcome  # loaded by then, by what started the run
+
         outcome = Outcome(1, lost=("RunJob: the run's thread failed",))
         try:
             outcome = run.wait()

@@ -21,19 +21,14 @@ from ...store.address import Address
 from ..claim import claims
 from ..claim.jobenv import JobEnv
 from ..claim.lifecycle import Job
-from ..process import runner
-from ..process.runner import Run
 from ..process.scripts import is_spark_job
 from .drain import Drain
 from .events import Event
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:
+    from ..process.runner import Run
     from .face import Draining
-
-# a .py job's process: its reason on failure is its Python traceback's, not its stderr's
-# last lines (Spark's log and the JVM's warnings)
-SPARK_RUN = partial(Run, words=False)
 
 
 # the launcher spark-submit (or a Connect client's Python) runs to call an entry point:
@@ -52,7 +47,8 @@ class Plan(
             "remote",  # str | None: the Spark Connect server it is a client of
             "entry",  # bool: it defines run(spark, job), called in a driver of ours
             "argv",  # list[str]: what runs one chunk
-            "run_with",  # Callable[..., Run]: what starts that argv (a SparkRun follows a cluster)
+            "run_with",  # Callable[..., Run] | None: what starts that argv (None: a job process,
+            # runner.Run, imported once one starts; a SparkRun follows a cluster)
         ],
     )
 ):
@@ -87,8 +83,13 @@ def plan(path: str, args: Sequence[str], job: Job, env: JobEnv) -> Plan:
     put in the job's environment, its token among the secrets."""
     spark_args = {"spark_args": job.settings.spark_args}
     if not is_spark_job(path):  # itself, a job process per chunk
-        return Plan(path, args, spark_args, None, False, [path, *args], Run)
+        return Plan(path, args, spark_args, None, False, [path, *args], None)
+    from ..process.runner import Run
     from ..spark import sparkconnect, sparksubmit
+
+    # a .py job's process: its reason on failure is its Python traceback's, not its
+    # stderr's last lines (Spark's log and the JVM's warnings)
+    spark_run = partial(Run, words=False)
 
     remote = sparkconnect.remote({"spark_remote": job.settings.spark_remote}, os.environ, path)
     if remote:  # this Python runs the client, the server does the work
@@ -97,14 +98,14 @@ def plan(path: str, args: Sequence[str], job: Job, env: JobEnv) -> Plan:
         entry = sparksubmit.has_entry_point(path)
         launcher = (LAUNCHER, "chunk" if entry else "client")
         argv = sparkconnect.client_argv(path, args, launcher)
-        return Plan(path, args, spark_args, remote, entry, argv, SPARK_RUN)
+        return Plan(path, args, spark_args, remote, entry, argv, spark_run)
     # a .py job runs through spark-submit, followed on its cluster if it has one; with
     # def run(spark, job) its chunks run inside a driver here (client mode)
     argv, submission = sparksubmit.plan(path, args, spark_args)
     entry = bool(submission) and not submission.cluster and sparksubmit.has_entry_point(path)
     if entry:
         argv = sparksubmit.launcher_argv([LAUNCHER, "chunk"], path, args, spark_args)
-    run_with: Callable[..., Run] = SPARK_RUN
+    run_with: Callable[..., Run] = spark_run
     if submission is not None:
         from ..spark import sparkrun  # only for a .py job
 
@@ -164,7 +165,6 @@ def drain(
             validate=validate,
             role=launch.role,
         )
-    runner.make_room(parallel)
     return Drain(
         store,
         job,

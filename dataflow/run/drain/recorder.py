@@ -22,7 +22,10 @@ from ..claim.claims import Claim
 from ..claim.lifecycle import FAILED, READY, Job
 from ..claim.patience import Failed, asked, patiently
 from ..process import storedlogs
-from ..process.runner import Outcome
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    from ..process.runner import Outcome
 
 FINISH_PATIENCE = 3  # a finish waits this many times the store's patience for it
 TOGETHER_MAX = 32  # ends waiting for a recorder that it records in one transaction

@@ -21,7 +21,6 @@ from ...errors import DataflowError, StoreUnavailable
 from ...store import DRIVER_ERRORS, Store, open_store
 from ...store.address import Address, for_job, liveness_timeout, locate
 from ..claim import claims, jobenv, lifecycle, patience
-from ..process import runner
 from . import foreground
 from .drain import Drain
 from .events import EventWriter, store_failed
@@ -102,7 +101,6 @@ def _drain(options: argparse.Namespace, events: EventWriter, parent: int, early:
         patience.patiently(store, lambda: claims.prepare(store, job.jobid))
         env = jobenv.inherited(job)
         env.variables["DATAFLOW_DB"] = for_job(address)  # as RunJob gives it to a job
-        runner.make_room(options.parallel)
         drain = Drain(
             store,
             job,
