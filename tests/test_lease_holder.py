@@ -61,6 +61,14 @@ def _holder(host) -> int:
     return found
 
 
+def _removed(group: str) -> bool:
+    try:
+        os.rmdir(group)
+    except OSError:
+        return False
+    return True
+
+
 def _finished(runners) -> list[int]:
     return [runner.wait(timeout=60) for runner in runners]
 
@@ -249,3 +257,53 @@ def test_the_next_holder_fences_the_runs_a_killed_holder_held_alone(hosts, tmp_p
         (tmp_path / "go").touch()
     assert runner.wait(timeout=60) == 0
     assert not _overlaps(tmp_path)
+
+
+@pytest.mark.long
+def test_a_holder_short_of_threads_refuses_every_connection_at_once(hosts, tmp_path, monkeypatch):
+    """The host's holder, idle, in a cgroup of no more tasks than it has: it cannot start
+    a thread for a client, and says so (a '!' greeting) as it closes. The client may send
+    its kind after that close (a broken pipe): the refusal is read all the same, each time
+    (it was taken for a holder that is ending, and another holder was started beside it,
+    waiting out the lock of the living one)."""
+    from dataflow.run.lease import holdersocket
+    from dataflow.store import open_store
+
+    a, _ = hosts
+    a.env["DATAFLOW_HOLDER_IDLE"] = "600"
+    _one_job(a, tmp_path, 'echo "$dataid" >> ledger')
+    assert a.runjob("./work.sh").code == 0
+    holder = _holder(a)
+    group = f"/sys/fs/cgroup/pids/holder-{os.getpid()}"
+    try:
+        os.mkdir(group)
+    except OSError as exc:
+        os.kill(holder, signal.SIGKILL)
+        pytest.skip(f"no pids cgroup here: {exc}")
+    outcomes: dict[str, int] = {}
+    try:
+        with open(f"{group}/cgroup.procs", "w") as procs:
+            procs.write(str(holder))
+        with open(f"{group}/pids.current") as current, open(f"{group}/pids.max", "w") as cap:
+            cap.write(current.read().strip())
+        for name, value in a.env.items():
+            if name.startswith("DATAFLOW_"):
+                monkeypatch.setenv(name, value)
+        with open_store(a.address) as store:
+            place = holdersocket.Place(store)
+            for _ in range(300):
+                try:
+                    found = holdersocket.connect(place, "requests")
+                except holdersocket.Refused as exc:
+                    assert "could not start a thread" in str(exc), exc
+                    said = "refused"
+                else:
+                    said = "served" if found else "taken for an ending holder"
+                    if found:
+                        found[0].close()
+                outcomes[said] = outcomes.get(said, 0) + 1
+    finally:
+        os.kill(holder, signal.SIGKILL)
+        wait_for(lambda: not alive(holder), what="the holder to die")
+        wait_for(lambda: _removed(group), what="the holder's cgroup to empty")
+    assert outcomes == {"refused": 300}

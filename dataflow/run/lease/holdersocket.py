@@ -153,7 +153,10 @@ def connect(place: Place, kind: str) -> tuple[socket.socket, int] | None:
         pid, uid = peer(sock)
         if uid != os.getuid():  # never a holder of another user's
             raise ConnectionRefusedError
-        sock.sendall(f"{kind}\n".encode())
+        # a holder that refuses says why and closes without reading this: the pipe may
+        # break before it is sent, and its greeting is read all the same
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(f"{kind}\n".encode())
         greeting = read_line(sock, bound() / 4)
         if greeting is None:
             kill(pid)
