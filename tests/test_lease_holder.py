@@ -12,14 +12,34 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import threading
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from support import BOUND, rows, start_runjob, statuses, wait_for, written
-from support.hosts import _one_job, alive, holder_of, holder_sessions, keeper_backends
+from support import (
+    ADDRESSES,
+    BOUND,
+    rows,
+    script,
+    start_runjob,
+    statuses,
+    two_hosts,
+    wait_for,
+    written,
+)
+from support.hosts import (
+    Proxy,
+    _one_job,
+    alive,
+    holder_of,
+    holder_sessions,
+    keeper_backends,
+    processes_of,
+)
 
 CHUNKS = 3
 JOB = """
@@ -307,3 +327,65 @@ def test_a_holder_short_of_threads_refuses_every_connection_at_once(hosts, tmp_p
         wait_for(lambda: not alive(holder), what="the holder to die")
         wait_for(lambda: _removed(group), what="the holder's cgroup to empty")
     assert outcomes == {"refused": 300}
+
+
+class _SlowProxy(Proxy):
+    """A proxy to the server whose every new connection is forwarded after ``delay``
+    seconds (a slow network's or a busy server's connect, within the connect timeout)."""
+
+    delay = 0.0
+
+    def _accept(self) -> None:
+        while not self.stopped:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._late, args=(client,), daemon=True).start()
+
+    def _late(self, client: socket.socket) -> None:
+        time.sleep(self.delay)
+        self._pump(client, socket.create_connection(self.target))
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("work", ["candidates", "clock", "recovered"])
+def test_a_holder_slow_to_start_never_leaves_a_claim_idle_inside_its_transaction(
+    tmp_path, pg_server, pg_store, work
+):
+    """No holder lives on host B; its session takes longer to connect than a session of
+    ours may idle inside a transaction (a quarter of the bound). B's claim never waits
+    for it inside its transaction (the server would end it: a warning, and the claim
+    tried again), whether RunJob found candidates before its claim or its claim finds
+    work RunJob could not count: the current period of a job run by a clock (no
+    candidate row), a chunk of a dead run recovered and retried by the claim itself."""
+    proxy = _SlowProxy(pg_server.port)
+    a, b = two_hosts(tmp_path, pg_store, BOUND)
+    ADDRESSES[tmp_path] = pg_store
+    try:
+        b.env["DATAFLOW_HOLDER_IDLE"] = "1"
+        if work == "clock":
+            b.ok("createtables")
+            b.ok("register-dataset", "dst")
+            b.ok("register-job", "work", "--in", "this_hour", "--out", "dst")
+            script(tmp_path, "work.sh", 'echo "$dataid" >> ledger')
+        else:
+            _one_job(
+                b, tmp_path, 'echo "$dataid" >> ledger; [ "$DATAFLOW_HOST" = hostB ] || sleep 300'
+            )
+        if work == "recovered":  # host A dies running chunk 1, which has a retry left
+            b.ok("dml", RETRY)
+            runner = start_runjob(a, "./work.sh")
+            wait_for(lambda: _ledger(tmp_path), what="host A's job")
+            for pid in processes_of(a.env):
+                os.kill(pid, signal.SIGKILL)
+            runner.wait(timeout=10)
+            time.sleep(BOUND + 1)  # its lease lapsed
+        b.env["DATAFLOW_DB"] = pg_store.replace(f":{pg_server.port}/", f":{proxy.port}/")
+        proxy.delay = BOUND / 4 + 0.7  # (the connect timeout is half the bound)
+        done = b.runjob("./work.sh")
+        assert done.code == 0 and done.err == "", done
+        assert set(statuses(tmp_path, "work").values()) == {"READY"}
+    finally:
+        proxy.close()
+        ADDRESSES.pop(tmp_path, None)

@@ -197,6 +197,11 @@ def claim(
                 raise _DryRun
     except _DryRun:
         recovered = Recovery([], [])  # rolled back: nothing recovered
+    except liveness.KeeperFirst:  # rolled back: its holder reached outside, claimed again
+        for found in claimed:
+            found.lock.close()
+        liveness.before_threads(store)
+        return claim(store, job, command=command, recover_dead=recover_dead, at=at, count=count)
     except BaseException as exc:  # nothing is claimed (a lost COMMIT given back): no lock held
         if claimed and store.outcome_unknown(exc):
             _give_back(store, job.jobid, claimed)

@@ -32,6 +32,13 @@ HOST_ENV = address.HOST_ENV
 host_name = address.host_name  # $DATAFLOW_HOST, else the node name; checked
 
 
+class KeeperFirst(Exception):
+    """A claim would reach its host's lease holder for the first time inside its
+    transaction (its RunJob counted no candidate before it: a job run by a clock, a dead
+    run's chunk the claim recovered), where a holder slow to start would leave its session
+    idle: it is given back, the holder reached, and the claim made again."""
+
+
 class _Locks:
     """Liveness on this host: a run lives while its chunk lock is held or a process
     carries its token."""
@@ -88,8 +95,12 @@ class _Leases(_Locks):
         keeper_for(store)
 
     def hold(self, store: LeaseStore, chunks: list[tuple[str, str, Row | None]]) -> list[bool]:
-        from ..lease.keeper import keeper_for
+        from ..lease.keeper import current, keeper_for
 
+        if not chunks:
+            return []
+        if current(store) is None:  # never inside a transaction: see KeeperFirst
+            raise KeeperFirst
         keeper = keeper_for(store)
         leased = _leased(store, keeper, chunks)
         free = [(jobid, dataid) for jobid, dataid, _ in chunks if (jobid, dataid) not in leased]
