@@ -200,7 +200,7 @@ def claim(
     except liveness.KeeperFirst:  # rolled back: its holder reached outside, claimed again
         for found in claimed:
             found.lock.close()
-        liveness.before_threads(store)
+        liveness.before_threads(store)  # once: it is reached now (a dry run never leases)
         return claim(store, job, command=command, recover_dead=recover_dead, at=at, count=count)
     except BaseException as exc:  # nothing is claimed (a lost COMMIT given back): no lock held
         if claimed and store.outcome_unknown(exc):
