@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
+from pathlib import Path
 
 import pytest
 
@@ -182,7 +182,9 @@ def test_workers_below_one_is_a_usage_error(cli):
 
 @pytest.mark.long  # waits for a connection refused a moment
 @on_postgres
-def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(cli, tmp_path, address):
+def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(
+    cli, tmp_path, address, pg_server
+):
     """The server refuses new sessions for a moment as the workers start (its connections
     all taken, a restart): RunJob, connected already, drains through its workers once
     the server takes them, exit 0, every chunk once; the wait is said in one line."""
@@ -202,7 +204,9 @@ def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(cli, tmp_path,
         runjob = start_runjob(
             cli, "--all", "--parallel", "4", "--workers", "2", "./work.sh", env={"DATAFLOW_DB": url}
         )
-        time.sleep(1.5)  # the workers are refused meanwhile
+        log = Path(pg_server.logfile)  # the workers are refused meanwhile, once at least
+        refused = f'too many connections for role "{role}"'
+        wait_for(lambda: refused in log.read_text(errors="replace"), what="a worker refused")
         with psycopg.connect(address, autocommit=True) as conn:
             conn.execute(f"alter role {role} connection limit -1")
         out, err = runjob.communicate(timeout=60)
