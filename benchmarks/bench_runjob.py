@@ -5,11 +5,18 @@ directly, ``bin/RunJob ./noop.sh`` and ``.venv/bin/RunJob ./noop.sh`` (each clai
 finishes one chunk), and both launchers on a job with nothing to do. Overhead =
 RunJob minus the bare script in the same round; the figure is overhead ÷ Python
 start-up of that round.
+
+Where valgrind is installed, the same commands' instructions too (callgrind, the Python
+process alone): a count that another process on the machine does not change, so that a
+step of start-up cost can be weighed on a busy machine, where wall time cannot.
 """
 
 from __future__ import annotations
 
 import random
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,7 +48,9 @@ def bench(config: Config, work: Path) -> Section:
     section = Section("runjob", "RunJob overhead per chunk")
     rounds = config.runjob_rounds
     store_path = work / "dataflow.db"
-    store = stores.single_job(store_path, "noop", chunks=2 * (rounds + WARMUP) + 1)
+    store = stores.single_job(
+        store_path, "noop", chunks=2 * (rounds + WARMUP) + 2
+    )  # (+1: the run under callgrind)
     with store, store.transaction():
         stores.register(store, "idle", ["never_ready"], ["idle_out"])
     write_script(work / "noop.sh", "#!/bin/sh\nexit 0\n")
@@ -111,6 +120,7 @@ def bench(config: Config, work: Path) -> Section:
                 f"{ms(Dist.of(secs[f'{launcher}, nothing to do']).median)} in all",
             )
         )
+    _instructions(section, variants, work, env)
     rss = {name: Dist.of([r.max_rss_kb / 1024 for r in rs]) for name, rs in runs.items()}
     for launcher in ("bin/RunJob", ".venv/bin/RunJob"):
         ratio = paired(
@@ -139,3 +149,36 @@ def bench(config: Config, work: Path) -> Section:
         "bash wrapper `exec`s Python, so it is the same process).",
     )
     return section
+
+
+def _instructions(section: Section, variants: dict[str, list[str]], work: Path, env) -> None:
+    """RunJob's instructions ÷ ``python -c pass``'s, one run each under callgrind (the
+    count of a run is the same from one run to the next, whatever else the machine does)."""
+    figure = "instructions of `.venv/bin/RunJob ./noop.sh`, ÷ `python -c pass`'s"
+    if shutil.which("valgrind") is None:
+        section.skip(figure, "valgrind is not installed (Debian: valgrind)")
+        return
+    counts = {}
+    for name in ("python -c pass", ".venv/bin/RunJob", ".venv/bin/RunJob, nothing to do"):
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *variants[name]],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise RuntimeError(f"callgrind of {name} failed: {done.stderr[-300:]}")
+        counts[name] = int(found.group(1))
+    python = counts["python -c pass"]
+    figures = {
+        ".venv/bin/RunJob": figure,
+        ".venv/bin/RunJob, nothing to do": "instructions of `.venv/bin/RunJob` with nothing "
+        "to do, ÷ `python -c pass`'s",
+    }
+    for name, shown in figures.items():
+        note = f"{counts[name] / 1e6:.1f}M instructions; python -c pass {python / 1e6:.1f}M"
+        section.add(
+            Row(section.title, shown, times(counts[name] / python), "", "report", INFO, note)
+        )
