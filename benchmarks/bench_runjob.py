@@ -48,9 +48,8 @@ def bench(config: Config, work: Path) -> Section:
     section = Section("runjob", "RunJob overhead per chunk")
     rounds = config.runjob_rounds
     store_path = work / "dataflow.db"
-    store = stores.single_job(
-        store_path, "noop", chunks=2 * (rounds + WARMUP) + 2
-    )  # (+1: the run under callgrind)
+    chunks = 2 * (rounds + WARMUP) + 2  # both launchers each round, the check, callgrind's
+    store = stores.single_job(store_path, "noop", chunks=chunks)
     with store, store.transaction():
         stores.register(store, "idle", ["never_ready"], ["idle_out"])
     write_script(work / "noop.sh", "#!/bin/sh\nexit 0\n")
