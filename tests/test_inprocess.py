@@ -150,7 +150,7 @@ dataids = st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_siz
 
 @given(dataid=dataids, reason=st.one_of(st.none(), st.text(max_size=40)))
 def test_events_reach_runjob_as_the_driver_sent_them(dataid, reason):
-    claim = Claim(dataid, 2, 41, None, Path(f"/logs/{dataid!r}.2.log"), "store:41", ())
+    claim = Claim(dataid, 2, 41, None, f"/logs/{dataid!r}.2.log", "store:41", ())
     outcome = Outcome(1, 2.5, None, None, None, ("log: No space left on device",), reason)
     for event in (
         Event("launch", dataid, claim),

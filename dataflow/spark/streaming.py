@@ -99,7 +99,7 @@ def stream(
     output = job.output()
     address = locate(None if environ is None else env.get("DATAFLOW_DB"))
     with open_store(address) as store:
-        folder = store.files / STREAMS
+        folder = Path(store.files) / STREAMS
         chunks = store.dataids_of_job(jobid)
     checkpoint = checkpoint or job.item(CHECKPOINT_ITEM) or str(folder / jobid)
     _check_checkpoint(jobid, checkpoint, chunks)

@@ -12,8 +12,6 @@ line in ``_backend`` (docs/development.md, "Adding a backend").
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .address import check_environment
 from .base import (
     DATASET_COLUMNS,
@@ -100,7 +98,7 @@ def create_store(address: Address) -> tuple[Store, int]:
     return _backend(address).create(address)
 
 
-def files_of(address: Address) -> tuple[Path, Path]:
+def files_of(address: Address) -> tuple[str, str]:
     """The local folder of the store's run logs and its lock file (the store need not exist)."""
     backend = _backend(address)
     return backend.files_of(address), backend.lockfile_of(address)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 DEFAULT_NAME = "dataflow.db"
-# A store's address: the path of an SQLite file, or a postgresql:// URL (a str)
-Address = Path | str
+# A store's address: the path of an SQLite file (a str, or a Path of a caller's), or a
+# postgresql:// URL (a str)
+Address = str | os.PathLike
 URL_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -42,7 +42,24 @@ def locate(db: str | None = None) -> Address:
                 "file path, sqlite:///PATH or a postgresql:// URL"
             )
         found = found[len(SQLITE_URL) :]
-    return Path(found).expanduser().absolute()
+    return absolute(found)
+
+
+def _normal(path: str) -> str:
+    """``path`` as ``str(Path(path))`` writes it: "//" and "." parts dropped, no "/" at its
+    end, ".." kept (a symlink's parent is not its folder's). Paths of a run are str, as
+    os.path takes them: importing pathlib would cost every start some 8% (issue 46)."""
+    root = "/" if path.startswith("/") else ""
+    if path.startswith("//") and not path.startswith("///"):
+        root = "//"  # POSIX gives two leading slashes a meaning of their own
+    return root + "/".join(part for part in path.split("/") if part not in ("", ".")) or "."
+
+
+def absolute(path: str | os.PathLike) -> str:
+    """``path`` with ``~`` expanded, relative to the working folder: the string of
+    ``Path(path).expanduser().absolute()``."""
+    found = os.path.expanduser(_normal(os.fspath(path)))  # "./~" too, as pathlib
+    return _normal(found if found.startswith("/") else os.path.join(os.getcwd(), found))
 
 
 def same_store(one: Address, other: Address) -> bool:
@@ -162,7 +179,7 @@ def for_job(address: Address) -> str:
     the URL without its password (the job's own connection finds it where ``psql`` does:
     ``~/.pgpass``, ``$PGPASSWORD``)."""
     if not is_url(address):
-        return str(Path(address).expanduser().absolute())
+        return absolute(address)
     text = re.sub(_USERINFO, r"\1@", str(address))
     text = re.sub(r"([?&])password=[^&\s]*&?", r"\1", text)
     return text.rstrip("?&")
@@ -221,14 +238,14 @@ def alert_timeout() -> float:
     return _seconds(ALERT_TIMEOUT_ENV, ALERT_TIMEOUT_S, 0.5, 600)
 
 
-def _absolute_path(name: str, what: str) -> Path | None:
+def _absolute_path(name: str, what: str) -> str | None:
     """A path from the environment (``~`` expanded), None when it is not set; one set
     empty or relative is refused: what it names would depend on where a command started."""
     found = os.environ.get(name)
     if found is None:
         return None
-    path = Path(found).expanduser()
-    if not found.strip() or not path.is_absolute():
+    path = _normal(os.path.expanduser(_normal(found)))
+    if not found.strip() or not path.startswith("/"):
         from ..errors import UsageError
 
         shown_value = found[:60].encode("unicode_escape").decode("ascii")
@@ -236,7 +253,7 @@ def _absolute_path(name: str, what: str) -> Path | None:
     return path
 
 
-def state_folder() -> Path | None:
+def state_folder() -> str | None:
     """This host's folder of a shared store's logs and lock file (``$DATAFLOW_STATE``),
     or None when it is not set."""
     return _absolute_path(STATE_ENV, "a folder")

@@ -17,7 +17,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from pathlib import Path
 
 from .address import Address
 from .queries import NamedQueries
@@ -64,8 +63,8 @@ class Connector(ABC):
     conn: Connection
     q: NamedQueries
     path: Address
-    files: Path
-    lockfile: Path
+    files: str
+    lockfile: str
     identity: str
     version: int
 
@@ -86,23 +85,21 @@ class Connector(ABC):
 
     @classmethod
     @abstractmethod
-    def local_name(cls, address: Any) -> Path:
+    def local_name(cls, address: Any) -> str:
         """Where this host keeps the store's own files, as a name that the store's folder
         of run logs (:meth:`files_of`) and file of chunk locks (:meth:`lockfile_of`) are
         named after (the store need not exist)."""
 
     @classmethod
-    def files_of(cls, address: Any) -> Path:
+    def files_of(cls, address: Any) -> str:
         """This host's folder of the store's run logs: its local name with ``.d``."""
-        name = cls.local_name(address)
-        return name.with_name(name.name + ".d")
+        return cls.local_name(address) + ".d"
 
     @classmethod
-    def lockfile_of(cls, address: Any) -> Path:
+    def lockfile_of(cls, address: Any) -> str:
         """This host's file of the store's chunk locks: its local name with ``-locks``,
         apart from the logs (cleaning those never touches it)."""
-        name = cls.local_name(address)
-        return name.with_name(name.name + "-locks")
+        return cls.local_name(address) + "-locks"
 
     @abstractmethod
     def close(self) -> None: ...

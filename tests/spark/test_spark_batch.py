@@ -128,7 +128,7 @@ def test_a_batch_writes_each_chunk_as_the_chunks_one_by_one(cli, quick_jvm, chun
     # one history row and one log per chunk; the batch's calls in every chunk's log
     runs = rows(here.cwd, "select dataid, attempt, status from run where jobid='batched'")
     assert sorted(runs) == sorted((d, 1, "READY") for d in chunks)
-    logs = [log_path(here.cwd / "dataflow.db.d", "batched", d, 1).read_text() for d in chunks]
+    logs = [Path(log_path(here.cwd / "dataflow.db.d", "batched", d, 1)).read_text() for d in chunks]
     alone = 1 if len(chunks) % 4 == 1 else 0  # the last chunk, claimed alone, calls run
     assert sum("job: batch " in log for log in logs) == len(chunks) - alone, logs
 

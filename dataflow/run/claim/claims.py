@@ -12,7 +12,6 @@ import os
 from collections import namedtuple
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 from ... import dataids
 from ...errors import RunSetupError, StoreUnavailable
@@ -315,7 +314,7 @@ def _claimed(store: Store, job: Job, taken: list, command: str, dry_run: bool) -
     chunks = [(key, dataid) for key, dataid, *_ in taken]
     runids = store.record_claims(job.jobid, chunks, job.outputs, job.inputs, runs)
     claimed = [
-        Claim(dataid, run["attempt"], runid, lock, Path(run["logpath"]), run["token"], tuple(rows))
+        Claim(dataid, run["attempt"], runid, lock, run["logpath"], run["token"], tuple(rows))
         for (_, dataid, rows, _, lock), run, runid in zip(taken, runs, runids, strict=True)
     ]
     for claim in claimed:  # its log, sent while it runs
@@ -357,7 +356,7 @@ def _run_row(
         "pid": os.getpid(),
         "host": liveness.host_name(),
         "command": command,
-        "logpath": str(logs.log_path(store.files, job.jobid, dataid, attempt)),
+        "logpath": logs.log_path(store.files, job.jobid, dataid, attempt),
         "token": processes.new_token(),
     }
 

@@ -20,7 +20,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from ...errors import DriverFailed
 from ...store import Store
@@ -44,7 +43,7 @@ def is_running(pid: int) -> bool:
         return False
 
 
-def driver_log(files: Path, jobid: str) -> Path:
+def driver_log(files: str, jobid: str) -> str:
     """Where the drain's driver writes (Spark's own log): beside the job's chunk logs."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     return driver_log_path(files, jobid, stamp, os.getpid())

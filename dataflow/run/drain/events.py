@@ -9,7 +9,6 @@ import contextlib
 import os
 import time
 from collections import namedtuple
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
 if TYPE_CHECKING:
@@ -163,7 +162,7 @@ def from_fields(fields: object) -> Event:
     claim = fields["claim"]
     if claim is not None:
         dataid, attempt, runid, logpath, token = claim
-        claim = Claim(dataid, attempt, runid, None, Path(logpath), token, ())
+        claim = Claim(dataid, attempt, runid, None, logpath, token, ())
     outcome = fields["outcome"]
     if outcome is not None:
         outcome = Outcome(*outcome)

@@ -53,14 +53,14 @@ class Place:
     """The socket and lock files of the holder of one store on this host."""
 
     def __init__(self, store: Store):
-        folder = store.lockfile.parent  # the host's state folder of the store
+        folder = Path(store.lockfile).parent  # the host's state folder of the store
         # RunJobs of another bound, or naming this host otherwise, have a holder of their own
         key = hashlib.sha256(f"{host_name()}\0{bound():.3f}".encode()).hexdigest()[:12]
         name = f"{store.identity}-holder-{key}"
         self.socket = folder / f"{name}.sock"
         self.lock = folder / f"{name}.lock"
         self.start = folder / f"{name}.start"
-        self.log = store.files / LOG_NAME
+        self.log = Path(store.files) / LOG_NAME
         self.name = name
 
     def runs(self, pid: int) -> Path:
@@ -232,7 +232,7 @@ def _spawn(store: Store, place: Place) -> str | None:
     }
     root = str(Path(dataflow.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    store.files.mkdir(parents=True, exist_ok=True)
+    os.makedirs(store.files, exist_ok=True)
     told = {
         "address": str(store.path),
         "socket": str(place.socket),

@@ -21,7 +21,6 @@ import errno
 import fcntl
 import os
 import struct
-from pathlib import Path
 
 from ...dataids import chunk_hash
 
@@ -55,21 +54,21 @@ def _request(kind: int, offset: int) -> bytes:
     return struct.pack(_FLOCK, kind, os.SEEK_SET, offset, 1, 0)
 
 
-def _open(path: Path) -> int:
+def _open(path: str | os.PathLike) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
 
-def prepare(path: Path) -> None:
+def prepare(path: str | os.PathLike) -> None:
     """Create the lock file (and its folder) if needed, before a claim, so that a claim
     never fails on it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     os.close(_open(path))
 
 
 class ChunkLock:
     """One exclusive lock on a chunk, through an open file description of our own."""
 
-    def __init__(self, path: Path, jobid: str, dataid: str):
+    def __init__(self, path: str | os.PathLike, jobid: str, dataid: str):
         self.path = path
         self.offset = _offset(jobid, dataid)
         self.fd: int | None = None
@@ -94,7 +93,7 @@ class ChunkLock:
             self.fd = None
 
 
-def is_held(path: Path, jobid: str, dataid: str) -> bool:
+def is_held(path: str | os.PathLike, jobid: str, dataid: str) -> bool:
     """Does a live process hold this chunk's lock (in lock file ``path``)?"""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from pathlib import Path
 
 from ...errors import UsageError
 from ...store import Store
@@ -14,37 +13,39 @@ from .locks import safe_name
 MASK = b"***"
 
 
-def log_path(folder: Path, jobid: str, dataid: str, attempt: int) -> Path:
+def log_path(folder: str | os.PathLike, jobid: str, dataid: str, attempt: int) -> str:
     """Where attempt ``attempt`` of a chunk writes its output."""
-    return _job_logs(folder, jobid) / f"{safe_name(dataid)}.{attempt}.log"
+    return os.path.join(_job_logs(folder, jobid), f"{safe_name(dataid)}.{attempt}.log")
 
 
-def driver_log_path(folder: Path, jobid: str, stamp: str, pid: int) -> Path:
+def driver_log_path(folder: str | os.PathLike, jobid: str, stamp: str, pid: int) -> str:
     """Where a drain's Spark driver writes (Spark's own log), beside the job's chunk logs
     (a chunk's log name never has a ``.`` before its attempt: dots are escaped)."""
-    return _job_logs(folder, jobid) / f"driver.{stamp}.{pid}.log"
+    return os.path.join(_job_logs(folder, jobid), f"driver.{stamp}.{pid}.log")
 
 
 @lru_cache(maxsize=256)  # a drain needs it at every claim
-def _job_logs(folder: Path, jobid: str) -> Path:
-    return folder / "logs" / safe_name(jobid)
+def _job_logs(folder: str | os.PathLike, jobid: str) -> str:
+    return os.path.join(folder, "logs", safe_name(jobid))
 
 
-def own(folder: Path, run: Mapping[str, object]) -> Path | None:
+def own(folder: str | os.PathLike, run: Mapping[str, object]) -> str | None:
     """The log file of ``run`` (a history row): where its row says, if that is inside the
     store's log folder ``folder/logs`` (symlinks resolved), else where this store puts
     that attempt's log (a store reached by another path, or moved); None if neither is
     inside the folder. Any client may write a history row: a file it names elsewhere is
     never read nor deleted."""
     try:
-        root = (folder / "logs").resolve()
+        inside = os.path.realpath(os.path.join(folder, "logs")) + "/"
         named = str(run.get("logpath") or "")
-        found = [Path(named).resolve()] if named else []
+        found = [os.path.realpath(named)] if named else []
         attempt = int(str(run["attempt"]))
-        found.append(log_path(folder, str(run["jobid"]), str(run["dataid"]), attempt).resolve())
-    except (OSError, RuntimeError, ValueError, KeyError):
+        found.append(
+            os.path.realpath(log_path(folder, str(run["jobid"]), str(run["dataid"]), attempt))
+        )
+    except (OSError, ValueError, KeyError):
         return None
-    return next((path for path in found if path != root and path.is_relative_to(root)), None)
+    return next((path for path in found if path.startswith(inside)), None)
 
 
 def run_of(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> dict:
@@ -56,7 +57,7 @@ def run_of(store: Store, jobid: str, dataid: str, attempt: int | None = None) ->
     return run
 
 
-def find(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> Path:
+def find(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> str:
     """The log of a chunk's last run (or of ``attempt``), never a file outside the
     store's log folder; UsageError if there is none."""
     run = run_of(store, jobid, dataid, attempt)
@@ -66,10 +67,10 @@ def find(store: Store, jobid: str, dataid: str, attempt: int | None = None) -> P
     return path
 
 
-def prepare(folder: Path, jobid: str) -> Path:
+def prepare(folder: str | os.PathLike, jobid: str) -> str:
     """Create the job's log folder (before a claim: a run must never fail for want of it)."""
     path = _job_logs(folder, jobid)
-    path.mkdir(parents=True, exist_ok=True)
+    os.makedirs(path, exist_ok=True)
     if not os.access(path, os.W_OK):
         raise PermissionError(13, "Permission denied", str(path))
     return path

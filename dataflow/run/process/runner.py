@@ -19,7 +19,6 @@ import threading
 import time
 from collections import namedtuple
 from collections.abc import Callable
-from pathlib import Path
 
 from ...errors import ScriptError
 from .output import Copier, LogSink, Sink, Tail, last_words, start_thread
@@ -61,9 +60,9 @@ def python_command(module: str) -> list[str]:
     drain): with ``-P``, which keeps the working folder (the user's, its jobs') off the
     module path, where a ``dataflow`` package of its own would run instead; without it
     when that folder holds this very toolkit (a checkout run in place)."""
-    root = Path(__file__).resolve().parents[3]
+    root = os.path.realpath(__file__).rsplit("/", 4)[0]  # above dataflow/run/process/
     try:
-        in_place = Path.cwd().resolve() == root
+        in_place = os.path.realpath(os.getcwd()) == root
     except OSError:  # no working folder any more
         in_place = False
     return [sys.executable, *([] if in_place else ["-P"]), "-m", module]
@@ -170,7 +169,7 @@ class Run:
         env: dict[str, str],
         *,
         lock_fd: int | None = None,
-        log_path: Path | None = None,
+        log_path: str | os.PathLike | None = None,
         secrets: tuple[str, ...] | list[str] = (),
         echo: bool = True,
         timeout: float | None = None,
@@ -241,7 +240,7 @@ class Run:
             try:
                 return LogSink(os.open(self.log_path, flags, 0o644))
             except FileNotFoundError:  # the chunk's first log: its folder first
-                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
                 return LogSink(os.open(self.log_path, flags, 0o644))
         except OSError as exc:  # checked before the claim; lost since: run without it
             return Sink("log", None, f"log: {exc.strerror or exc}")

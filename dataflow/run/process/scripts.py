@@ -6,14 +6,14 @@ program at all)."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ...errors import ScriptError
 
 
 def job_name(script: str) -> str:
     """The jobid of a script: its file name without folder and extension."""
-    name = Path(script).name
+    # its last part, as Path(script).name: not a "." nor the empty one after a "/"
+    name = next((part for part in reversed(script.split("/")) if part not in ("", ".")), "")
     stem, dot, _ = name.rpartition(".")
     return stem if dot and stem else name
 

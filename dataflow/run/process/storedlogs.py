@@ -18,7 +18,6 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 
 from ...errors import DataflowError, UsageError
 from ...store import DRIVER_ERRORS, Store, address
@@ -27,7 +26,7 @@ from . import logs
 Piece = tuple[int, int, bytes]  # size of the log, bytes kept (its last), those compressed
 
 
-def piece(path: Path | None, keep: int | None = None) -> Piece | None:
+def piece(path: str | os.PathLike | None, keep: int | None = None) -> Piece | None:
     """The end of the log at ``path`` as the store keeps it; None if it is empty, not
     there, or the store keeps none."""
     keep = address.log_keep_bytes() if keep is None else keep
@@ -78,11 +77,11 @@ class Sender:
 
     def __init__(self, opener: Callable[[], Store], every: float, keep: int):
         self.opener, self.every, self.keep = opener, every, keep
-        self.runs: dict[int, tuple[Path, int]] = {}  # runid: (log, its size when last sent)
+        self.runs: dict[int, tuple[str, int]] = {}  # runid: (log, its size when last sent)
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
-    def watch(self, runid: int, path: Path) -> None:
+    def watch(self, runid: int, path: str) -> None:
         with self.lock:
             self.runs[runid] = (path, 0)
             if self.thread is None:
@@ -110,7 +109,7 @@ class Sender:
             except (DataflowError, OSError, *DRIVER_ERRORS):
                 store = _closed(store)  # the next look opens it again
 
-    def _send(self, store: Store, due: list[tuple[int, tuple[Path, int]]]) -> None:
+    def _send(self, store: Store, due: list[tuple[int, tuple[str, int]]]) -> None:
         grown = []
         for runid, (path, sent) in due:
             with contextlib.suppress(OSError):
@@ -140,7 +139,7 @@ _sender: Sender | None = None
 _made = threading.Lock()
 
 
-def watch(store: Store, runid: int | None, path: Path | None) -> None:
+def watch(store: Store, runid: int | None, path: str | None) -> None:
     """Send the log of run ``runid`` while it runs (a dry run's claim has no run)."""
     global _sender
     if runid is None or path is None:
@@ -161,7 +160,7 @@ def forget(runid: int | None) -> None:
         _sender.forget(runid)
 
 
-def ended(runid: int | None, path: Path | None) -> Piece | None:
+def ended(runid: int | None, path: str | None) -> Piece | None:
     """Run ``runid`` has ended: it is no more sent meanwhile; the last piece of its log,
     which the transaction that records its end writes."""
     forget(runid)
@@ -215,10 +214,10 @@ def follow(store: Store, run: dict, write: Callable[[bytes], object], every: flo
         time.sleep(every)
 
 
-def _local(store: Store, run: dict) -> Path | None:
+def _local(store: Store, run: dict) -> str | None:
     """The run's log file in this store's log folder, if it is there."""
     path = logs.own(store.files, run)
-    return path if path is not None and path.is_file() else None
+    return path if path is not None and os.path.isfile(path) else None
 
 
 def _mine(run: dict) -> bool:
@@ -231,7 +230,7 @@ def _ended(store: Store, run: dict) -> bool:
     return now is None or now["status"] != "RUNNING"
 
 
-def _file(path: Path) -> bytes:
+def _file(path: str) -> bytes:
     try:
         with open(path, "rb") as handle:
             return handle.read()

@@ -22,7 +22,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 from ..process.runner import Outcome
 from .inprocess import (
@@ -42,7 +41,7 @@ _POLL_S = 0.2
 class BatchChunk:
     """One chunk of a batch: its variables, its lock's descriptor, its log."""
 
-    def __init__(self, variables: Mapping[str, str], lock_fd: int | None, log_path: Path | None):
+    def __init__(self, variables: Mapping[str, str], lock_fd: int | None, log_path: str | None):
         self.variables, self.lock_fd, self.log_path = variables, lock_fd, log_path
 
 

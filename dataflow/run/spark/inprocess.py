@@ -17,7 +17,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from ..process.logs import Redactor
 from ..process.output import LogSink, Sink
@@ -99,13 +98,13 @@ def _ours(filename: str) -> bool:
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
-def open_log(path: Path | None) -> Sink:
+def open_log(path: str | os.PathLike | None) -> Sink:
     """A chunk's log, new (a sink that writes nowhere, saying why, if it cannot be opened)."""
     if path is None:
         return Sink("log", None)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         return LogSink(os.open(path, flags, 0o644))
     except OSError as exc:  # checked before the claim; lost since: run without it
         return Sink("log", None, f"log: {exc.strerror or exc}")
@@ -122,7 +121,7 @@ class ThreadRun:
         *,
         cancel: Callable[[], None] = lambda: None,
         lock_fd: int | None = None,
-        log_path: Path | None = None,
+        log_path: str | os.PathLike | None = None,
         secrets: list[str] | tuple[str, ...] = (),
         timeout: float | None = None,
         footer: str | None = None,

@@ -16,11 +16,11 @@ on its history row, both held by a keeper process on the run's host
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from pathlib import Path
 
 import psycopg
 
@@ -99,17 +99,17 @@ class PostgresStore(ClaimQueries, LeaseStore):
         return re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(str(p) for p in parts))
 
     @classmethod
-    def _state(cls) -> Path:
+    def _state(cls) -> str:
         found = state_folder()  # $DATAFLOW_STATE: absolute (an empty one is refused)
         if found is not None:
             return found
-        return Path.home() / ".local" / "state" / "dataflow"
+        return os.path.expanduser("~/.local/state/dataflow")
 
     @classmethod
-    def local_name(cls, address: str) -> Path:  # type: ignore[override]
+    def local_name(cls, address: str) -> str:  # type: ignore[override]
         """The store's name in this host's state folder ($DATAFLOW_STATE, else
         ~/.local/state/dataflow): its run logs and chunk locks there."""
-        return cls._state() / cls._name(address)
+        return os.path.join(cls._state(), cls._name(address))
 
     # -- opening -------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from pathlib import Path
 
 # Pragmas that only read, whatever their argument (a table or index name).
 READING_PRAGMAS = frozenset(
@@ -25,32 +24,36 @@ SETTING_PRAGMAS = frozenset(
 )
 
 
-def uri(path: Path, mode: str) -> str:
+def folder(path: str) -> str:
+    """The folder of the store's file ``path`` (of a relative name too: ".")."""
+    return os.path.dirname(path) or "."
+
+
+def uri(path: str, mode: str) -> str:
     """The URI that opens ``path`` in ``mode`` (rw, rwc or ro)."""
     # "%", "?" and "#" are the characters a URI path must escape
-    escaped = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    escaped = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     return f"file:{escaped}?mode={mode}"
 
 
-def writable(path: Path) -> bool:
+def writable(path: str) -> bool:
     """Can SQLite write the store here (its file, and its folder for the -wal and -shm)?"""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return os.access(path, os.W_OK) and os.access(folder(path), os.W_OK)
 
 
-def read_only_uri(path: Path) -> str:
+def read_only_uri(path: str) -> str:
     """A read-only URI. In a folder we cannot write, SQLite cannot create the -shm file a
     WAL store needs: when no -wal file holds changes, every committed row is in the file
     itself and nobody can write one (a writer needs that folder too), so the file is read
     as immutable; otherwise SQLite reads it through the existing -wal and -shm files."""
-    wal = path.with_name(path.name + "-wal")
-    if os.access(path.parent, os.W_OK) or _size(wal):
+    if os.access(folder(path), os.W_OK) or _size(path + "-wal"):
         return uri(path, "ro")
     return uri(path, "ro") + "&immutable=1"
 
 
-def _size(path: Path) -> int:
+def _size(path: str) -> int:
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except OSError:
         return 0
 

@@ -10,7 +10,6 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 from ...dataids import natural_key
 from ...errors import NotAStore, StoreMissing, StoreUnavailable
@@ -78,7 +77,7 @@ def marks(count: int) -> str:
     return ", ".join("?" * count)
 
 
-def connect(path: Path, mode: str) -> Connection:
+def connect(path: str, mode: str) -> Connection:
     """A connection in ``mode``: rwc (create), rw, or ro (nothing it runs changes the store)."""
     address = access.read_only_uri(path) if mode == "ro" else access.uri(path, mode)
     conn = None
@@ -93,10 +92,10 @@ def connect(path: Path, mode: str) -> Connection:
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()
-        if not path.exists() and mode == "rwc":
+        if not os.path.exists(path) and mode == "rwc":
             raise create_failure(path, exc) from None
-        if not path.exists():
-            raise StoreMissing(str(path)) from None
+        if not os.path.exists(path):
+            raise StoreMissing(path) from None
         raise open_failure(path, exc, reading=mode == "ro") from None
     conn.row_factory = sqlite3.Row
     conn.text_factory = _text
@@ -128,7 +127,7 @@ def passing(exc: BaseException) -> bool:
     return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
 
 
-def failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | None:
+def failure(path: str, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | None:
     """What a driver error says about the store itself (disk full, I/O error, read-only,
     damaged), or None when it is about the statement."""
     name = getattr(exc, "sqlite_errorname", None) or ""
@@ -143,31 +142,33 @@ def failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore | No
     if name.startswith("SQLITE_READONLY"):
         return StoreUnavailable("write", path, "it is read-only (its file, folder or disk)")
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
-        return NotAStore(str(path), str(exc))
+        return NotAStore(path, str(exc))
     return None
 
 
-def create_failure(path: Path, exc: sqlite3.Error) -> StoreUnavailable | NotAStore:
+def create_failure(path: str, exc: sqlite3.Error) -> StoreUnavailable | NotAStore:
     """Why a new store could not be created: mostly a folder that cannot be written."""
-    if not os.access(path.parent, os.W_OK):
-        why = f"its folder {path.parent} cannot be written (permissions, or a read-only disk)"
+    folder = access.folder(path)
+    if not os.access(folder, os.W_OK):
+        why = f"its folder {folder} cannot be written (permissions, or a read-only disk)"
         return StoreUnavailable("create", path, why)
     return failure(path, exc) or StoreUnavailable("create", path, str(exc))
 
 
-def open_failure(path: Path, exc: sqlite3.Error, reading: bool) -> StoreUnavailable | NotAStore:
+def open_failure(path: str, exc: sqlite3.Error, reading: bool) -> StoreUnavailable | NotAStore:
     """Why the store could not be opened (``reading``: for a read-only command)."""
     name = getattr(exc, "sqlite_errorname", None) or ""
     if not name.startswith("SQLITE_CANTOPEN"):
-        return failure(path, exc) or NotAStore(str(path), str(exc))
-    if path.is_dir():
-        return NotAStore(str(path), "it is a folder")
+        return failure(path, exc) or NotAStore(path, str(exc))
+    if os.path.isdir(path):
+        return NotAStore(path, "it is a folder")
     if not os.access(path, os.R_OK):
         return StoreUnavailable("open", path, "permission denied")
-    if os.access(path.parent, os.W_OK):
+    folder = access.folder(path)
+    if os.access(folder, os.W_OK):
         return StoreUnavailable("open", path, str(exc))
     if reading:  # read_only_uri kept the -wal file: it holds changes, but no -shm is beside it
         why = "its folder is read-only and its -wal file needs a -shm file that is not there"
         return StoreUnavailable("read", path, why + "; copy the store to a writable folder")
-    why = f"its folder {path.parent} is read-only (SQLite writes -wal and -shm files beside it)"
+    why = f"its folder {folder} is read-only (SQLite writes -wal and -shm files beside it)"
     return StoreUnavailable("write", path, why)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ...errors import NetworkFilesystem
 
@@ -21,7 +20,7 @@ def _unescape(field: str) -> str:
     return field
 
 
-def mount_type(path: Path, mountinfo: str = MOUNTINFO) -> str | None:
+def mount_type(path: str, mountinfo: str = MOUNTINFO) -> str | None:
     """The file system type of the mount holding ``path``, or None if unknown."""
     try:
         with open(mountinfo, encoding="utf-8", errors="replace") as handle:
@@ -42,7 +41,7 @@ def mount_type(path: Path, mountinfo: str = MOUNTINFO) -> str | None:
     return best_type
 
 
-def require_local(folder: Path, mountinfo: str = MOUNTINFO) -> None:
+def require_local(folder: str, mountinfo: str = MOUNTINFO) -> None:
     """Raise :class:`NetworkFilesystem` when ``folder`` is on NFS, CIFS, FUSE and the like."""
     kind = mount_type(folder, mountinfo)
     if kind and (kind in NETWORK or kind.startswith("fuse")):

@@ -16,7 +16,6 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from functools import cached_property
-from pathlib import Path
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreLinked, StoreMissing, StoreVersion
 from ..base import Store
@@ -65,18 +64,18 @@ class SqliteStore(Store):
         """Disk full, I/O error, read-only, damaged (:func:`.connection.failure`)."""
         return failure(self.path, exc) if isinstance(exc, sqlite3.Error) else None
 
-    def __init__(self, path: Path, conn: Connection):
+    def __init__(self, path: str, conn: Connection):
         self.path = path
         self.conn = conn
         self.files = self.files_of(path)
 
     @staticmethod
-    def local_name(path: Path) -> Path:
+    def local_name(path: str | os.PathLike) -> str:
         """The database file, symlinks resolved: its run logs and chunk locks beside it."""
-        return Path(os.path.realpath(path))
+        return os.path.realpath(path)
 
     @cached_property
-    def lockfile(self) -> Path:
+    def lockfile(self) -> str:
         """The chunk lock file: beside the database file itself, whatever path, symlink or
         relative name reached it, and apart from the logs (cleaning those never touches it).
         A second hard link would be a second name with its own lock file: refused."""
@@ -84,7 +83,7 @@ class SqliteStore(Store):
         return self.lockfile_of(self.path)
 
     @staticmethod
-    def _one_name(path: Path) -> None:
+    def _one_name(path: str) -> None:
         """Refuse to write a store file that has a second hard link: every writer (RunJob,
         ready, dml...) follows the rule of the chunk locks kept beside one name."""
         links = os.stat(path).st_nlink
@@ -100,13 +99,14 @@ class SqliteStore(Store):
     # -- opening -----------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, readonly: bool = False) -> SqliteStore:
+    def open(cls, path: str | os.PathLike, readonly: bool = False) -> SqliteStore:
         """Open an existing store at the current schema version; never creates one.
         ``readonly``: for a command that only reads, which then also works where the store
         cannot be written (a read-only folder, file or disk)."""
-        if not path.exists():
-            raise StoreMissing(str(path))
-        require_local(path.parent)
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise StoreMissing(path)
+        require_local(access.folder(path))
         if not readonly:
             cls._one_name(path)
         reading = readonly and not access.writable(path)
@@ -115,17 +115,19 @@ class SqliteStore(Store):
         if found != schema.VERSION:
             store.close()
             if found == 0:
-                raise NotAStore(str(path), "it has no dataflow tables; run 'utility createtables'")
-            raise StoreVersion(str(path), found, schema.VERSION)
+                raise NotAStore(path, "it has no dataflow tables; run 'utility createtables'")
+            raise StoreVersion(path, found, schema.VERSION)
         return store
 
     @classmethod
-    def create(cls, path: Path) -> tuple[SqliteStore, int]:
+    def create(cls, path: str | os.PathLike) -> tuple[SqliteStore, int]:
         """Create or upgrade the store; returns it with the number of migrations applied."""
-        if not path.parent.is_dir():
-            raise NotAStore(str(path), f"folder {path.parent} does not exist")
-        require_local(path.parent)
-        if path.exists():
+        path = os.fspath(path)
+        folder = access.folder(path)
+        if not os.path.isdir(folder):
+            raise NotAStore(path, f"folder {folder} does not exist")
+        require_local(folder)
+        if os.path.exists(path):
             cls._one_name(path)
         store = cls(path, connect(path, "rwc"))
         try:
@@ -134,13 +136,13 @@ class SqliteStore(Store):
             with store.transaction():
                 found = store._version()
                 if found > schema.VERSION:
-                    raise StoreVersion(str(path), found, schema.VERSION)
+                    raise StoreVersion(path, found, schema.VERSION)
                 for version in range(found + 1, schema.VERSION + 1):
                     store._migrate(version)
                 store.conn.execute(store.q.set_schema_version.format(version=schema.VERSION))
         except sqlite3.Error as exc:
             store.close()
-            raise failure(path, exc) or NotAStore(str(path), str(exc)) from None
+            raise failure(path, exc) or NotAStore(path, str(exc)) from None
         except BaseException:
             store.close()
             raise
@@ -172,7 +174,7 @@ class SqliteStore(Store):
         problems = [row[0] for row in self.conn.execute(self.q.quick_check)]
         if problems != ["ok"]:
             found = " ".join(problems[0].split())  # one line, as every error
-            raise NotAStore(str(self.path), f"it is damaged ({found}); restore a backup")
+            raise NotAStore(self.path, f"it is damaged ({found}); restore a backup")
 
     def close(self) -> None:
         self.conn.close()
