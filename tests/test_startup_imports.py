@@ -39,6 +39,10 @@ NOT_FOR_A_PLAIN_RUN = (
     "dataflow.run.drain.driven",  # a drain in one Spark driver
     "argparse",  # a command line of a script and its arguments has no option to parse
     "typing",  # types are for readers and checkers (TYPE_CHECKING = False): ~4 ms a start
+    "pathlib",  # its import pulls the three below and six namedtuples: str paths and os.path
+    "urllib",
+    "ipaddress",
+    "fnmatch",
 )
 # what only a job process needs: a run with nothing to do (most cron ticks) starts none
 ONLY_TO_START_A_JOB = {
