@@ -59,8 +59,6 @@ def _insert_ready(tmp_path, dataid: str) -> None:
 
 
 def _events():
-    from pathlib import Path
-
     from hypothesis import strategies as st
 
     from dataflow.run.claim.claims import Claim
@@ -72,7 +70,7 @@ def _events():
     )
     count = st.integers(-(2**63), 2**63 - 1)
     claims = st.builds(
-        lambda d, a, r, p, t: Claim(d, a, r, None, Path(p), t, ()), text, count, count, text, text
+        lambda d, a, r, p, t: Claim(d, a, r, None, p, t, ()), text, count, count, text, text
     )
     seconds = st.floats(allow_nan=False, allow_infinity=False)
     outcomes = st.builds(

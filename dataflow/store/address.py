@@ -24,7 +24,7 @@ _SCHEME = r"([A-Za-z][A-Za-z0-9+.-]*)://"
 SQLITE_URL = "sqlite:///"  # SQLAlchemy's form: sqlite:///rel.db, sqlite:////abs/path.db
 
 
-def locate(db: str | None = None) -> Address:
+def locate(db: str | None = None) -> str:
     """The store's address: ``--db``, else ``DATAFLOW_DB``, else ``./dataflow.db``; a
     ``postgresql://user@host:port/db`` URL stays as it is; ``sqlite:///PATH`` is the
     SQLite file PATH (as SQLAlchemy reads it: ``sqlite:////abs.db`` is absolute). Any
