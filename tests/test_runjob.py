@@ -216,3 +216,29 @@ def test_a_drain_raises_its_soft_limit_of_open_files_for_its_slots(env_job, tmp_
         limit, parent = line.split(" ", 1)
         slots = int(parent.split("--parallel ")[1].split()[0])
         assert 0 < slots <= 100 and limit == str(min(64 + slots * 12, hard)), line
+
+
+def test_a_drain_raises_its_soft_limit_before_it_claims_its_slots_chunks(env_job, tmp_path):
+    """``--parallel 200`` under a soft limit of 128 (the hard one well above): the drain's
+    first claim takes a lock descriptor for each of 150 chunks, so the limit is raised
+    before it, not with the first job process: every chunk runs, no warning."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 64 + 200 * 12:
+        pytest.skip(f"a hard limit of open files of {hard}")
+    register(env_job, "work", ["src"], ["dst"])
+    env_job.ok(
+        "dml",
+        "insert into datastatus with recursive n(x) as (select 1 union all select x + 1"
+        " from n where x < 150) select 'src', 'fakejob', cast(x as varchar(20)), 'OUT',"
+        " 'READY', now() from n",
+    )
+    script(tmp_path, "work.sh", 'echo "$dataid" >> ran.log')
+    done = env_job.runjob(
+        "--all", "--parallel", "200", "./work.sh", preexec_fn=open_files(128, hard), timeout=300
+    )
+    assert done.code == 0 and done.err == "", done
+    assert Counter((tmp_path / "ran.log").read_text().split()) == Counter(
+        str(i) for i in range(1, 151)
+    )

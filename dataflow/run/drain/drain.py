@@ -24,6 +24,7 @@ from ..claim import claims, liveness, recovery
 from ..claim.claims import Claim
 from ..claim.jobenv import JobEnv
 from ..claim.lifecycle import FAILED, READY, Job
+from ..process.locks import make_room
 from ..process.output import start_thread
 from ..process.processes import ATTEMPT_VARIABLE, STORE_VARIABLE, VARIABLE
 from . import drainclaim, recorder
@@ -115,6 +116,8 @@ class Drain:
         return self.store.count_candidates(self.job.jobid)
 
     def run(self) -> Summary:
+        if self.in_process is None:  # descriptors for every slot's job, before the first
+            make_room(self.parallel)  # claim takes a lock descriptor for each slot's chunk
         try:
             return self._drain()
         finally:
@@ -343,7 +346,6 @@ class Drain:
         if self._watcher is None:
             from ..process.watcher import Watcher
 
-            runner.make_room(self.parallel)  # descriptors for every slot's job
             self._watcher = Watcher()
         start = (self.run_with or runner.Run) if argv is self.argv else runner.Run
         return start(  # a check runs as itself

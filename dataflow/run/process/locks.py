@@ -17,9 +17,11 @@ per chunk, which costs ~0.4 ms on a typical disk inside the claim's transaction.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
+import resource
 import struct
 
 from ...dataids import chunk_hash
@@ -28,6 +30,24 @@ _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _MAX_NAME = 200  # bytes; file systems allow 255
 _FLOCK = "hhqqi4x"  # struct flock: type, whence, start, len, pid (and padding)
 _BUSY = (errno.EAGAIN, errno.EACCES)
+
+# descriptors RunJob holds for a running job (its pipes, log and lock, the locks of chunks
+# claimed ahead for its slot), with room to spare; and for all else
+FILES_A_SLOT, FILES_SPARE = 12, 64
+
+
+def make_room(slots: int) -> None:
+    """Raise this process's soft limit of open files, within its hard limit, to what
+    ``slots`` jobs at once need (``RunJob --parallel 500`` with a soft limit of 1,024).
+    A job that cannot start for want of them all the same makes a drain go on with the
+    jobs it runs. Made before a drain's first claim, whose chunks hold a lock
+    descriptor each (a claim of 200 chunks under a soft limit of 128 would fail)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = FILES_SPARE + slots * FILES_A_SLOT
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        top = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, top), hard))
 
 
 def safe_name(text: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -30,22 +29,6 @@ from .watcher import Watcher
 WITHHELD = ("PASSKEY", "PASSKEY_FILE")
 KILL_GRACE_S = 10.0  # after SIGTERM (a timeout, or a signal passed on), before SIGKILL
 _POLL_S = 0.2  # how often a wait looks up (a signal's handler runs between looks)
-# descriptors RunJob holds for a running job (its pipes, log and lock, the locks of chunks
-# claimed ahead for its slot), with room to spare; and for all else
-FILES_A_SLOT, FILES_SPARE = 12, 64
-
-
-def make_room(slots: int) -> None:
-    """Raise this process's soft limit of open files, within its hard limit, to what
-    ``slots`` jobs at once need (``RunJob --parallel 500`` with a soft limit of 1,024).
-    A job that cannot start for want of them all the same makes a drain go on with the
-    jobs it runs."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = FILES_SPARE + slots * FILES_A_SLOT
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        top = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, top), hard))
 
 
 def child_environment(job_variables: dict[str, str]) -> dict[str, str]:
