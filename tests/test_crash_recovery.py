@@ -279,6 +279,35 @@ def test_a_host_whose_state_folder_is_not_made_yet_makes_it_with_its_parents(cha
     assert list(state.glob("*-locks"))
 
 
+HOME_PARTS = st.sampled_from(["/", "//", "/./", "/../", "home", "u", ".", "..", "é", " "])
+
+
+@given(home=st.lists(HOME_PARTS, max_size=8).map("".join))
+@example(home="/home//u")  # a passwd entry made with a base folder ending in "/"
+@example(home="/home/./u/")
+def test_a_shared_stores_state_folder_under_any_home_is_named_as_pathlib_names_it(home):
+    """Without $DATAFLOW_STATE a shared store's logs and locks are in
+    ``~/.local/state/dataflow``: named (``utility where``, a run's log path, an alert's)
+    as ``Path.home()`` joined it, whatever ``//`` or ``.`` parts $HOME has."""
+    from dataflow.store.postgres.store import PostgresStore
+
+    url = "postgresql://u@db.example:5433/etl"
+    saved = {name: os.environ.get(name) for name in ("HOME", "DATAFLOW_STATE")}
+    os.environ.pop("DATAFLOW_STATE", None)
+    os.environ["HOME"] = home
+    try:
+        expected = str(Path.home() / ".local" / "state" / "dataflow" / "db.example-5433-etl")
+        assert PostgresStore.local_name(url) == expected
+        assert PostgresStore.files_of(url) == expected + ".d"
+        assert PostgresStore.lockfile_of(url) == expected + "-locks"
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 @given(st.text(max_size=300))
 @example("x" * 201)  # a long name (a long dataid): a prefix and a hash; rarely drawn
 @example("é" * 40)  # 80 bytes, 240 characters escaped

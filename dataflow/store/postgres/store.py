@@ -25,7 +25,7 @@ from datetime import datetime
 import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
-from ..address import direct_address, liveness_timeout, state_folder
+from ..address import _normal, direct_address, liveness_timeout, state_folder
 from ..base import TABLES, Row, zoned_now
 from ..connector import Params
 from ..leases import LeaseStore
@@ -103,7 +103,8 @@ class PostgresStore(ClaimQueries, LeaseStore):
         found = state_folder()  # $DATAFLOW_STATE: absolute (an empty one is refused)
         if found is not None:
             return found
-        return os.path.expanduser("~/.local/state/dataflow")
+        # as Path.home() joins it: a $HOME of "/home//u" or "/home/./u" named as "/home/u"
+        return _normal(os.path.expanduser("~/.local/state/dataflow"))
 
     @classmethod
     def local_name(cls, address: str) -> str:  # type: ignore[override]
