@@ -308,6 +308,30 @@ def test_a_shared_stores_state_folder_under_any_home_is_named_as_pathlib_names_i
                 os.environ[name] = value
 
 
+PATH_PARTS = st.sampled_from(
+    ["/", "//", "///", ".", "..", "~", "~root", "~no-such-user", "a", "job.sh", ".x", "é", "\udcff"]
+)
+
+
+@given(path=st.lists(PATH_PARTS, max_size=8).map("".join))
+def test_a_stores_address_and_a_scripts_jobid_are_named_as_pathlib_names_them(path):
+    """A store's address as a run names it (``locate``, ``for_job``: a job's DATAFLOW_DB)
+    is the string of ``Path(path).expanduser().absolute()`` (pathlib is not imported by a
+    run), and a script's jobid is its ``Path(script).name`` less its extension."""
+    from dataflow.run.process.scripts import job_name
+    from dataflow.store.address import absolute
+
+    try:
+        expected = str(Path(path).expanduser().absolute())
+    except RuntimeError:  # "~no-such-user": pathlib gives up, the run takes the name as is
+        expected = None
+    if expected is not None:
+        assert absolute(path) == expected
+    name = Path(path).name
+    stem, dot, _ = name.rpartition(".")
+    assert job_name(path) == (stem if dot and stem else name)
+
+
 @given(st.text(max_size=300))
 @example("x" * 201)  # a long name (a long dataid): a prefix and a hash; rarely drawn
 @example("é" * 40)  # 80 bytes, 240 characters escaped
