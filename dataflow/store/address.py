@@ -45,7 +45,7 @@ def locate(db: str | None = None) -> str:
     return absolute(found)
 
 
-def _normal(path: str) -> str:
+def normal(path: str) -> str:
     """``path`` as ``str(Path(path))`` writes it: "//" and "." parts dropped, no "/" at its
     end, ".." kept (a symlink's parent is not its folder's). Paths of a run are str, as
     os.path takes them: importing pathlib would cost every start some 8% (issue 46)."""
@@ -58,8 +58,8 @@ def _normal(path: str) -> str:
 def absolute(path: str | os.PathLike) -> str:
     """``path`` with ``~`` expanded, relative to the working folder: the string of
     ``Path(path).expanduser().absolute()``."""
-    found = os.path.expanduser(_normal(os.fspath(path)))  # "./~" too, as pathlib
-    return _normal(found if found.startswith("/") else os.path.join(os.getcwd(), found))
+    found = os.path.expanduser(normal(os.fspath(path)))  # "./~" too, as pathlib
+    return normal(found if found.startswith("/") else os.path.join(os.getcwd(), found))
 
 
 def same_store(one: Address, other: Address) -> bool:
@@ -244,7 +244,7 @@ def _absolute_path(name: str, what: str) -> str | None:
     found = os.environ.get(name)
     if found is None:
         return None
-    path = _normal(os.path.expanduser(_normal(found)))
+    path = normal(os.path.expanduser(normal(found)))
     if not found.strip() or not path.startswith("/"):
         from ..errors import UsageError
 
