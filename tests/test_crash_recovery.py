@@ -510,6 +510,28 @@ def test_a_chunk_claimed_ahead_and_ended_by_hand_keeps_the_operators_end(chain, 
     assert "6" not in (tmp_path / "ran").read_text().split()  # it never started
 
 
+def test_on_sqlite_a_chunk_claimed_ahead_starts_on_its_claim(chain, tmp_path):
+    """A chunk lock does not lapse: the chunks a drain claimed ahead while chunk 5 ran
+    start on those claims (their tokens) when its slot frees, one run each; they are not
+    given back and claimed again (as on PostgreSQL after half the bound: ``test_hosts``)."""
+    _chunks_up_to(chain, 10)
+    script(
+        tmp_path,
+        "work.sh",
+        'echo "$dataid" >> ran; [ "$dataid" != 5 ] || until [ -e go ]; do sleep 0.05; done',
+    )
+    drain = start_runjob(chain, "--all", "./work.sh")
+    wait_for(lambda: rows(tmp_path, "select 1 from run where dataid = '6'"), what="chunk 6")
+    claimed = rows(tmp_path, "select dataid, token from run where status = 'RUNNING'")
+    ahead = {(dataid, token) for dataid, token in claimed if int(dataid) > 5}
+    assert "6" in dict(ahead), claimed
+    (tmp_path / "go").touch()
+    assert drain.wait(timeout=60) == 0
+    ran = set(rows(tmp_path, "select dataid, token from run where status = 'READY'"))
+    assert ahead <= ran, (ahead, ran)
+    assert sorted((tmp_path / "ran").read_text().split(), key=int) == [str(d) for d in range(1, 11)]
+
+
 @pytest.mark.both_stores
 @pytest.mark.slow
 def test_a_chunk_claimed_ahead_by_a_killed_drain_is_recovered_and_never_runs_twice(chain, tmp_path):
