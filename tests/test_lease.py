@@ -350,6 +350,9 @@ def test_a_keeper_killed_takes_every_process_of_its_runs_with_it(hosts, tmp_path
     wait_for(lambda: not alive(job) and not alive(helper), timeout=BOUND, what="the fence")
     assert runner.wait(timeout=60) != 0
     assert _status_failed(tmp_path)  # RunJob, still alive, recorded its run
+    # and, its holder gone, let the run's lease go itself: the chunk is free at once, not
+    # once its last heartbeat is older than the bound
+    assert rows(tmp_path, "select seen from run") == [(None,)]
     (tmp_path / "go").touch()
     a.ok("resubmit", "work", "1")
     assert b.runjob("./work.sh").code == 0
