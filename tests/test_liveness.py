@@ -175,6 +175,28 @@ def test_a_detached_helper_keeps_its_chunk_live(chain, tmp_path):
     assert starts(tmp_path).count("1") == 2
 
 
+def test_a_run_that_left_many_helpers_names_five_of_them(chain, tmp_path):
+    """A refusal names the live processes of a run whose RunJob has ended: the first five
+    of them, and ``...`` past five (chunk 1 leaves five helpers, chunk 2 six)."""
+    spawn = (
+        "python3 -c \"import subprocess, sys; [print(subprocess.Popen(['sleep', '300'], "
+        "start_new_session=True, close_fds=True, stdout=subprocess.DEVNULL, "
+        'stderr=subprocess.DEVNULL).pid) for _ in range(int(sys.argv[1]))]"'
+    )
+    script(tmp_path, "work.sh", f'[ "$dataid" = 3 ] || {spawn} $((4 + dataid)) > "helpers.$dataid"')
+    assert chain.runjob("--all", "./work.sh").code == 0  # each job ends READY at once
+    helpers = {d: sorted(map(int, (tmp_path / f"helpers.{d}").read_text().split())) for d in "12"}
+    try:
+        for dataid, more in (("1", ""), ("2", ", ...")):
+            refused = chain.utility("endjob", "work", dataid, "RESUBMIT")
+            listed = ", ".join(map(str, helpers[dataid][:5])) + more
+            assert f"work {dataid} is being run now (pids {listed} on host " in refused.err, refused
+            assert "its RunJob (pid " in refused.err and refused.code == 2
+    finally:
+        for pid in helpers["1"] + helpers["2"]:
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_a_producer_never_rewrites_a_chunk_its_consumer_is_reading(chain, tmp_path):
     """work (src -> dst) then read (dst -> out): resubmit work 1 --cascade while read
     reads dst/1; work waits for read to end, and read, its input stale, ends RESUBMIT
