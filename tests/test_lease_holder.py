@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -329,25 +327,6 @@ def test_a_holder_short_of_threads_refuses_every_connection_at_once(hosts, tmp_p
     assert outcomes == {"refused": 300}
 
 
-class _SlowProxy(Proxy):
-    """A proxy to the server whose every new connection is forwarded after ``delay``
-    seconds (a slow network's or a busy server's connect, within the connect timeout)."""
-
-    delay = 0.0
-
-    def _accept(self) -> None:
-        while not self.stopped:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._late, args=(client,), daemon=True).start()
-
-    def _late(self, client: socket.socket) -> None:
-        time.sleep(self.delay)
-        self._pump(client, socket.create_connection(self.target))
-
-
 @pytest.mark.long
 @pytest.mark.parametrize("work", ["candidates", "clock", "recovered"])
 def test_a_holder_slow_to_start_never_leaves_a_claim_idle_inside_its_transaction(
@@ -359,7 +338,7 @@ def test_a_holder_slow_to_start_never_leaves_a_claim_idle_inside_its_transaction
     tried again), whether RunJob found candidates before its claim or its claim finds
     work RunJob could not count: the current period of a job run by a clock (no
     candidate row), a chunk of a dead run recovered and retried by the claim itself."""
-    proxy = _SlowProxy(pg_server.port)
+    proxy = Proxy(pg_server.port)
     a, b = two_hosts(tmp_path, pg_store, BOUND)
     ADDRESSES[tmp_path] = pg_store
     try:

@@ -9,6 +9,7 @@ import os
 import select
 import socket
 import threading
+import time
 from collections.abc import Mapping
 
 from support import (
@@ -20,7 +21,11 @@ COMMITTED = b"C\x00\x00\x00\x0bCOMMIT\x00"  # the server's answer to a COMMIT do
 
 class Proxy:
     """A TCP proxy to the PostgreSQL server that can stop forwarding without closing, or
-    cut a connection as the answer of a COMMIT done comes back (``lose_commits``)."""
+    cut a connection as the answer of a COMMIT done comes back (``lose_commits``), or
+    forward each new connection ``delay`` seconds late (a slow network's or a busy
+    server's connect)."""
+
+    delay = 0.0
 
     def __init__(self, port: int):
         self.target = ("127.0.0.1", port)
@@ -40,8 +45,11 @@ class Proxy:
                 client, _ = self.server.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._forward, args=(client,), daemon=True).start()
+
+    def _forward(self, client: socket.socket) -> None:
+        time.sleep(self.delay)
+        self._pump(client, socket.create_connection(self.target))
 
     def lose_commits(self, times: int, after: bytes) -> None:
         """The next ``times`` transactions that send ``after`` (a part of a statement's
