@@ -79,7 +79,9 @@ class Drain:
         self.summary, self._ahead_at = Summary(), 0.0
         self._active: dict[int, tuple[Claim, Run]] = {}
         # copies the output of every job process, waits for them: made with the first
+        # (a driver's drain starts its checks from its runs' threads: under a lock)
         self._watcher: Watcher | None = None
+        self._watcher_made = threading.Lock()
         # ("ended", (claim, outcome)) from the watcher or a run's thread, ("recorded",
         # Ended) and ("say", Event) from the recorder's: acted on in the drain's thread
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -343,10 +345,11 @@ class Drain:
         # nothing to do) never loads subprocess and the watcher (a tenth of its start)
         from ..process import runner
 
-        if self._watcher is None:
-            from ..process.watcher import Watcher
+        with self._watcher_made:
+            if self._watcher is None:
+                from ..process.watcher import Watcher
 
-            self._watcher = Watcher()
+                self._watcher = Watcher()
         start = (self.run_with or runner.Run) if argv is self.argv else runner.Run
         return start(  # a check runs as itself
             argv,
