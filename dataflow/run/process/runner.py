@@ -43,7 +43,9 @@ def python_command(module: str) -> list[str]:
     drain): with ``-P``, which keeps the working folder (the user's, its jobs') off the
     module path, where a ``dataflow`` package of its own would run instead; without it
     when that folder holds this very toolkit (a checkout run in place)."""
-    root = os.path.realpath(__file__).rsplit("/", 4)[0]  # above dataflow/run/process/
+    root = os.path.realpath(__file__)
+    for _ in range(4):  # above dataflow/run/process/runner.py (a checkout at / too)
+        root = os.path.dirname(root)
     try:
         in_place = os.path.realpath(os.getcwd()) == root
     except OSError:  # no working folder any more
