@@ -55,11 +55,16 @@ def normal(path: str) -> str:
     return root + "/".join(part for part in path.split("/") if part not in ("", ".")) or "."
 
 
+def expanded(path: str | os.PathLike) -> str:
+    """``path`` with ``~`` expanded: the string of ``Path(path).expanduser()``."""
+    return normal(os.path.expanduser(normal(os.fspath(path))))  # "./~" too, as pathlib
+
+
 def absolute(path: str | os.PathLike) -> str:
     """``path`` with ``~`` expanded, relative to the working folder: the string of
     ``Path(path).expanduser().absolute()``."""
-    found = os.path.expanduser(normal(os.fspath(path)))  # "./~" too, as pathlib
-    return normal(found if found.startswith("/") else os.path.join(os.getcwd(), found))
+    found = expanded(path)
+    return found if found.startswith("/") else normal(os.path.join(os.getcwd(), found))
 
 
 def same_store(one: Address, other: Address) -> bool:
@@ -244,7 +249,7 @@ def _absolute_path(name: str, what: str) -> str | None:
     found = os.environ.get(name)
     if found is None:
         return None
-    path = normal(os.path.expanduser(normal(found)))
+    path = expanded(found)
     if not found.strip() or not path.startswith("/"):
         from ..errors import UsageError
 

@@ -25,7 +25,7 @@ from datetime import datetime
 import psycopg
 
 from ...errors import BadSQL, NotAStore, ReadOnlySQL, StoreUnavailable, StoreVersion
-from ..address import direct_address, liveness_timeout, normal, state_folder
+from ..address import direct_address, expanded, liveness_timeout, state_folder
 from ..base import TABLES, Row, zoned_now
 from ..connector import Params
 from ..leases import LeaseStore
@@ -104,7 +104,7 @@ class PostgresStore(ClaimQueries, LeaseStore):
         if found is not None:
             return found
         # as Path.home() joins it: a $HOME of "/home//u" or "/home/./u" named as "/home/u"
-        return normal(os.path.expanduser("~/.local/state/dataflow"))
+        return expanded("~/.local/state/dataflow")
 
     @classmethod
     def local_name(cls, address: str) -> str:  # type: ignore[override]
