@@ -107,14 +107,20 @@ def test_an_import_and_a_dataset_name_follow_the_same_rule(cli, tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
-def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path):
-    """A history row names a file elsewhere: ``log`` prints the run's own log, ``purge``
-    deletes the run's own log, and the other file is never read nor deleted."""
+@pytest.mark.parametrize("where", ["elsewhere", "beside"])
+def test_purge_and_log_touch_only_the_stores_own_log_folder(cli, tmp_path, where):
+    """A history row names a file elsewhere (or in a folder beside the log folder whose
+    name starts as its name does: ``logs-old``): ``log`` prints the run's own log,
+    ``purge`` deletes the run's own log, and the other file is never read nor deleted."""
     _job(cli, tmp_path)
     script(tmp_path, "M.sh", "echo the job says hello")
     assert cli.run_job("./M.sh").exit_code == 0
     (own,) = rows(tmp_path, "select logpath from run")[0]
+    logs = Path(own).parent.parent  # <store's folder>/logs (then the job's, then its log)
     outside = tmp_path / "precious.txt"
+    if where == "beside":
+        outside = logs.with_name("logs-old") / "precious.txt"
+        outside.parent.mkdir()
     outside.write_text("keep me\n")
     cli.ok("dml", f"update run set logpath = '{outside}'")
     shown = cli.ok("log", "M", "1").out
