@@ -32,13 +32,17 @@ KINDS = ("runjob", "group", "holder", "job", "session")
 CHAOS_S = 150  # how long the adversary works (bounded: then the hosts finish the work)
 JOB = f"""
 exec 9>>"flock.$jobid.$dataid"
-flock -n 9 || echo "OVERLAP $jobid $dataid" >> ledger
-echo "$jobid $dataid $$" >> ledger
+flock -n 9 || echo "OVERLAP $jobid $dataid $$ $DATAFLOW_HOST $(date +%s.%N)" >> ledger
+echo "$jobid $dataid $$ $DATAFLOW_HOST $DATAFLOW_RUN $(date +%s.%N)" >> ledger
 if [ $((RANDOM % 4)) = 0 ]; then  # a helper that leaves, holding the flock a while
-    setsid {sys.executable} -c 'import os, time
-os.closerange(3, 9); os.closerange(10, 65536); time.sleep(0.5)' </dev/null >/dev/null 2>&1 &
+    setsid {sys.executable} -c 'import os, sys, time
+os.closerange(3, 9); os.closerange(10, 65536); time.sleep(0.5)
+with open("ledger", "a") as ledger:
+    print("helper", *sys.argv[1:], os.getpid(), "ends", time.time(), file=ledger)' \
+        $jobid $dataid </dev/null >/dev/null 2>&1 &
 fi
 sleep 0.$((RANDOM % 6))
+echo "end $jobid $dataid $$ $(date +%s.%N)" >> ledger
 """
 # a host: RunJob of both jobs, again and again, until told to stop; each RunJob in a
 # process group of its own, as cron starts it (a kill of its group spares the loop)
@@ -166,12 +170,37 @@ def test_two_hosts_under_chaos_never_run_a_chunk_twice(tmp_path, pg_database, pg
     ledger = (tmp_path / "ledger").read_text().splitlines()
     overlaps = [line for line in ledger if line.startswith("OVERLAP")]
     runs = rows(tmp_path, "select count(*) from run")[0][0]
-    assert not overlaps, (overlaps, kills)
+    assert not overlaps, (overlaps, kills, _story(tmp_path, ledger, overlaps))
     assert _ready(tmp_path) == 2 * CHUNKS, kills
     assert rows(tmp_path, "select count(*) from datastatus where status='RUNNING'") == [(0,)]
     assert runs >= 2 * CHUNKS
     assert all(kills.get(kind, 0) >= 3 for kind in KINDS), kills  # each kind, several times
     assert kills.get("server restart") == 1
+
+
+def _story(tmp_path, ledger: list[str], overlaps: list[str]) -> list[str]:
+    """What a failure needs read: the ledger's lines and the runs of each chunk that
+    overlapped (its ledger lines are numbered: their order is the order they happened)."""
+    told = []
+    for overlap in overlaps:
+        jobid, dataid = overlap.split()[1:3]
+        told += [
+            f"{n}: {line}"
+            for n, line in enumerate(ledger)
+            if line.split()[:2] == [jobid, dataid]
+            or line.split()[1:3] == [jobid, dataid]  # OVERLAP, end, helper
+        ]
+        told += map(
+            str,
+            rows(
+                tmp_path,
+                "select runid, attempt, status, started, ended, pid, host, token, seen, lease,"
+                " reason from run where jobid = ? and dataid = ? order by runid",
+                jobid,
+                dataid,
+            ),
+        )
+    return told
 
 
 def _ready(tmp_path) -> int:

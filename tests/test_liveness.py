@@ -6,8 +6,11 @@ first writes ``OVERLAP`` into the ledger."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -268,3 +271,49 @@ def test_copy_store_refuses_a_finished_run_whose_leftover_holds_its_lock(chain, 
         lambda: chain.utility("copy-store", "--to", str(tmp_path / "copy.db")).code == 0,
         what="the copy once the leftover has ended",
     )
+
+
+# a process of a run holding its job's flock, with memory enough that letting it go
+# takes a while once it is killed (its files are closed only after)
+BIG_PROCESS = """
+import fcntl, sys, time
+lock = open(sys.argv[1], "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+memory = bytearray(b"x") * (512 << 20)  # written: each page is the process's own
+open(sys.argv[2], "w").close()
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("look", ["carrying", "chunks_alive", "kill"])
+def test_a_process_ending_slowly_keeps_its_run_live_until_its_files_are_closed(tmp_path, look):
+    """A killed process lets go of its memory, its environment with it, before it closes
+    its files: for that while (longer for a bigger process, on a busier host) nothing
+    names its run but the locks it still holds. No look at the processes calls its run
+    dead, and no fence ends, before its files are closed (it failed: an overlap in
+    test_chaos on a loaded machine)."""
+    from dataflow.run.process import processes
+
+    token = processes.new_token()
+    env = {**os.environ, processes.VARIABLE: token, processes.STORE_VARIABLE: "s"}
+    env.update(jobid="work", dataid="1")
+    flock, ready = tmp_path / "flock", tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", BIG_PROCESS, str(flock), str(ready)], env=env)
+    try:
+        wait_for(ready.exists, timeout=120, what="the process's memory")
+        if look == "kill":
+            processes.kill({token})  # returns once nothing of the run is left
+        else:
+            alive = {
+                "carrying": lambda: processes.carrying({token}),
+                "chunks_alive": lambda: processes.chunks_alive({"none": ("work", "1")}, "s"),
+            }[look]
+            assert alive()
+            os.kill(child.pid, signal.SIGKILL)
+            while alive():
+                pass
+        with open(flock) as file:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while the lock is held
+    finally:
+        child.kill()
+        child.wait()

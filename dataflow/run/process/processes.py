@@ -41,27 +41,59 @@ def legacy_token(store_identity: str, runid: int) -> str:
     return f"{store_identity}:{runid}"
 
 
-def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes]]]:
+_EXITING = 0x4  # PF_EXITING, in a process's flags (/proc/PID/stat)
+ENDING_WAIT_S = 0.25  # how long a look waits for an ending process to close its files
+
+
+def _ending(pid: str) -> bool:
+    """Is the process ending but not yet a zombie? Its memory (its environment) may be
+    let go already while its files, and the locks on them, are still open: a dying
+    process of several GB takes a while to let go of its memory, longer when the host
+    is busy, and closes its files only then."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read().rsplit(b")", 1)[1].split()
+        return fields[0] not in (b"Z", b"X") and bool(int(fields[6]) & _EXITING)
+    except (OSError, IndexError, ValueError):
+        return False  # gone
+
+
+def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] | None]]:
     """(pid, environment variables) of every live process on this host we may read, but
     this one, whose environment holds one of ``marks`` (the others are not split: most
-    processes are nobody's run, and one look at the bytes tells)."""
+    processes are nobody's run, and one look at the bytes tells). A process ending (its
+    environment gone, its files open) may be anyone's: the look waits a moment for it
+    to end, and one still ending after :data:`ENDING_WAIT_S` comes as (pid, None)."""
     me = os.getpid()
+    ending = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as file:
                 found = file.read()
-        except OSError:  # gone, or another user's
+        except OSError:  # gone, another user's, a kernel thread's, or ending
+            if _ending(name):
+                ending.append(name)
             continue
         if any(mark in found for mark in marks):
             yield int(name), found.split(b"\0")
+    deadline = time.monotonic() + ENDING_WAIT_S
+    while ending := [pid for pid in ending if _ending(pid)]:
+        if time.monotonic() > deadline:
+            for pid in ending:
+                yield int(pid), None
+            return
+        time.sleep(0.005)
 
 
 def _scan(tokens: set[str]) -> Iterable[tuple[int, str]]:
     """(pid, token) of every live process on this host that carries one of ``tokens``."""
     wanted = {f"{VARIABLE}={t}".encode(): t for t in tokens}
     for pid, variables in _environments(wanted):
+        if variables is None:  # ending: it may carry any of them
+            yield from ((pid, token) for token in tokens)
+            continue
         for variable in variables:
             if variable in wanted:
                 yield pid, wanted[variable]
@@ -100,6 +132,8 @@ def chunks_alive(
     ours = f"{STORE_VARIABLE}={store}".encode()
     found: set[tuple[str, str]] = set()
     for _, variables in _environments([*wanted, ours]):
+        if variables is None:  # ending: it may be a process of any of them
+            return set(identities.values())
         job = data = b""
         mine = False
         carried: set[tuple[str, str]] = set()
