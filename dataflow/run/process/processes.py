@@ -41,7 +41,7 @@ def legacy_token(store_identity: str, runid: int) -> str:
     return f"{store_identity}:{runid}"
 
 
-_EXITING = 0x4  # PF_EXITING, in a process's flags (/proc/PID/stat)
+_EXITING, _KERNEL = 0x4, 0x200000  # PF_EXITING, PF_KTHREAD: a process's flags (its stat)
 ENDING_WAIT_S = 0.25  # how long a look waits for an ending process to close its files
 
 
@@ -53,9 +53,10 @@ def _ending(pid: str) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             fields = file.read().rsplit(b")", 1)[1].split()
-        return fields[0] not in (b"Z", b"X") and bool(int(fields[6]) & _EXITING)
+        flags = int(fields[6])
     except (OSError, IndexError, ValueError):
         return False  # gone
+    return fields[0] not in (b"Z", b"X") and flags & (_EXITING | _KERNEL) == _EXITING
 
 
 def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] | None]]:
@@ -72,11 +73,13 @@ def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] |
         try:
             with open(f"/proc/{name}/environ", "rb") as file:
                 found = file.read()
-        except OSError:  # gone, another user's, a kernel thread's, or ending
-            if _ending(name):
-                ending.append(name)
+        except ProcessLookupError:  # gone, a kernel thread, or ending: no memory to read
+            found = b""
+        except OSError:  # gone, or another user's
             continue
-        if any(mark in found for mark in marks):
+        if not found and _ending(name):  # (some kernels read an ending one as empty)
+            ending.append(name)
+        elif any(mark in found for mark in marks):
             yield int(name), found.split(b"\0")
     deadline = time.monotonic() + ENDING_WAIT_S
     while ending := [pid for pid in ending if _ending(pid)]:
@@ -124,6 +127,8 @@ def chunks_alive(
     With ``host`` (a shared store's name of this host), a process whose environment
     names another host in ``DATAFLOW_HOST`` is that host's: its lease speaks for it (two
     hosts declared on one machine see each other's processes here, not their leases)."""
+    if not tokens:
+        return set()
     wanted = {f"{VARIABLE}={t}".encode(): chunk for t, chunk in tokens.items()}
     ours_host = f"{HOST_ENV}={host}".encode() if host is not None else None
     identities = {
