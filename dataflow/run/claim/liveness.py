@@ -118,7 +118,7 @@ class _Leases(_Locks):
         from ..lease.keeper import current
 
         found = current(store)
-        if found is not None and found.ended(jobid, dataid, runid):
+        if found is not None and found.ended(runid):
             # its holder is gone, its processes killed: the chunk is free at once, or (the
             # store out of reach for longer than its patience) once the lease lapses
             with contextlib.suppress(StoreUnavailable, *DRIVER_ERRORS):

@@ -126,7 +126,7 @@ class Keeper:
         else:
             self._tell(f"watch {word(jobid)} {word(dataid)} {runid} {token} {group}")
 
-    def ended(self, jobid: str, dataid: str, runid: int) -> bool:
+    def ended(self, runid: int) -> bool:
         """The run's end is recorded and its chunk lock closed here: the holder lets the
         chunk go at its next look if no process of the run is left (a finish never waits
         for it). One that is left is still fenced should the holder fail. True when the
