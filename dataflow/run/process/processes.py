@@ -66,7 +66,7 @@ def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] |
     environment gone, its files open) may be anyone's: the look waits a moment for it
     to end, and one still ending after :data:`ENDING_WAIT_S` comes as (pid, None)."""
     me = os.getpid()
-    ending = []
+    unread = []  # (its flags are read only when a look was not ended by what it found)
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
@@ -77,11 +77,12 @@ def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] |
             found = b""
         except OSError:  # gone, or another user's
             continue
-        if not found and _ending(name):  # (some kernels read an ending one as empty)
-            ending.append(name)
+        if not found:  # (some kernels read an ending one as empty)
+            unread.append(name)
         elif any(mark in found for mark in marks):
             yield int(name), found.split(b"\0")
     deadline = time.monotonic() + ENDING_WAIT_S
+    ending = unread
     while ending := [pid for pid in ending if _ending(pid)]:
         if time.monotonic() > deadline:
             for pid in ending:
