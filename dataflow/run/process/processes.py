@@ -45,18 +45,24 @@ _EXITING, _KERNEL = 0x4, 0x200000  # PF_EXITING, PF_KTHREAD: a process's flags (
 ENDING_WAIT_S = 0.25  # how long a look waits for an ending process to close its files
 
 
+def _stat(pid: int | str) -> list[bytes] | None:
+    """The fields of a process's stat after its name (its state first); None once gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            return file.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _ending(pid: str) -> bool:
     """Is the process ending but not yet a zombie? Its memory (its environment) may be
     let go already while its files, and the locks on them, are still open: a dying
     process of several GB takes a while to let go of its memory, longer when the host
     is busy, and closes its files only then."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            fields = file.read().rsplit(b")", 1)[1].split()
-        flags = int(fields[6])
-    except (OSError, IndexError, ValueError):
+    fields = _stat(pid)
+    if not fields:
         return False  # gone
-    return fields[0] not in (b"Z", b"X") and flags & (_EXITING | _KERNEL) == _EXITING
+    return fields[0] not in (b"Z", b"X") and int(fields[6]) & (_EXITING | _KERNEL) == _EXITING
 
 
 def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] | None]]:
@@ -66,7 +72,7 @@ def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] |
     environment gone, its files open) may be anyone's: the look waits a moment for it
     to end, and one still ending after :data:`ENDING_WAIT_S` comes as (pid, None)."""
     me = os.getpid()
-    unread = []  # (its flags are read only when a look was not ended by what it found)
+    unread = []  # (their flags are read only when a look was not ended by what it found)
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
@@ -82,10 +88,9 @@ def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] |
         elif any(mark in found for mark in marks):
             yield int(name), found.split(b"\0")
     deadline = time.monotonic() + ENDING_WAIT_S
-    ending = unread
-    while ending := [pid for pid in ending if _ending(pid)]:
+    while unread := [pid for pid in unread if _ending(pid)]:
         if time.monotonic() > deadline:
-            for pid in ending:
+            for pid in unread:
                 yield int(pid), None
             return
         time.sleep(0.005)
@@ -171,11 +176,8 @@ def pids_carrying(token: str) -> set[int]:
 
 
 def _group(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            return int(file.read().rsplit(")", 1)[1].split()[2])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = _stat(pid)
+    return int(fields[2]) if fields else None
 
 
 def kill(tokens: set[str], groups: Iterable[int] = (), patience: float = 2.0) -> None:
