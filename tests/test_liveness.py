@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -274,44 +275,54 @@ def test_copy_store_refuses_a_finished_run_whose_leftover_holds_its_lock(chain, 
 
 
 # a process of a run holding its job's flock, with memory enough that letting it go
-# takes a while once it is killed (its files are closed only after)
+# takes a while once it is killed (its files are closed only after); with "threads", its
+# main thread ends at once, another goes on (a JVM's may end first, as a C program's may)
 BIG_PROCESS = """
-import fcntl, sys, time
+import ctypes, fcntl, sys, threading, time
 lock = open(sys.argv[1], "w")
 fcntl.flock(lock, fcntl.LOCK_EX)
 memory = bytearray(b"x") * (512 << 20)  # written: each page is the process's own
 open(sys.argv[2], "w").close()
+if sys.argv[3] == "threads":
+    threading.Thread(target=time.sleep, args=(300,)).start()
+    ctypes.CDLL(None).pthread_exit(None)
 time.sleep(300)
 """
 
 
+@pytest.mark.parametrize("threads", ["one thread", "threads"])
 @pytest.mark.parametrize("look", ["carrying", "chunks_alive", "kill"])
-def test_a_process_ending_slowly_keeps_its_run_live_until_its_files_are_closed(tmp_path, look):
+def test_a_process_ending_slowly_keeps_its_run_live_until_its_files_are_closed(
+    tmp_path, look, threads
+):
     """A killed process lets go of its memory, its environment with it, before it closes
     its files: for that while (longer for a bigger process, on a busier host) nothing
     names its run but the locks it still holds. No look at the processes calls its run
     dead, and no fence ends, before its files are closed (it failed: an overlap in
-    test_chaos on a loaded machine)."""
+    test_chaos on a loaded machine). A process whose main thread has ended is seen
+    through its other threads, alive or ending."""
     from dataflow.run.process import processes
 
     token = processes.new_token()
-    env = {**os.environ, processes.VARIABLE: token, processes.STORE_VARIABLE: "s"}
+    store = processes.new_token()  # this test's own: parallel ones' processes are not its
+    env = {**os.environ, processes.VARIABLE: token, processes.STORE_VARIABLE: store}
     env.update(jobid="work", dataid="1")
     flock, ready = tmp_path / "flock", tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, "-c", BIG_PROCESS, str(flock), str(ready)], env=env)
+    command = [sys.executable, "-c", BIG_PROCESS, str(flock), str(ready), threads]
+    child = subprocess.Popen(command, env=env)
     try:
         wait_for(ready.exists, timeout=120, what="the process's memory")
+        time.sleep(0.2)  # its main thread ended (with threads)
         if look == "kill":
             processes.kill({token})  # returns once nothing of the run is left
         else:
             alive = {
                 "carrying": lambda: processes.carrying({token}),
-                "chunks_alive": lambda: processes.chunks_alive({"none": ("work", "1")}, "s"),
+                "chunks_alive": lambda: processes.chunks_alive({"none": ("work", "1")}, store),
             }[look]
             assert alive()
             os.kill(child.pid, signal.SIGKILL)
-            while alive():
-                pass
+            wait_for(lambda: not alive(), timeout=120, what="the process's end")
         with open(flock) as file:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while the lock is held
     finally:

@@ -41,67 +41,113 @@ def legacy_token(store_identity: str, runid: int) -> str:
     return f"{store_identity}:{runid}"
 
 
-_EXITING, _KERNEL = 0x4, 0x200000  # PF_EXITING, PF_KTHREAD: a process's flags (its stat)
+_EXITING, _KERNEL = 0x4, 0x200000  # PF_EXITING, PF_KTHREAD: a task's flags (its stat)
 ENDING_WAIT_S = 0.25  # how long a look waits for an ending process to close its files
 
 
-def _stat(pid: int | str) -> list[bytes] | None:
-    """The fields of a process's stat after its name (its state first); None once gone."""
+def _stat(pid: int | str, task: str = "") -> list[bytes] | None:
+    """The fields of a process's stat (or of one of its tasks') after its name, its state
+    first; None once gone."""
+    path = f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat"
     try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
+        with open(path, "rb") as file:
             return file.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
 
 
+def _flags(pid: str, task: str = "") -> int | None:
+    """A process's (or one of its tasks') flags; None once gone or a zombie."""
+    fields = _stat(pid, task)
+    return None if not fields or fields[0] in (b"Z", b"X") else int(fields[6])
+
+
+def _environment(path: str) -> bytes | None:
+    """A task's environment; b"" when it has no memory to read it from (a kernel thread,
+    a task ending, a main thread that has ended), None when gone or another user's."""
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except ProcessLookupError:
+        return b""
+    except OSError:
+        return None
+
+
+def _tasks(pid: str) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
+def _through_threads(pid: str) -> bytes:
+    """The environment of a process whose main thread cannot be read, read through its
+    other threads (a main thread may end while the others go on: a JVM's, or a C
+    program's after pthread_exit); b"" when none can be read."""
+    for task in _tasks(pid):
+        if found := _environment(f"/proc/{pid}/task/{task}/environ"):
+            return found
+    return b""
+
+
 def _ending(pid: str) -> bool:
-    """Is the process ending but not yet a zombie? Its memory (its environment) may be
-    let go already while its files, and the locks on them, are still open: a dying
-    process of several GB takes a while to let go of its memory, longer when the host
-    is busy, and closes its files only then."""
-    fields = _stat(pid)
-    if not fields:
-        return False  # gone
-    return fields[0] not in (b"Z", b"X") and int(fields[6]) & (_EXITING | _KERNEL) == _EXITING
+    """Is a task of the process ending but not yet a zombie? It lets go of its memory (its
+    environment) before it closes its files, and the locks on them: a big process takes a
+    while to, longer on a busy host; with threads, its main thread may be a zombie while
+    another ends the process. Another user's process is not looked at (unless this one
+    is root's): it cannot be a process of ours."""
+    uid = os.getuid()
+    try:
+        if uid and os.stat(f"/proc/{pid}").st_uid != uid:
+            return False
+    except OSError:
+        return False
+    return any((_flags(pid, task) or 0) & _EXITING for task in _tasks(pid))
 
 
 def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] | None]]:
     """(pid, environment variables) of every live process on this host we may read, but
     this one, whose environment holds one of ``marks`` (the others are not split: most
-    processes are nobody's run, and one look at the bytes tells). A process ending (its
-    environment gone, its files open) may be anyone's: the look waits a moment for it
-    to end, and one still ending after :data:`ENDING_WAIT_S` comes as (pid, None)."""
+    processes are nobody's run, and one look at the bytes tells). A process whose main
+    thread has ended is read through its other threads. A process ending (its environment
+    gone, its files open) may be anyone's: the look waits a moment for it to end, and one
+    still ending after :data:`ENDING_WAIT_S` comes as (pid, None)."""
     me = os.getpid()
-    unread = []  # (their flags are read only when a look was not ended by what it found)
+    unread = []  # looked at again only when what the look found did not end it
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as file:
-                found = file.read()
-        except ProcessLookupError:  # gone, a kernel thread, or ending: no memory to read
-            found = b""
-        except OSError:  # gone, or another user's
-            continue
-        if not found:  # (some kernels read an ending one as empty)
+        found = _environment(f"/proc/{name}/environ")
+        if found == b"":
             unread.append(name)
+        elif found and any(mark in found for mark in marks):
+            yield int(name), found.split(b"\0")
+    ending = []
+    for name in unread:
+        if (_flags(name) or 0) & _KERNEL:
+            continue
+        found = _through_threads(name)
+        if not found:
+            ending.append(name)
         elif any(mark in found for mark in marks):
             yield int(name), found.split(b"\0")
     deadline = time.monotonic() + ENDING_WAIT_S
-    while unread := [pid for pid in unread if _ending(pid)]:
+    while ending := [pid for pid in ending if _ending(pid)]:
         if time.monotonic() > deadline:
-            for pid in unread:
+            for pid in ending:
                 yield int(pid), None
             return
         time.sleep(0.005)
 
 
-def _scan(tokens: set[str]) -> Iterable[tuple[int, str]]:
-    """(pid, token) of every live process on this host that carries one of ``tokens``."""
+def _scan(tokens: set[str]) -> Iterable[tuple[int, str | None]]:
+    """(pid, token) of every live process on this host that carries one of ``tokens``;
+    (pid, None) for one ending unnamed, which may carry any of them."""
     wanted = {f"{VARIABLE}={t}".encode(): t for t in tokens}
     for pid, variables in _environments(wanted):
-        if variables is None:  # ending: it may carry any of them
-            yield from ((pid, token) for token in tokens)
+        if variables is None:
+            yield pid, None
             continue
         for variable in variables:
             if variable in wanted:
@@ -115,6 +161,8 @@ def carrying(tokens: set[str]) -> set[str]:
         return set()
     found: set[str] = set()
     for _, token in _scan(tokens):
+        if token is None:
+            return set(tokens)
         found.add(token)
         if len(found) == len(tokens):
             break
@@ -171,8 +219,8 @@ def chunks_alive(
 
 
 def pids_carrying(token: str) -> set[int]:
-    """The live processes on this host that carry ``token``."""
-    return {pid for pid, _ in _scan({token})}
+    """The live processes on this host that carry ``token`` (none ending unnamed)."""
+    return {pid for pid, found in _scan({token}) if found}
 
 
 def _group(pid: int) -> int | None:
@@ -186,16 +234,17 @@ def kill(tokens: set[str], groups: Iterable[int] = (), patience: float = 2.0) ->
     while a process carrying a token is in it: a group id is never reused while it has a
     member, so the signal can never reach a stranger's group that got the same number.
     Repeated until no process carries a token (a dying job may still fork), for at most
-    ``patience`` seconds."""
+    ``patience`` seconds; a process ending unnamed is waited for, never signalled."""
     groups = set(groups)
     deadline = time.monotonic() + patience
     while True:
         found = list(_scan(tokens)) if tokens else []
-        ours = {_group(pid) for pid, _ in found} & groups
+        named = [pid for pid, token in found if token is not None]
+        ours = {_group(pid) for pid in named} & groups
         for group in ours:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signal.SIGKILL)
-        for pid, _ in found:
+        for pid in named:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         if not found or time.monotonic() > deadline:
