@@ -5,7 +5,6 @@ Messages never contain a passkey or a password.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable
 
 
@@ -167,6 +166,8 @@ class UnknownDataset(DataflowError):
         else:
             message = f"unknown dataset '{datasetid}' (see 'utility datasets')"
             message += "; register it first: " if names else ""
+        import shlex  # (its import of re is not a run's to pay)
+
         message += " && ".join(shlex.join(["utility", "register-dataset", n]) for n in names)
         super().__init__(message)
 

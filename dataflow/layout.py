@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections import namedtuple
 from collections.abc import Iterable, Mapping
 
@@ -63,6 +62,8 @@ def local(path: str) -> str | None:
         return path[len("file://") :] or None
     if path.startswith("file:"):
         return path[len("file:") :] or None
+    import re
+
     return None if re.match(_SCHEME, path) else path
 
 

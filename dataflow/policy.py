@@ -34,7 +34,6 @@ alone matches any value.
 from __future__ import annotations
 
 import os
-import re
 from collections import namedtuple
 from collections.abc import Iterable, Mapping
 
@@ -169,6 +168,8 @@ class Policy(
 
     def remote_refusal(self, host: str, port: int) -> str | None:
         """Why a Spark Connect server named by a row may not be reached, or None."""
+        import re
+
         for entry in self.remotes:
             found = re.fullmatch(r"sc://(\[[^\]]+\]|[^:/;]+)(?::(\d+))?/?", entry.strip())
             same = found and found[1].strip("[]").lower() == host.lower()
@@ -241,11 +242,15 @@ def _names_match(pattern: str, name: str) -> bool:
 def _value_match(pattern: str, value: str) -> bool:
     if pattern == "*":
         return True
+    import re
+
     regex = "[^/]*".join(re.escape(part) for part in pattern.split("*"))
     return re.fullmatch(regex, value) is not None
 
 
 def _target_match(entry: str, scheme: str, host: str, port: str) -> bool:
+    import re
+
     found = re.fullmatch(r"([A-Za-z][\w+.-]*)://(\[[^\]]+\]|[^:/]*)(?::(\d+))?/?", entry.strip())
     if found is None or found[1].lower() != scheme:
         return False

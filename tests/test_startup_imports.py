@@ -6,7 +6,8 @@ it loads (benchmarks/bench_runjob.py measures it). These runs are real processes
 started as cron starts them (bin/RunJob), with Python's ``-X importtime`` turned on
 through its environment variable: every module the process imported is one line of
 its stderr. None of PostgreSQL's, Spark's, the alerts', the server's or OpenLineage's
-may be among them, nor ``typing``.
+may be among them, nor ``typing``, nor the standard library's ``subprocess``, ``re``
+and what imports them (its job is started with ``os.posix_spawn``).
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ NOT_FOR_A_PLAIN_RUN = (
     "ipaddress",
     "fnmatch",
 )
+# the standard library's, by their exact names: re and what imports it (finding 41)
+NOT_EVEN_STANDARD = {"re", "shlex", "locale", "string", "subprocess", "selectors"}
 # what only a job process needs: a run with nothing to do (most cron ticks) starts none
 ONLY_TO_START_A_JOB = {
-    "subprocess",
-    "selectors",
+    "dataflow.run.process.spawn",
     "dataflow.run.process.runner",
     "dataflow.run.process.watcher",
 }
@@ -66,7 +68,8 @@ def unwanted(modules: set[str]) -> list[str]:
     return sorted(
         name
         for name in modules
-        if any(name == prefix or name.startswith(prefix) for prefix in NOT_FOR_A_PLAIN_RUN)
+        if name in NOT_EVEN_STANDARD
+        or any(name == prefix or name.startswith(prefix) for prefix in NOT_FOR_A_PLAIN_RUN)
     )
 
 

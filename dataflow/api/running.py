@@ -5,7 +5,6 @@ plan, its listeners (alerts, OpenLineage) and the drain in the foreground."""
 
 from __future__ import annotations
 
-import shlex
 import threading
 from collections import namedtuple
 from collections.abc import Callable, Sequence
@@ -180,6 +179,8 @@ class JobRun:
 
     def preview(self) -> Preview:
         """The chunk a run would claim now and its environment; nothing changes."""
+        import shlex
+
         argv, remote = self.plan.argv, self.plan.remote
         result = claims.claim(self.store, self.job, command=shlex.join(argv), dry_run=True)
         found = Preview(self.jobid, None, shlex.join(argv), None, {}, False, 0, None)

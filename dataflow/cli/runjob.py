@@ -4,7 +4,6 @@ record READY or FAILED. ``--all`` drains every claimable chunk, ``--parallel N``
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from types import SimpleNamespace
 
@@ -140,6 +139,8 @@ def _dry_run(preview: api.Preview) -> int:
     say(f"would claim dataid {preview.dataid} for {preview.jobid} and run: {preview.command}")
     if preview.remote:
         say(preview.remote)
+    import shlex
+
     for name, value in preview.environment.items():
         say(f"{name}={shlex.quote(value)}")
     return 0

@@ -9,8 +9,6 @@ The files are read only when a store is created or upgraded: opening one reads n
 
 from __future__ import annotations
 
-import re
-
 
 def _folder(package: str):
     from importlib import resources  # ~8 ms to import: only when a migration is read
@@ -26,6 +24,8 @@ def read(package: str, version: int) -> str:
 def read_all(package: str) -> tuple[str, ...]:
     """The text of every migration of ``package``, in order (version ``n`` is item
     ``n - 1``); their numbers must run 1, 2, ... without a gap."""
+    import re
+
     folder = _folder(package)
     found = sorted(
         entry.name for entry in folder.iterdir() if re.fullmatch(r"\d{4}\.sql", entry.name)

@@ -21,11 +21,9 @@ make a variable a program reads.
 
 from __future__ import annotations
 
-import re
-
 from ...policy import Policy
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*\Z"
+_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"  # then digits too
 
 EXACT = frozenset(
     [
@@ -114,7 +112,7 @@ def why(name: str) -> str:
 
 
 def is_variable_name(name: str) -> bool:
-    return bool(re.match(_NAME, name))
+    return bool(name) and name[0] in _FIRST and all(c in _FIRST or "0" <= c <= "9" for c in name)
 
 
 def refusal(name: str, policy: Policy) -> str | None:

@@ -8,7 +8,6 @@ What the host allows of them (``spark_args``, ``spark_remote``, ``alerts``) is
 
 from __future__ import annotations
 
-import re
 from collections import namedtuple
 
 from ...errors import DataflowError, JobConfigError
@@ -123,7 +122,11 @@ DUE = r"([01]?[0-9]|2[0-3]):([0-5][0-9])(?:\+([0-9]{1,2}))?"
 
 
 def _due(jobid: str, value: str) -> str:
-    if value and not re.fullmatch(DUE, value):
+    if not value:
+        return value
+    import re  # (a job with the setting only: re's import is a tenth of a cron tick's RunJob)
+
+    if not re.fullmatch(DUE, value):
         raise JobConfigError(
             jobid, f"setting ready_by must be HH:MM, or HH:MM+N (N days later), not '{value}'"
         )
@@ -136,14 +139,18 @@ RETRY_DELAY = r"([0-9]+(?:\.[0-9]+)?)(?:x([0-9]+(?:\.[0-9]+)?))?"
 def _retry_delay(jobid: str, value: str) -> tuple[float, float]:
     """``SECONDS`` or ``SECONDS`` ``x`` ``FACTOR``: ``60`` waits 60 s before every retry,
     ``60x2`` waits 60 s, then 120 s, 240 s..."""
-    found = re.fullmatch(RETRY_DELAY, value.replace(" ", "")) if value else None
-    if value and (found is None or float(found[2] or 1) < 1):
+    if not value:
+        return (0.0, 1.0)
+    import re
+
+    found = re.fullmatch(RETRY_DELAY, value.replace(" ", ""))
+    if found is None or float(found[2] or 1) < 1:
         raise JobConfigError(
             jobid,
             "setting retry_delay must be SECONDS, or SECONDS x FACTOR (FACTOR >= 1, e.g. "
             f"60x2: 60 s, 120 s, 240 s...), not '{value}'",
         )
-    return (float(found[1]), float(found[2] or 1)) if found else (0.0, 1.0)
+    return (float(found[1]), float(found[2] or 1))
 
 
 # A setting a job does not have is not checked: its checker (of Spark, of the alerts) is

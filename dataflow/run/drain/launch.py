@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -150,6 +149,8 @@ def drain(
             store, address, job, env, launch.argv, slots=slots, notify=notify, validate=validate
         )
     if launch.entry and every and claims.anything_to_do(store, job):
+        import shlex
+
         from .driven import DriverDrain
 
         return DriverDrain(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import _thread
 import os
-import re
 from collections.abc import Callable, Iterable
 
 from ...store import address
@@ -133,6 +132,8 @@ def last_words(data: bytes, limit: int = SAID_MAX) -> str | None:
     failed run: its non-blank lines, but Spark's own log lines and stack frames, joined
     by `` | `` and cut, from their start, to ``limit`` characters; control characters (a
     colour, a carriage return) dropped."""
+    import re
+
     text = data.decode("utf-8", "replace")  # (a Tail: the last 64 KiB at most)
     lines = [line for line in text.splitlines() if not re.match(NOT_SAID, line)]
     lines = ["".join(c for c in line if c.isprintable()).strip() for line in lines]

@@ -12,7 +12,6 @@ import contextlib
 import errno
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -20,9 +19,14 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from ...errors import ScriptError
+from . import spawn
 from .output import Copier, LogSink, Sink, Tail, last_words, start_thread
 from .suspend import starting
 from .watcher import Watcher
+
+TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
+if TYPE_CHECKING:
+    import subprocess
 
 # never handed to the job: it receives decrypted passwords, not the key to all of them
 # (nor the file that holds the key)
@@ -58,6 +62,8 @@ def start_in_own_group(argv: list[str], **options) -> subprocess.Popen:
     terminal's ^C reaches it only through this process, which passes it on once. It
     starts with SIGTTOU ignored, so that it writes to the terminal as this one does
     (``stty tostop`` stops a writer of a group that is not the terminal's own)."""
+    import subprocess
+
     previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
     try:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, process_group=0, **options)
@@ -169,7 +175,7 @@ class Run:
         # a failure's reason ends with what the job said last on stderr (a Spark job's
         # stderr is Spark's and the JVM's: its Python traceback says why instead)
         self.words = words
-        self.process: subprocess.Popen | None = None
+        self.process: spawn.Child | None = None
         self.interrupted: int | None = None
         self._terminated_at: float | None = None  # when the group was first asked to end
         self._ended_for_time: float | None = None  # its timeout, once it was ended for it
@@ -230,17 +236,9 @@ class Run:
         except OSError as exc:  # checked before the claim; lost since: run without it
             return Sink("log", None, f"log: {exc.strerror or exc}")
 
-    def _spawn(self, argv: list[str]) -> subprocess.Popen:
+    def _spawn(self, argv: list[str]) -> spawn.Child:
         try:
-            return subprocess.Popen(
-                argv,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=() if self.lock_fd is None else (self.lock_fd,),
-                process_group=0,
-            )
+            return spawn.start(argv, self.env, self.lock_fd)
         except OSError as exc:
             if exc.errno == errno.ENOENT and os.path.exists(argv[0]):
                 raise ScriptError(argv[0], "its interpreter (first line) is not there") from None

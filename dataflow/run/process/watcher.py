@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
-import selectors
+import select
 import sys
 import threading
 import time
@@ -27,6 +28,31 @@ if TYPE_CHECKING:
 
 TICK_S = 0.2  # how often the clock (timeouts, a signal's grace) and pidfd-less jobs are looked at
 DRAIN_AFTER_EXIT_S = 1.0  # output a lingering grandchild still writes after the job exits
+
+
+class _Poll:
+    """What the watcher asks of a selector, on ``select.poll`` (no descriptor of its own to
+    make; :mod:`selectors`' import is a fiftieth of a cron tick's RunJob): the files ready
+    to read (or at their end), each as (file, data) as it was registered."""
+
+    def __init__(self):
+        self._poll = select.poll()
+        self._fds: dict[object, int] = {}
+        self._keys: dict[int, tuple[Any, Any]] = {}
+
+    def register(self, file: Any, data: Any) -> None:
+        fd = file if isinstance(file, int) else file.fileno()
+        self._poll.register(fd, select.POLLIN)
+        self._fds[file], self._keys[fd] = fd, (file, data)
+
+    def unregister(self, file: Any) -> None:
+        fd = self._fds.pop(file)
+        self._poll.unregister(fd)
+        del self._keys[fd]
+
+    def select(self, timeout: float) -> list[tuple[Any, Any]]:
+        ready = self._poll.poll(math.ceil(timeout * 1000))
+        return [self._keys[fd] for fd, _ in ready if fd in self._keys]
 
 
 class _Watched:
@@ -43,7 +69,7 @@ class Watcher:
     it has exited and its output is copied (or :data:`DRAIN_AFTER_EXIT_S` later).
 
     A run has ``pipes()`` (its job's stdout and stderr), ``copy(pipe)`` (one read of
-    a pipe; False at its end), ``close_pipes()``, ``process`` (a Popen), ``reap()``
+    a pipe; False at its end), ``close_pipes()``, ``process`` (its pid), ``reap()``
     (its exit code, the process reaped) and ``overdue(now)`` (it ends a job past its
     time; seconds until it should be asked again, or None).
 
@@ -97,23 +123,22 @@ class Watcher:
                     os.write(self._wake[1], (1).to_bytes(8, sys.byteorder))
 
     def _serve(self, wake: int) -> None:
-        selector = selectors.PollSelector()  # poll: no descriptor of its own to make
-        selector.register(wake, selectors.EVENT_READ, None)
+        selector = _Poll()
+        selector.register(wake, None)
         try:
             while self._take(selector):
                 timeout = self._timeout(time.monotonic())
-                for key, _ in selector.select(timeout):
-                    if key.data is None:
+                for file, data in selector.select(timeout):
+                    if data is None:
                         with contextlib.suppress(BlockingIOError):
                             os.read(wake, 4096)  # (an eventfd's count, or a pipe's bytes)
-                    elif key.data[1] is None:  # a pidfd: the job exited
-                        self._exited(selector, key.data[0], time.monotonic())
-                    elif not key.data[0].run.copy(key.fileobj):
-                        selector.unregister(key.fileobj)
-                        key.data[0].open.discard(key.fileobj)
+                    elif data[1] is None:  # a pidfd: the job exited
+                        self._exited(selector, data[0], time.monotonic())
+                    elif not data[0].run.copy(file):
+                        selector.unregister(file)
+                        data[0].open.discard(file)
                 self._settle(selector, time.monotonic())
         finally:  # closed, or a defect: the drain must still hear of every run
-            selector.close()
             with self._lock:
                 left, self._added = [*self._watched, *self._added], []
                 if self._wake is not None:
@@ -122,7 +147,7 @@ class Watcher:
             for watched in left:
                 self._end(watched, None)
 
-    def _take(self, selector: selectors.BaseSelector) -> bool:
+    def _take(self, selector: _Poll) -> bool:
         """Register the runs added since; False once closed with nothing left to watch."""
         with self._lock:
             added, self._added = self._added, []
@@ -134,10 +159,10 @@ class Watcher:
         for watched in added:
             self._watched.add(watched)
             for pipe in watched.open:
-                selector.register(pipe, selectors.EVENT_READ, (watched, pipe))
+                selector.register(pipe, (watched, pipe))
             try:  # (no pidfd on this system, no descriptor left: looked at each tick)
                 watched.pidfd = os.pidfd_open(watched.run.process.pid)
-                selector.register(watched.pidfd, selectors.EVENT_READ, (watched, None))
+                selector.register(watched.pidfd, (watched, None))
             except AttributeError:
                 self._polled.add(watched)
             except OSError as exc:
@@ -156,7 +181,7 @@ class Watcher:
                 timeout = min(timeout, due)
         return max(timeout, 0.0)
 
-    def _exited(self, selector: selectors.BaseSelector, watched: _Watched, now: float) -> None:
+    def _exited(self, selector: _Poll, watched: _Watched, now: float) -> None:
         if not _has_exited(watched):  # a pidfd says so only once the process has exited
             return
         self._exits[watched] = now
@@ -165,7 +190,7 @@ class Watcher:
         os.close(watched.pidfd)
         watched.pidfd = None
 
-    def _settle(self, selector: selectors.BaseSelector, now: float) -> None:
+    def _settle(self, selector: _Poll, now: float) -> None:
         """Report the runs that have exited and whose output is copied (or waited for long
         enough: a grandchild may hold a pipe); look at the jobs without a pidfd."""
         for watched in list(self._polled):

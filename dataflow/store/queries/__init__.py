@@ -19,10 +19,18 @@ through the seam a backend writes (:mod:`dataflow.store.connector`).
 from __future__ import annotations
 
 import os
-import re
 import sys
 
-_NAME = r"(?m)^--\s*name:\s*(\w+)\s*$"
+
+def _name(line: str) -> str | None:
+    """The name a line gives the query after it (``-- name: claim_next``), if it does."""
+    if not line.startswith("--"):
+        return None
+    tag, found, name = line[2:].strip().partition(":")
+    name = name.strip()
+    if tag != "name" or not found or not name:
+        return None
+    return name if all(c.isalnum() or c == "_" for c in name) else None
 
 
 class NamedQueries:
@@ -40,12 +48,18 @@ class NamedQueries:
                     self._add(file.read(), f"{package} {name}")
 
     def _add(self, text: str, where: str) -> None:
-        parts = re.split(_NAME, text)  # a file's own comment first, then name, text, name...
-        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        blocks: list[tuple[str, list[str]]] = []  # (a file's own comment first: no block's)
+        for line in text.splitlines(keepends=True):
+            name = _name(line)
+            if name is not None:
+                blocks.append((name, []))
+            elif blocks:
+                blocks[-1][1].append(line)
+        for name, lines in blocks:
             if name in self._sql or hasattr(type(self), name):
                 taken = "a second query" if name in self._sql else "a query may not be"
                 raise ValueError(f"{where}: {taken} named {name}")
-            self._sql[name] = body
+            self._sql[name] = "".join(lines)
 
     def __getattr__(self, name: str) -> str:
         """A query's text without its comment lines, made at its first use and kept as a

@@ -19,8 +19,6 @@ written once for both stores in :mod:`dataflow.store.offers`.
 
 from __future__ import annotations
 
-import re
-
 from ..migrations import read, read_all
 from .connection import statements
 
@@ -44,5 +42,7 @@ REBUILDS = {5: "datastatus"}
 
 def ours() -> frozenset[str]:
     """Every index and trigger a migration makes or drops; any other one is a user's."""
+    import re
+
     made = "\n".join(sql for script in migrations() for sql in statements(script))
     return frozenset(re.findall(r"(?:INDEX|TRIGGER) (?:IF (?:NOT )?EXISTS )?(\w+)", made))
