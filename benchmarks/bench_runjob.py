@@ -6,8 +6,8 @@ finishes one chunk), and both launchers on a job with nothing to do. Overhead =
 RunJob minus the bare script in the same round; the figure is overhead ÷ Python
 start-up of that round.
 
-Where valgrind is installed, the same commands' instructions too (callgrind, the Python
-process alone): a count that another process on the machine does not change, so that a
+Where valgrind is installed, the same commands' instructions too (callgrind, bin/RunJob's
+bash and Python, not the job): a count that another process on the machine does not change, so that a
 step of start-up cost can be weighed on a busy machine, where wall time cannot.
 """
 
@@ -152,29 +152,37 @@ def bench(config: Config, work: Path) -> Section:
 
 def _instructions(section: Section, variants: dict[str, list[str]], work: Path, env) -> None:
     """RunJob's instructions ÷ ``python -c pass``'s, one run each under callgrind (the
-    count of a run is the same from one run to the next, whatever else the machine does)."""
-    figure = "instructions of `.venv/bin/RunJob ./noop.sh`, ÷ `python -c pass`'s"
+    count of a run is the same from one run to the next, whatever else the machine does):
+    ``bin/RunJob``'s bash and the Python it execs, not the job."""
+    figure = "instructions of `bin/RunJob ./noop.sh`, ÷ `python -c pass`'s"
     if shutil.which("valgrind") is None:
         section.skip(figure, "valgrind is not installed (Debian: valgrind)")
         return
     counts = {}
-    for name in ("python -c pass", ".venv/bin/RunJob", ".venv/bin/RunJob, nothing to do"):
+    for name in ("python -c pass", "bin/RunJob", "bin/RunJob, nothing to do"):
         done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *variants[name]],
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                "--trace-children=yes",  # bash execs Python
+                "--trace-children-skip=*.sh",  # the job is not RunJob's cost
+                *variants[name],
+            ],
             cwd=work,
             env=env,
             capture_output=True,
             text=True,
         )
-        found = re.search(r"Collected : (\d+)", done.stderr)
-        if done.returncode != 0 or found is None:
+        found = re.findall(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or not found:
             raise RuntimeError(f"callgrind of {name} failed: {done.stderr[-300:]}")
-        counts[name] = int(found.group(1))
+        counts[name] = sum(int(count) for count in found)
     python = counts["python -c pass"]
     figures = {
-        ".venv/bin/RunJob": figure,
-        ".venv/bin/RunJob, nothing to do": "instructions of `.venv/bin/RunJob` with nothing "
-        "to do, ÷ `python -c pass`'s",
+        "bin/RunJob": figure,
+        "bin/RunJob, nothing to do": "instructions of `bin/RunJob` with nothing to do, "
+        "÷ `python -c pass`'s",
     }
     for name, shown in figures.items():
         note = f"{counts[name] / 1e6:.1f}M instructions; python -c pass {python / 1e6:.1f}M"
