@@ -9,6 +9,7 @@ import errno
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -92,3 +93,69 @@ def test_a_job_killed_by_a_signal_reports_it_as_subprocess_did(tmp_path):
     assert child.wait() == -signal.SIGTERM  # reaped once, said again
     child.stdout.close()
     child.stderr.close()
+
+
+def test_a_runjob_whose_parent_ignores_sigchld_still_knows_its_jobs_exit_code(chain, tmp_path):
+    """A parent may start RunJob with SIGCHLD ignored (it is inherited): the kernel would
+    reap each job and its exit code be lost (subprocess said 0: a failed job READY)."""
+    script(tmp_path, "work.sh", "exit 3")
+    ignoring = (
+        "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", ignoring, str(BIN / "RunJob"), "./work.sh"],
+        cwd=chain.cwd,
+        env=chain.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    assert statuses(tmp_path, "work") == {"1": "FAILED"}
+
+
+def test_runjob_is_named_runjob_where_ps_and_pgrep_look(chain, tmp_path):
+    """bin/RunJob runs Python with -c (its quickest start): its process is still named
+    RunJob (ps -C, pgrep, killall) and its command line still reads "RunJob ./work.sh"
+    (pgrep -f), as when it ran the entry point's script: a cron guard finds it."""
+    script(
+        tmp_path,
+        "work.sh",
+        'cat /proc/$PPID/comm > name; tr "\\0" " " < /proc/$PPID/cmdline > line',
+    )
+    env = {k: v for k, v in chain.env.items() if k != "DATAFLOW_PYTHON"}  # as a user runs it
+    done = subprocess.run(
+        [str(BIN / "RunJob"), "./work.sh"], cwd=chain.cwd, env=env, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "name").read_text().strip() == "RunJob"
+    assert "RunJob ./work.sh" in (tmp_path / "line").read_text()
+
+
+# a start that finds too few descriptors left, in a process of its own (its limit is its own)
+SHORT_OF_DESCRIPTORS = """
+import os, resource, sys
+from dataflow.run.process import spawn
+used = len(os.listdir("/proc/self/fd")) - 1  # (the listing's own, closed)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (used + int(sys.argv[1]), hard))
+try:
+    spawn.start(["/bin/true"], dict(os.environ))
+except OSError as exc:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))  # (room to count them)
+    print(exc.errno, len(os.listdir("/proc/self/fd")) - 1 - used)
+"""
+
+
+@pytest.mark.parametrize("free", [0, 1, 2, 3])
+def test_a_job_that_cannot_start_for_want_of_descriptors_leaves_none_open(free):
+    """A drain goes on after a job that could not start (EMFILE): the start closes every
+    descriptor it had made."""
+    done = subprocess.run(
+        [sys.executable, "-c", SHORT_OF_DESCRIPTORS, str(free)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.split() == [str(errno.EMFILE), "0"], done.stderr

@@ -136,6 +136,19 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def launching(name: str) -> None:
+    """This process starts jobs: SIGCHLD at its default (a parent may have left it
+    ignored: the kernel would then reap each job, and its exit code would be lost), and
+    its name as ``ps``, ``pgrep`` and ``killall`` read it ``name`` (bin/RunJob runs Python
+    with ``-c``: its name would be "python")."""
+    import signal
+
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:  # (Linux only)
+        comm.write(name)
+
+
 def exiting(code: int) -> int:
     """``code``, for a command that is its process's whole work (it exits next). What it
     made is left to the exit: the collection the interpreter makes as it exits would look

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from .. import __version__, api, crypto
 from ..errors import DriverFailed, WorkerFailed
-from . import exiting, guarded, say, seed_passkey_given, stamp, text_arguments, warn
+from . import exiting, guarded, launching, say, seed_passkey_given, stamp, text_arguments, warn
 from .report import Report, live
 
 TYPE_CHECKING = False  # typing's flag, without importing typing (a run's start)
@@ -195,6 +195,7 @@ def run(options: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the process's own command line
+        launching("RunJob")
         return exiting(guarded(lambda: _start(sys.argv[1:])))
     return guarded(lambda: _start(argv))
 

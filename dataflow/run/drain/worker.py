@@ -45,6 +45,8 @@ def main(argv: list[str]) -> int:
     # the worker starts is kept until now, not taken by Python's default (death, or
     # KeyboardInterrupt); its drain stops as it begins
     early: list[int] = []
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:  # (its jobs' exit codes kept)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for number in SIGNALS:
         signal.signal(number, lambda n, _: early.append(n))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

@@ -5,7 +5,8 @@ the job expects them), without importing :mod:`subprocess`, whose import (``loca
 ``re``) was a tenth of a cron tick's RunJob (finding 41).
 
 A command without a ``/`` is looked up in the ``PATH`` of the job's environment, as
-subprocess does.
+subprocess does. The boundary: glibc's ``posix_spawn`` leaves its two internal signals
+(32 and 33) ignored in the job, which no job of a glibc program can use anyway.
 """
 
 from __future__ import annotations
@@ -30,39 +31,47 @@ class Child:
         self.returncode: int | None = None
 
     def wait(self) -> int:
-        """Its exit code, the process reaped (once)."""
+        """Its exit code, the process reaped (once). 0 when it was reaped by the kernel (a
+        SIGCHLD ignored: RunJob sets it back to its default), as subprocess says then."""
         if self.returncode is None:
-            _, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.returncode = 0
+            else:
+                self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
 
-def _above_std(fd: int) -> int:
+def _pipe(made: list[int]) -> tuple[int, int]:
+    """A pipe, both ends in ``made`` as soon as they are open."""
+    ends = os.pipe()
+    made.extend(ends)
+    return _above_std(ends[0], made), _above_std(ends[1], made)
+
+
+def _above_std(fd: int, made: list[int]) -> int:
     """``fd``, or a copy of it above stdin, stdout and stderr (this process may have
-    started with one of them closed; a pipe may then have got its number)."""
+    started with one of them closed: a pipe may then have got its number)."""
     if fd > 2:
         return fd
-    try:
-        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    finally:
-        os.close(fd)
+    made.append(moved := fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3))
+    made.remove(fd)
+    os.close(fd)
+    return moved
 
 
-def _inherited(keep: int | None) -> list[int]:
-    """Descriptors above stderr this process would hand on (inheritable ones, which it was
-    given by its own parent), but ``keep``: closed in the job, as subprocess closes them."""
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return []
-    found = []
-    for name in names:
+def _withhold() -> None:
+    """Mark close-on-exec every descriptor above stderr this process would hand on (those
+    inheritable, which it was given by its own parent): a job gets none of them, as
+    subprocess closed them. Raises OSError when they cannot be listed (then the job does
+    not start: never one that may hold another's descriptor)."""
+    for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 2 and fd != keep:
+        if fd > 2:
             with contextlib.suppress(OSError):  # (the listing's own descriptor, closed)
                 if os.get_inheritable(fd):
-                    found.append(fd)
-    return found
+                    os.set_inheritable(fd, False)
 
 
 def _spawn(argv: list[str], env: dict[str, str], actions: list[tuple]) -> int:
@@ -85,25 +94,27 @@ def _spawn(argv: list[str], env: dict[str, str], actions: list[tuple]) -> int:
 
 
 def start(argv: list[str], env: dict[str, str], lock_fd: int | None = None) -> Child:
-    """``argv`` in a process group of its own, with ``env``, ``lock_fd`` (if any) handed on
-    under its own number. Raises OSError as exec would (ENOENT, ENOEXEC, EACCES...)."""
-    out_r, out_w = (_above_std(fd) for fd in os.pipe())
-    err_r, err_w = (_above_std(fd) for fd in os.pipe())
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
-        (os.POSIX_SPAWN_DUP2, err_w, 2),
-        *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited(lock_fd)),
-    ]
-    if lock_fd is not None:  # (a descriptor duplicated onto itself loses its close-on-exec)
-        actions.append((os.POSIX_SPAWN_DUP2, lock_fd, lock_fd))
+    """``argv`` in a process group of its own, with ``env`` and ``lock_fd`` (if any) handed
+    on. Raises OSError as exec would (ENOENT, ENOEXEC, EACCES...)."""
+    made: list[int] = []  # every descriptor made here: closed here, but the two it returns
     try:
-        pid = _spawn(argv, env, actions)
+        _withhold()
+        out_r, out_w = _pipe(made)
+        err_r, err_w = _pipe(made)
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
+        ]
+        if lock_fd is not None:  # onto another number: a dup2 clears its close-on-exec
+            made.append(copy := os.dup(lock_fd))  # (onto its own, only from glibc 2.29 on)
+            actions.append((os.POSIX_SPAWN_DUP2, lock_fd, copy))
+        child = Child(_spawn(argv, env, actions), out_r, err_r)
     except BaseException:
-        for fd in (out_r, err_r):
+        for fd in made:
             os.close(fd)
         raise
-    finally:
-        os.close(out_w)
-        os.close(err_w)
-    return Child(pid, out_r, err_r)
+    for fd in made:
+        if fd not in (out_r, err_r):
+            os.close(fd)
+    return child

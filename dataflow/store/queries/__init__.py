@@ -49,7 +49,7 @@ class NamedQueries:
 
     def _add(self, text: str, where: str) -> None:
         blocks: list[tuple[str, list[str]]] = []  # (a file's own comment first: no block's)
-        for line in text.splitlines(keepends=True):
+        for line in text.split("\n"):  # (as a pattern's ^ and $ read lines: \n only)
             name = _name(line)
             if name is not None:
                 blocks.append((name, []))
@@ -59,7 +59,7 @@ class NamedQueries:
             if name in self._sql or hasattr(type(self), name):
                 taken = "a second query" if name in self._sql else "a query may not be"
                 raise ValueError(f"{where}: {taken} named {name}")
-            self._sql[name] = "".join(lines)
+            self._sql[name] = "\n".join(lines)
 
     def __getattr__(self, name: str) -> str:
         """A query's text without its comment lines, made at its first use and kept as a
