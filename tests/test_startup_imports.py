@@ -13,6 +13,8 @@ and what imports them (its job is started with ``os.posix_spawn``).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from support import host_policy, script
 
@@ -123,3 +125,29 @@ def test_a_failure_with_alerts_set_imports_the_alerts(jobs, tmp_path):
     ran = jobs.runjob("./work.sh", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert ran.code == 3, ran
     assert "dataflow.run.listeners.alerts" in unwanted(imported(ran.err))
+
+
+# The checks a run makes every time, written with str methods so that re stays off its
+# path (finding 41): each says exactly what the pattern it replaced said, for any text
+# (non-ASCII digits and letters, line separators, a row's hostile name).
+TEXT = st.text(alphabet=st.sampled_from("aZ09_+.-:/ \n\u2028é٣²") | st.characters(), max_size=16)
+
+
+@settings(max_examples=3000)
+@given(TEXT)
+def test_a_run_without_re_reads_names_digits_and_schemes_as_the_patterns_did(text):
+    import re
+
+    from dataflow.dataids import KEY_MARK, KEY_WIDTH, natural_key
+    from dataflow.run.claim.envnames import is_variable_name
+    from dataflow.store.address import _scheme
+
+    assert is_variable_name(text) == bool(re.match(r"[A-Za-z_][A-Za-z0-9_]*\Z", text))
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", text)
+    assert _scheme(text) == (scheme.group(1) if scheme else None)
+    parts = re.split(r"([0-9]+)", text)
+    runs = [part.lstrip("0") or "0" for part in parts[1::2]]
+    keyed = [f"{chr(KEY_MARK)}{len(run):0{KEY_WIDTH}d}{run}" for run in runs]
+    assert natural_key(text) == "".join(
+        p for pair in zip(parts[::2], [*keyed, ""], strict=True) for p in pair
+    )

@@ -19,16 +19,13 @@ def is_url(address: Address) -> bool:
     return isinstance(address, str) and address.startswith(URL_SCHEMES)
 
 
-_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
 def _scheme(text: str) -> str | None:
     """The scheme of ``text`` when it starts as a URL does (a letter, then letters, digits,
     "+", "." or "-", then "://"); by hand: re's import is a tenth of a cron tick's RunJob."""
     name, found, _ = text.partition("://")
-    if not found or not name or name[0] not in _LETTERS:
+    if not found or not name.isascii() or not name[:1].isalpha():
         return None
-    return name if all(c in _LETTERS or c in "0123456789+.-" for c in name) else None
+    return name if all(c.isalnum() or c in "+.-" for c in name) else None
 
 
 SQLITE_URL = "sqlite:///"  # SQLAlchemy's form: sqlite:///rel.db, sqlite:////abs/path.db

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from ...policy import Policy
 
-_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"  # then digits too
-
 EXACT = frozenset(
     [
         "IFS",
@@ -112,7 +110,7 @@ def why(name: str) -> str:
 
 
 def is_variable_name(name: str) -> bool:
-    return bool(name) and name[0] in _FIRST and all(c in _FIRST or "0" <= c <= "9" for c in name)
+    return name.isascii() and name.isidentifier()  # [A-Za-z_][A-Za-z0-9_]*, without re
 
 
 def refusal(name: str, policy: Policy) -> str | None:

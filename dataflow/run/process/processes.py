@@ -45,12 +45,16 @@ _EXITING, _KERNEL = 0x4, 0x200000  # PF_EXITING, PF_KTHREAD: a task's flags (its
 ENDING_WAIT_S = 0.25  # how long a look waits for an ending process to close its files
 
 
+def _proc(pid: int | str, task: str, name: str) -> str:
+    """A file of /proc about a process, or about one of its tasks (threads)."""
+    return f"/proc/{pid}/task/{task}/{name}" if task else f"/proc/{pid}/{name}"
+
+
 def _stat(pid: int | str, task: str = "") -> list[bytes] | None:
     """The fields of a process's stat (or of one of its tasks') after its name, its state
     first; None once gone."""
-    path = f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat"
     try:
-        with open(path, "rb") as file:
+        with open(_proc(pid, task, "stat"), "rb") as file:
             return file.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
@@ -62,11 +66,12 @@ def _flags(pid: str, task: str = "") -> int | None:
     return None if not fields or fields[0] in (b"Z", b"X") else int(fields[6])
 
 
-def _environment(path: str) -> bytes | None:
-    """A task's environment; b"" when it has no memory to read it from (a kernel thread,
-    a task ending, a main thread that has ended), None when gone or another user's."""
+def _environment(pid: str, task: str = "") -> bytes | None:
+    """A process's (or one of its tasks') environment; b"" when it has no memory to read it
+    from (a kernel thread, a task ending, a main thread that has ended), None when gone or
+    another user's."""
     try:
-        with open(path, "rb") as file:
+        with open(_proc(pid, task, "environ"), "rb") as file:
             return file.read()
     except ProcessLookupError:
         return b""
@@ -86,7 +91,7 @@ def _through_threads(pid: str) -> bytes:
     other threads (a main thread may end while the others go on: a JVM's, or a C
     program's after pthread_exit); b"" when none can be read."""
     for task in _tasks(pid):
-        if found := _environment(f"/proc/{pid}/task/{task}/environ"):
+        if found := _environment(pid, task):
             return found
     return b""
 
@@ -118,7 +123,7 @@ def _environments(marks: Collection[bytes]) -> Iterable[tuple[int, list[bytes] |
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
-        found = _environment(f"/proc/{name}/environ")
+        found = _environment(name)
         if found == b"":
             unread.append(name)
         elif found and any(mark in found for mark in marks):
