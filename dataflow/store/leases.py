@@ -27,9 +27,6 @@ class LeaseStore(Store):
     def try_run_locks(self, chunks: Sequence[tuple[str, str]]) -> list[bool]:
         """Take each chunk's run lock for this connection, if nobody holds it."""
 
-    def drop_run_lock(self, jobid: str, dataid: str) -> None:
-        self.drop_run_locks([(jobid, dataid)])
-
     @abstractmethod
     def drop_run_locks(self, chunks: Sequence[tuple[str, str]]) -> None: ...
 

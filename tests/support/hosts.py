@@ -117,17 +117,27 @@ def alive(pid: int) -> bool:
         return False
 
 
+RUN_LOCKERS = (  # sessions of the store's database holding a run lock (keepers')
+    "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
+    "AND granted AND pid <> pg_backend_pid() "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
 def keeper_backends(address: str) -> list[int]:
     """Sessions of the store's database holding a run lock (keepers')."""
     import psycopg
 
     with psycopg.connect(address, autocommit=True) as conn:
-        found = conn.execute(
-            "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
-            "AND granted AND pid <> pg_backend_pid() "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        ).fetchall()
+        found = conn.execute(RUN_LOCKERS).fetchall()
     return [pid for (pid,) in found]
+
+
+def end_keeper_sessions(conn) -> int:
+    """End every session holding a run lock, in one statement over ``conn`` (a
+    connection of the test's: a new one each time would give them time); how many."""
+    query = f"SELECT pg_terminate_backend(pid) FROM ({RUN_LOCKERS}) AS lockers"
+    return len(conn.execute(query).fetchall())
 
 
 def _one_job(cli, tmp_path, body, chunks=1):

@@ -113,19 +113,38 @@ class State:
             self.store = None
 
     def connect(self) -> None:
+        """A new session, heartbeaten before it takes its run locks again (they are
+        taken by :meth:`take_missing`): a session the server ends as soon as it holds a
+        run lock has renewed the heartbeat first."""
         from ...store import open_store
 
         self._drop()
         store = open_store(self.address, session=True)  # straight to the server, past a pooler
         assert isinstance(store, LeaseStore)  # a holder is started for such a store only
         store.keep_alive()
-        chunks = list(self.chunks)  # lost with the old session; leases held on
-        taken = store.try_run_locks(chunks)
-        self.missing = {chunk for chunk, ok in zip(chunks, taken, strict=True) if not ok}
         self.store = store
+        self.missing = set(self.chunks)  # lost with the old session; leases held on
+        self.heartbeat()
         if self.outage is not None:
             say(f"store reached again after {time.monotonic() - self.outage:.1f} s")
             self.outage = None
+
+    def heartbeat(self) -> None:
+        """Renew every run's lease in one statement; a run whose lease was revoked is
+        fenced and let go."""
+        assert self.store is not None
+        sent, runs = time.monotonic(), self.runs()
+        renewed = self.store.renew_leases([run.runid for run in runs])
+        self.beat = sent
+        revoked = [run for run in runs if run.runid not in renewed]
+        if revoked:
+            self.fence(revoked, "lease revoked by the store")
+            for run in revoked:
+                del self.chunks[run.chunk]
+            self.store.drop_run_locks([run.chunk for run in revoked])
+        for run in runs:  # (one whose row another transaction held: the watchdog's to fence)
+            if renewed.get(run.runid):
+                run.beat = sent
 
     def release(self, runids: list[int]) -> None:
         """End these runs' leases, and those left before, never waiting for a row another
@@ -260,15 +279,16 @@ def reconnect_wait(retry: float, since_beat: float, fence_after: float, ping_eve
 
 
 def _renew(state: State, ping_every: float, fence_after: float) -> None:
-    """One heartbeat of every run; a run whose lease was revoked is fenced and let go.
-    Out of reach, the store is asked again after :func:`reconnect_wait`."""
+    """A heartbeat (on a new session when the last one was lost), then the run locks a
+    reconnect could not take yet. Out of reach, the store is asked again after
+    :func:`reconnect_wait`."""
     sent = time.monotonic()
     try:
         if state.store is None:
             state.connect()
-        assert state.store is not None
-        runs = state.runs()
-        renewed = state.store.renew_leases([run.runid for run in runs])
+        else:
+            state.heartbeat()
+        state.retry = TICK_S
         state.take_missing()
     except Exception as exc:
         state.lost(exc)
@@ -276,17 +296,6 @@ def _renew(state: State, ping_every: float, fence_after: float) -> None:
             state.retry, sent - state.beat, fence_after, ping_every
         )
         state.retry = min(state.retry * 2, ping_every / 2)
-        return
-    state.beat, state.retry = sent, TICK_S
-    revoked = [run for run in runs if run.runid not in renewed]
-    if revoked:
-        state.fence(revoked, "lease revoked by the store")
-        for run in revoked:
-            state.store.drop_run_lock(*run.chunk)
-            del state.chunks[run.chunk]
-    for run in runs:  # (one whose row another transaction held: the watchdog's to fence)
-        if renewed.get(run.runid):
-            run.beat = sent
 
 
 def let_go(state: State) -> None:
@@ -332,7 +341,7 @@ def serve_requests(state: State, requests: int, answer) -> None:
                         reply = _request(state, line)
                     except Exception as exc:  # its session ended: at once, not at a beat
                         state.lost(exc)
-                        state.connect()  # (which takes the locks it held again)
+                        state.connect()  # heartbeaten; _request takes the locks again
                         reply = _request(state, line)
             except Exception as exc:
                 reply = f"!{one_line(exc)}"
