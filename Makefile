@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast lint format bench mutation clean
+.PHONY: venv demo test test-fast test-stores lint format bench mutation clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,12 @@ test: $(STAMP)
 
 # the developer's loop (docs/development.md, "How long the suite takes"); make test is the gate
 test-fast: $(STAMP)
-	$(BIN)/pytest -n 2 --dist worksteal --durations=15 -m "not slow and not spark and not long"
+	$(BIN)/pytest -n 2 --dist worksteal --durations=15 -m "not slow and not spark and not long and not second_store"
+
+# the cases test-fast leaves to make test: each rule's run on PostgreSQL (after a change
+# of a store's SQL or of its seam)
+test-stores: $(STAMP)
+	$(BIN)/pytest -n 2 --dist worksteal --durations=15 -m "second_store and not slow and not spark and not long"
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

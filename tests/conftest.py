@@ -2,7 +2,8 @@
 PostgreSQL server of this session's own), and the real CLIs in subprocesses.
 
 A module or test marked ``both_stores`` runs once per backend: its ``cli`` (and
-``address``) point at an SQLite file, then at a PostgreSQL database. That database holds
+``address``) point at an SQLite file, then at a PostgreSQL database (that case marked
+``second_store``: ``make test`` runs it, ``make test-fast`` does not). That database holds
 the store's schema already (a copy of a template made once a session), as ``utility
 createtables`` would have made it; a test marked ``empty_store`` gets an empty database
 instead (a test of creation, or of what a command says where no store is), as an SQLite
@@ -46,7 +47,9 @@ def pytest_generate_tests(metafunc):
         and "store_kind" in metafunc.fixturenames
         and not chosen
     ):
-        metafunc.parametrize("store_kind", STORES, indirect=True)
+        sqlite, postgres = STORES
+        second = pytest.param(postgres, marks=pytest.mark.second_store)
+        metafunc.parametrize("store_kind", [sqlite, second], indirect=True)
 
 
 @pytest.fixture
