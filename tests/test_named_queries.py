@@ -11,6 +11,8 @@ from inspect import getsource
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dataflow.store as store_package
 from dataflow.store.base import TABLES
@@ -100,6 +102,55 @@ def test_a_file_of_named_queries_reads_as_written():
         queries._add("-- name: one\nSELECT 2;\n", "here")
     with pytest.raises(ValueError, match="here: a query may not be named names"):
         queries._add("-- name: names\nSELECT 2;\n", "here")
+
+
+# the pattern the files were split at before a run's start did without re (7a19d0c)
+_FORMER = r"(?m)^--\s*name:\s*(\w+)\s*$"
+_NAME_LINES = st.builds(
+    "{}name{}:{}{}{}".format,
+    st.sampled_from(["--", "-- ", "--\t", " --", "-"]),
+    st.sampled_from(["", " "]),
+    st.sampled_from(["", " ", "  "]),
+    st.sampled_from(["one", "two", "q_1", "names", "bad-name", "", "é"]),
+    st.sampled_from(["", " ", "\r", ";"]),
+)
+_LINES = st.one_of(
+    _NAME_LINES,
+    # a line break of str.splitlines' that is not one of the pattern's, before a name
+    st.builds(str.__add__, st.sampled_from(["x\r", "\x0c", "\x85", "\u2028"]), _NAME_LINES),
+    st.sampled_from(["", "-- what it does", "SELECT 1", "FROM t;", "  -- indented", "--"]),
+    st.text(st.characters(codec="utf-8", exclude_characters="\n"), max_size=12),
+)
+
+
+def _former(text: str) -> dict[str, str] | str:
+    """What the pattern split ``text`` into (each query's text as __getattr__ makes it),
+    or the ValueError's message."""
+    queries = NamedQueries.__new__(NamedQueries)
+    queries._sql = {}
+    parts = re.split(_FORMER, text)
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries._sql or hasattr(NamedQueries, name):
+            return "a second query" if name in queries._sql else "a query may not be"
+        queries._sql[name] = body
+    return {name: getattr(queries, name) for name in queries._sql}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_LINES, max_size=12))
+def test_a_file_splits_into_the_queries_its_former_pattern_found(lines):
+    """The named queries are read line by line, without re: for lines whose ``--`` is
+    not followed by a line break (where the pattern's \\s ran on into the next line), a
+    file gives the same queries, the same texts and the same refusals."""
+    text = "\n".join(lines)
+    queries = NamedQueries.__new__(NamedQueries)
+    queries._sql = {}
+    try:
+        queries._add(text, "here")
+        found: dict[str, str] | str = {name: getattr(queries, name) for name in queries.names()}
+    except ValueError as exc:
+        found = str(exc).removeprefix("here: ").rsplit(" named ", 1)[0]
+    assert found == _former(text)
 
 
 def test_the_files_are_package_data():
