@@ -368,3 +368,33 @@ def test_a_holder_slow_to_start_never_leaves_a_claim_idle_inside_its_transaction
     finally:
         proxy.close()
         ADDRESSES.pop(tmp_path, None)
+
+
+def test_a_holder_reconnected_for_a_request_heartbeats_first_and_takes_its_run_locks_at_once(
+    pg_store,
+):
+    """In the holder's own process: its session ended, a request reconnects it (as
+    serve_requests does); the new session renews the heartbeats before it holds a run
+    lock, and whatever the request (a watch asks nothing of the store) the run locks it
+    held are taken again at once, not at the next heartbeat."""
+    from dataflow.run.lease.holder import State, _request, word
+
+    state = State(pg_store)
+    state.connect()
+    try:
+        chunk = f"{word('work')} {word('1')}"
+        assert _request(state, f"hold {chunk}") == "1"
+        (first,) = keeper_backends(pg_store)
+        with psycopg.connect(pg_store, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (first,))
+        wait_for(lambda: first not in keeper_backends(pg_store), what="the session ended")
+        with pytest.raises(psycopg.Error):
+            _request(state, f"hold {word('work')} {word('2')}")
+        state.lost(ConnectionError("ended"))
+        state.connect()
+        assert keeper_backends(pg_store) == []  # heartbeaten, no run lock yet
+        assert state.missing == {("work", "1")}
+        assert _request(state, f"watch {chunk} 7 token 0") is None
+        assert len(keeper_backends(pg_store)) == 1 and not state.missing
+    finally:
+        state.lost(ConnectionError("done"))

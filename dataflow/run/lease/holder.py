@@ -84,8 +84,9 @@ class State:
         self.address = address
         self.store: LeaseStore | None = None
         self.chunks: dict[tuple[str, str], _Run | None] = {}  # run locks held
-        # of those, the ones a reconnect could not take again (a store writer held the
-        # key): tried again at each heartbeat
+        # of those, the ones this session does not hold yet: after a reconnect, until
+        # the next request or heartbeat takes them; then those a store writer held
+        # (tried again at each request and heartbeat)
         self.missing: set[tuple[str, str]] = set()
         # leases to end whose rows another transaction held: let go of at each look
         self.unreleased: set[int] = set()
@@ -124,7 +125,11 @@ class State:
         store.keep_alive()
         self.store = store
         self.missing = set(self.chunks)  # lost with the old session; leases held on
-        self.heartbeat()
+        try:
+            self.heartbeat()
+        except BaseException:
+            self._drop()  # the next tick or request reconnects
+            raise
         if self.outage is not None:
             say(f"store reached again after {time.monotonic() - self.outage:.1f} s")
             self.outage = None
@@ -136,15 +141,15 @@ class State:
         sent, runs = time.monotonic(), self.runs()
         renewed = self.store.renew_leases([run.runid for run in runs])
         self.beat = sent
+        for run in runs:  # (one whose row another transaction held: the watchdog's to fence)
+            if renewed.get(run.runid):
+                run.beat = sent
         revoked = [run for run in runs if run.runid not in renewed]
         if revoked:
             self.fence(revoked, "lease revoked by the store")
             for run in revoked:
                 del self.chunks[run.chunk]
             self.store.drop_run_locks([run.chunk for run in revoked])
-        for run in runs:  # (one whose row another transaction held: the watchdog's to fence)
-            if renewed.get(run.runid):
-                run.beat = sent
 
     def release(self, runids: list[int]) -> None:
         """End these runs' leases, and those left before, never waiting for a row another
@@ -218,6 +223,7 @@ def _request(state: State, line: str) -> str | None:
     store = state.store
     if store is None:
         raise ConnectionError("the lease holder is reconnecting to the store")
+    state.take_missing()  # after a reconnect (its heartbeat first): at once, whatever asks
     if verb == "watch":  # not answered
         chunk = (text(words[0]), text(words[1]))
         state.chunks[chunk] = _Run(chunk, int(words[2]), words[3], int(words[4]))
@@ -227,7 +233,6 @@ def _request(state: State, line: str) -> str | None:
     chunks = [(text(job), text(dataid)) for job, dataid in pairs]
     fresh = [chunk for chunk in chunks if chunk not in state.chunks]
     held = dict(zip(fresh, store.try_run_locks(fresh), strict=True))
-    state.take_missing()
     answers = []
     for chunk in chunks:
         earlier = state.chunks.get(chunk)
@@ -341,7 +346,7 @@ def serve_requests(state: State, requests: int, answer) -> None:
                         reply = _request(state, line)
                     except Exception as exc:  # its session ended: at once, not at a beat
                         state.lost(exc)
-                        state.connect()  # heartbeaten; _request takes the locks again
+                        state.connect()  # heartbeaten; _request takes the run locks again
                         reply = _request(state, line)
             except Exception as exc:
                 reply = f"!{one_line(exc)}"
