@@ -86,9 +86,15 @@ def test_a_claim_takes_the_offer_lock_the_triggers_take():
     assert f"pg_try_advisory_xact_lock({keys})" in PG.try_chunk_turn
 
 
-def test_a_file_of_named_queries_reads_as_written():
+def _empty() -> NamedQueries:
+    """Named queries of no package: filled by ``_add``."""
     queries = NamedQueries.__new__(NamedQueries)
     queries._sql = {}
+    return queries
+
+
+def test_a_file_of_named_queries_reads_as_written():
+    queries = _empty()
     queries._add(
         "-- what the file holds\n\n-- name: one\n-- what it does\nSELECT 1\nFROM t;\n\n"
         "-- name: two\nDELETE FROM t WHERE a = ?;\n",
@@ -126,8 +132,7 @@ _LINES = st.one_of(
 def _former(text: str) -> dict[str, str] | str:
     """What the pattern split ``text`` into (each query's text as __getattr__ makes it),
     or the ValueError's message."""
-    queries = NamedQueries.__new__(NamedQueries)
-    queries._sql = {}
+    queries = _empty()
     parts = re.split(_FORMER, text)
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in queries._sql or hasattr(NamedQueries, name):
@@ -143,8 +148,7 @@ def test_a_file_splits_into_the_queries_its_former_pattern_found(lines):
     not followed by a line break (where the pattern's \\s ran on into the next line), a
     file gives the same queries, the same texts and the same refusals."""
     text = "\n".join(lines)
-    queries = NamedQueries.__new__(NamedQueries)
-    queries._sql = {}
+    queries = _empty()
     try:
         queries._add(text, "here")
         found: dict[str, str] | str = {name: getattr(queries, name) for name in queries.names()}

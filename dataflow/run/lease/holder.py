@@ -161,9 +161,12 @@ class State:
             self.unreleased = self.store.release_leases(sorted(asked), wait=False)
 
     def take_missing(self) -> None:
-        """Take again the run locks a reconnect could not."""
+        """Take the run locks this session does not hold yet (see ``missing``); nothing to
+        do, as at most requests, costs nothing."""
         assert self.store is not None
-        self.missing &= set(self.chunks)
+        if not self.missing:
+            return
+        self.missing &= self.chunks.keys()
         if not self.missing:
             return
         chunks = list(self.missing)
