@@ -17,11 +17,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
-# both cores for most tests (those marked long too: they wait, idle); the tests marked
-# slow (multi-process stress, crash tests whose timing assumes a machine to themselves)
-# then run alone. worksteal: a worker that is done takes tests queued for the other
+# three workers for most tests (Spark's JVMs and the RunJob processes leave a third of
+# two cores idle at two workers); four for those marked long (they mostly wait); the tests
+# marked slow (multi-process stress, crash tests whose timing assumes a machine to
+# themselves) then run alone. worksteal: a worker that is done takes tests queued for another
 test: $(STAMP)
-	$(BIN)/pytest -n 2 --dist worksteal --durations=25 -m "not slow"
+	$(BIN)/pytest -n 3 --dist worksteal --durations=25 -m "not slow and not long"
+	$(BIN)/pytest -n 4 --dist worksteal --durations=10 -m "long and not slow"
 	$(BIN)/pytest --durations=10 -m slow
 
 # the developer's loop (docs/development.md, "How long the suite takes"); make test is the gate

@@ -8,6 +8,7 @@ Every test in this folder is marked ``spark``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -43,32 +44,61 @@ from pyspark.sql import SparkSession
 spark = SparkSession.builder.getOrCreate()
 frame = spark.createDataFrame([(1, "a")], "n INT, s STRING")
 for fmt in ("parquet", "csv", "json", "orc"):
-    frame.write.mode("overwrite").format(fmt).save(f"{sys.argv[1]}/{fmt}")
-    spark.read.format(fmt).load(f"{sys.argv[1]}/{fmt}").groupBy("n").count().collect()
+    frame.write.mode("overwrite").format(fmt).option("header", True).save(f"{sys.argv[1]}/{fmt}")
+    read = spark.read.format(fmt).option("header", True).load(f"{sys.argv[1]}/{fmt}")
+    read.groupBy("n").count().collect()
 """
 
 
+@contextlib.contextmanager
+def _alone(folder: Path) -> Iterator[None]:
+    """Held by one pytest worker at a time (an OS lock, released if the worker dies)."""
+    with open(folder / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _users(folder: Path, change: int) -> int:
+    """The workers using the archive, changed by ``change`` (under ``_alone``)."""
+    count = folder / "users"
+    users = (int(count.read_text()) if count.is_file() else 0) + change
+    count.write_text(str(users))
+    return users
+
+
 @pytest.fixture(scope="session")
-def quick_jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def quick_jvm(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[str]:
     """spark-submit arguments that start the driver JVM with a third of the CPU: C1 JIT
-    only, serial GC, and a class-data-sharing archive of Spark's classes dumped once per
-    test session (the JVM ignores an archive it cannot use). Startup only: the jobs run
+    only, serial GC, and a class-data-sharing archive of Spark's classes, dumped once per
+    test run (a JVM's start of some 10 s of CPU): pytest's workers share it, the last one
+    done deletes it (the JVM ignores an archive it cannot use). Startup only: the jobs run
     the same Spark either way."""
     from dataflow.run.spark import sparksubmit
 
-    folder = tmp_path_factory.mktemp("jvm")
+    base = tmp_path_factory.getbasetemp()
+    folder = (base if worker_id == "master" else base.parent) / "jvm"  # the workers' common
+    folder.mkdir(exist_ok=True)
     options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:disable -Xlog:all=warning:stderr"
     archive = folder / "spark.jsa"
-    (folder / "warm_up.py").write_text(WARM_UP)
-    dump = f"--driver-java-options '{options} -XX:ArchiveClassesAtExit={archive}'"
-    settings = {"spark_args": "--master local[1] --conf spark.ui.enabled=false"}
-    environ = {"DATAFLOW_SPARK_ARGS": dump}  # the host's own arguments: never filtered
-    argv = sparksubmit.job_argv(str(folder / "warm_up.py"), [str(folder)], settings, environ)
-    done = subprocess.run(argv, capture_output=True, timeout=600, check=False)
-    if done.returncode == 0 and archive.is_file():
-        options += f" -XX:SharedArchiveFile={archive}"
+    with _alone(folder):
+        _users(folder, +1)
+        if not archive.is_file():
+            (folder / "warm_up.py").write_text(WARM_UP)
+            dump = f"--driver-java-options '{options} -XX:ArchiveClassesAtExit={archive}'"
+            settings = {"spark_args": "--master local[1] --conf spark.ui.enabled=false"}
+            environ = {"DATAFLOW_SPARK_ARGS": dump}  # the host's own arguments: never filtered
+            argv = sparksubmit.job_argv(
+                str(folder / "warm_up.py"), [str(folder / worker_id)], settings, environ
+            )
+            done = subprocess.run(argv, capture_output=True, timeout=600, check=False)
+            if done.returncode != 0:
+                archive.unlink(missing_ok=True)
+        if archive.is_file():
+            options += f" -XX:SharedArchiveFile={archive}"
     yield f"--driver-java-options '{options}'"
-    archive.unlink(missing_ok=True)  # some 180 MB
+    with _alone(folder):
+        if _users(folder, -1) == 0:
+            archive.unlink(missing_ok=True)  # some 180 MB
 
 
 # What the tests' host lets a job's settings use: the tests set masters, JVM options, jars,
