@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from dataflow.store import create_store
-from support import ADDRESSES, BOUND, Cli, InProcessCli, pgserver, two_hosts
+from support import ADDRESSES, BOUND, Cli, InProcessCli, jvm, pgserver, two_hosts
 from support.alerts import SECRET, _taken
 from support.receivers import http_receiver
 
@@ -78,6 +78,17 @@ def sqlite_template(tmp_path_factory) -> Path:
     created, _ = create_store(path)
     created.close()  # the last connection: SQLite folds its WAL into the file
     return path
+
+
+@pytest.fixture(scope="session")
+def quick_jvm(tmp_path_factory: pytest.TempPathFactory, worker_id: str):
+    """spark-submit's ``--driver-java-options`` that start a Spark test's JVM quicker (see
+    tests/support/jvm.py), in a folder pytest's workers share."""
+    base = tmp_path_factory.getbasetemp()
+    with jvm.quick_jvm(
+        (base if worker_id == "master" else base.parent) / "jvm", worker_id
+    ) as found:
+        yield found
 
 
 def made(address, request) -> None:

@@ -99,10 +99,11 @@ def test_the_ci_files_plan_step_passes_on_a_throwaway_store(cli, tmp_path):
 
 
 @pytest.mark.spark
-def test_the_generated_unit_test_passes_with_a_local_spark(tmp_path):
+def test_the_generated_unit_test_passes_with_a_local_spark(tmp_path, quick_jvm):
     cli = Cli(tmp_path)
     cli.ok("init", "sales")
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env["PYSPARK_SUBMIT_ARGS"] = f"{quick_jvm} pyspark-shell"  # its JVM's start only
     command = f"cd sales && {scaffold.TEST} -p no:cacheprovider"
     ran = cli.sh(command, env=env, timeout=600)
     assert ran.code == 0, ran

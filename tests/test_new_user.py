@@ -191,10 +191,11 @@ def run_batch(spark, batch):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)  # the log, not the store
-def test_a_batch_drains_log_names_the_entry_point_that_ran(cli, tmp_path):
+def test_a_batch_drains_log_names_the_entry_point_that_ran(cli, tmp_path, quick_jvm):
     """A batch of 3 with a poisoned chunk 2 is split ([1 2] [3], then [1] [2]): a chunk
     run alone is run by ``run()`` where the job defines it, and its log says so; a job
     with ``run_batch`` only runs it for the one chunk."""
+    cli.env["DATAFLOW_SPARK_ARGS"] = quick_jvm  # its JVMs' start only
     _registered(cli, ("both", "raw", "tidy"), ("batched", "raw", "wide"))
     cli.ok("ready", "raw", "1", "2", "3")
     (tmp_path / "both.py").write_text(ENTRY_POINTS)

@@ -164,8 +164,6 @@ class State:
         """Take the run locks this session does not hold yet (see ``missing``); nothing to
         do, as at most requests, costs nothing."""
         assert self.store is not None
-        if not self.missing:
-            return
         self.missing &= self.chunks.keys()
         if not self.missing:
             return
