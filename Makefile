@@ -20,11 +20,9 @@ demo: $(STAMP)
 # three workers for most tests (Spark's JVMs and the RunJob processes leave a third of
 # two cores idle at two workers); four for those marked long (they mostly wait); the tests
 # marked slow (multi-process stress, crash tests whose timing assumes a machine to
-# themselves) then run alone. The first stage hands its tests out one at a time, Spark's
-# first (tests/conftest.py), so that no worker waits on a long one handed out last; the
-# second, worksteal: a worker that is done takes tests queued for another
+# themselves) then run alone. worksteal: a worker that is done takes tests queued for another
 test: $(STAMP)
-	$(BIN)/pytest -n 3 --dist load --maxschedchunk 1 --durations=25 -m "not slow and not long"
+	$(BIN)/pytest -n 3 --dist worksteal --durations=25 -m "not slow and not long"
 	$(BIN)/pytest -n 4 --dist worksteal --durations=10 -m "long and not slow"
 	$(BIN)/pytest --durations=10 -m slow
 

@@ -37,15 +37,6 @@ def _names(argnames) -> list[str]:
     return list(argnames)
 
 
-@pytest.hookimpl(trylast=True)  # after tests/spark/conftest.py has marked its tests
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Spark tests first (a JVM each, the longest of the suite), the rest in pytest's
-    order: ``make test`` hands tests to its workers one at a time (``--dist load
-    --maxschedchunk 1``), so that they end together instead of two of them waiting on an
-    end-to-end example handed out last."""
-    items.sort(key=lambda item: item.get_closest_marker("spark") is None)
-
-
 def pytest_generate_tests(metafunc):
     chosen = any(  # a test that names its store itself, in a module marked both_stores
         "store_kind" in _names(mark.args[0])
