@@ -6,8 +6,8 @@ random session of the store; and once, a restart of the server. Jobs sometimes l
 detached helper (its own session, its descriptors closed but the ledger's flock). The
 judge is the job's own ``flock`` per chunk: a second run beside a live process of the
 first writes ``OVERLAP`` in the ledger (only when ``flock`` says the lock is held: one
-killed by the adversary, as any process of a job may be, says nothing and is run again). In the end, after ``recover``, every chunk is
-READY, each job's chunks once in the ledger's last word per chunk, and nothing overlapped.
+killed by the adversary, as any process of a job may be, says nothing and is run again).
+In the end, after ``recover``, every chunk is READY, none RUNNING, and nothing overlapped.
 """
 
 from __future__ import annotations
