@@ -85,9 +85,8 @@ def quick_jvm(tmp_path_factory: pytest.TempPathFactory, worker_id: str):
     """spark-submit's ``--driver-java-options`` that start a Spark test's JVM quicker (see
     tests/support/jvm.py), in a folder pytest's workers share."""
     base = tmp_path_factory.getbasetemp()
-    with jvm.quick_jvm(
-        (base if worker_id == "master" else base.parent) / "jvm", worker_id
-    ) as found:
+    shared = (base if worker_id == "master" else base.parent) / "jvm"
+    with jvm.quick_jvm(shared, worker_id) as found:
         yield found
 
 

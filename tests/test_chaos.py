@@ -24,7 +24,7 @@ import time
 import pytest
 
 from support import ADDRESSES, rows, script, two_hosts
-from support.hosts import processes_of
+from support.hosts import environ_of, processes_of
 from support.pgserver import _restart
 
 CHUNKS = 200  # x 2 jobs: at least 300 runs
@@ -75,8 +75,7 @@ def _cmdline(pid: int) -> str:
 def _who(pid: int) -> str:
     """A process, for a failure's story: its command's end and the chunk it runs."""
     with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/environ", "rb") as file:
-            env = dict(item.partition(b"=")[::2] for item in file.read().split(b"\0"))
+        env = environ_of(pid)
         chunk = b" ".join(env.get(name, b"-") for name in (b"jobid", b"dataid", b"DATAFLOW_HOST"))
         return f"{_cmdline(pid)[-30:]!r} {chunk.decode(errors='replace')}"
     return "(gone)"

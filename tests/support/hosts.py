@@ -109,6 +109,12 @@ def processes_of(env: Mapping[str, str]) -> list[int]:
     return found
 
 
+def environ_of(pid: int) -> dict[bytes, bytes]:
+    """A process's environment (OSError once it is gone)."""
+    with open(f"/proc/{pid}/environ", "rb") as file:
+        return dict(v.split(b"=", 1) for v in file.read().split(b"\0") if b"=" in v)
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as file:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from support import wait_for, written
-from support.hosts import holder_of
+from support.hosts import environ_of, holder_of
 
 # the job: one flock per chunk, held by every process it starts (descriptor 9)
 JOB = """
@@ -48,9 +48,7 @@ def _pid(tmp_path, name: str) -> int:
 
 def _holder_of(runner) -> int:
     """The lease holder RunJob ``runner`` reaches: its host's (DATAFLOW_STATE)."""
-    with open(f"/proc/{runner.pid}/environ", "rb") as file:
-        variables = dict(v.split(b"=", 1) for v in file.read().split(b"\0") if b"=" in v)
-    state = variables[b"DATAFLOW_STATE"].decode()
+    state = environ_of(runner.pid)[b"DATAFLOW_STATE"].decode()
     wait_for(lambda: holder_of(state), what="the lease holder")
     found = holder_of(state)
     assert found is not None
