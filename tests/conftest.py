@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from dataflow.store import create_store
 from support import ADDRESSES, BOUND, Cli, InProcessCli, jvm, pgserver, two_hosts
@@ -29,6 +30,13 @@ from support.alerts import SECRET, _taken
 from support.receivers import http_receiver
 
 STORES = ("sqlite", "postgres")
+
+# The suite shares two cores with Spark's JVMs and many processes: hypothesis's timing
+# checks (an example's deadline, a draw too slow) would judge the machine's load, not the
+# code. A test that sets its own suppress_health_check names too_slow again (a list
+# given to @settings replaces the profile's).
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 def _names(argnames) -> list[str]:

@@ -43,7 +43,9 @@ def _register(store, mark: str) -> None:
 
 @pytest.mark.both_stores
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(written=rows, ran=st.lists(st.integers(0, 39), max_size=20), last=st.integers(1, 6))
 def test_the_board_shows_what_a_read_of_every_row_shows(store, store_kind, written, ran, last):

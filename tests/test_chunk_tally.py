@@ -113,7 +113,9 @@ def _summarised(store) -> dict[tuple[str, str], int]:
 
 @pytest.mark.both_stores
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(batches=st.lists(st.lists(writes, max_size=6), min_size=1, max_size=4))
 def test_the_summary_tells_what_a_count_of_every_row_tells(store, store_kind, batches):

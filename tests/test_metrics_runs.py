@@ -56,7 +56,9 @@ def _run(store, mark, runid, jobid, n):
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(steps=steps)
 def test_a_scrape_tells_what_a_read_of_every_run_tells(store, store_kind, steps):

@@ -87,7 +87,9 @@ def test_sqlites_plain_key_is_the_natural_key_or_empty(dataids):
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(dataids=st.lists(DATAIDS, max_size=30))
 def test_postgres_natkey_is_the_natural_key(pg_store, dataids):

@@ -37,7 +37,9 @@ stores = st.dictionaries(st.sampled_from(DATAIDS), chunk, max_size=len(DATAIDS))
 looked_at = st.lists(st.sampled_from([*DATAIDS, "never"]), unique=True, max_size=6)
 inputs = st.sampled_from([[], ["src"], ["src", "other"]])
 slow_examples = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 

@@ -201,7 +201,9 @@ def _registrations(draw):
 
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(found=_registrations())
 def test_export_then_apply_then_plan_shows_nothing(cli, tmp_path, found):
