@@ -109,6 +109,30 @@ def test_an_unknown_job_gets_a_guess_everywhere_a_job_name_is_taken(tmp_path):
     assert "FAILED" in cli.ok("history", "extract").out
 
 
+def test_a_job_the_store_knows_only_by_its_chunks_or_only_by_its_runs_is_no_unknown_job(tmp_path):
+    cli = Cli(tmp_path)
+    _pipeline(cli)
+    # an outside producer marks its chunks READY itself: no job rows, no run
+    with sqlite3.connect(tmp_path / "dataflow.db") as conn:
+        conn.execute(
+            "insert into datastatus (dataid, datasetid, jobid, locktype, modified, status)"
+            " values ('1', 'src', 'feed', 'OUT', '2026-12-01 00:00:00', 'READY')"
+        )
+    # extract, unregistered and its chunks forgotten, is known by its runs alone
+    cli.ok("unregister-job", "extract")
+    for dataid in ("1", "2"):
+        cli.ok("deleterun", "extract", dataid)
+    for job in ("feed", "extract"):
+        refused = cli.utility("endjob", job, "9", "READY")
+        assert (refused.code, refused.out) == (2, ""), refused
+        assert (
+            refused.err == f"error: job '{job}' has no chunk with dataid '9' (see 'utility runs')\n"
+        )
+    assert "FAILED" in cli.ok("history", "extract").out
+    unknown = cli.utility("endjob", "nobody", "9", "READY")
+    assert unknown.err.startswith("error: unknown job 'nobody'"), unknown
+
+
 def test_the_job_gets_the_store_as_an_absolute_path(tmp_path):
     cli = Cli(tmp_path)
     _pipeline(cli)
