@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from dataflow.dataids import MAX_NAME
 from support import BIN, script
 from support import rows as query
 
@@ -182,6 +183,28 @@ def test_resubmit_selectors_and_refusals(pipeline, tmp_path):
         and busy.err == "error: A 1 is on hold: release it first (utility release A 1)\n"
     )
     pipeline.ok("release", "A", "1")
+    assert table_hash(tmp_path, with_times=False) == before
+
+
+def test_forcejob_and_endjob_take_any_chunk_they_may_and_say_what_they_refuse(pipeline, tmp_path):
+    """forcejob marks a chunk RUNNING whatever its end (READY, FAILED), but not one that is
+    RUNNING; endjob takes its four statuses; each refusal names what is wrong, whole."""
+    pipeline.ok("endjob", "A", "2", "FAILED")
+    for dataid in ("1", "2"):
+        pipeline.ok("forcejob", "A", dataid)
+        assert status_of(tmp_path, "A", dataid) == "RUNNING"
+    pipeline.ok("endjob", "A", "2", "READY")  # forced, and no run of it lives: ended
+    before = table_hash(tmp_path, with_times=False)
+    long_id = "d" * (MAX_NAME + 1)
+    for args, message in [
+        (["forcejob", "A", "1"], "A 1 is RUNNING: wait for it to end before changing it"),
+        (["endjob", "A", "1", "DONE"], "status must be one of READY, FAILED, RESUBMIT, HOLD, not 'DONE'"),
+        (["endjob", "A", "9", "READY"], "job 'A' has no chunk with dataid '9' (see 'utility runs')"),
+        (["forcejob", "A", long_id], f"a dataid is at most {MAX_NAME} characters, not {MAX_NAME + 1} ('dddddddddddddddddddd...')"),
+        (["endjob", "A", long_id, "READY"], f"a dataid is at most {MAX_NAME} characters, not {MAX_NAME + 1} ('dddddddddddddddddddd...')"),
+    ]:  # fmt: skip
+        refused = pipeline.utility(*args)
+        assert (refused.code, refused.err, refused.out) == (2, f"error: {message}\n", ""), args
     assert table_hash(tmp_path, with_times=False) == before
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from ...dataids import CLOCKS
 from ...errors import (
     BadStatus,
+    ChunkBusy,
     ChunkLive,
     JobConfigError,
     RunFenced,
@@ -256,7 +257,7 @@ def force(store: Store, job: Job, dataid: str) -> None:
     check_name("dataid", dataid)
     with store.transaction():
         if any(row.status == RUNNING for row in store.chunk_rows(job.jobid, dataid)):
-            raise JobConfigError(job.jobid, f"chunk '{dataid}' is already RUNNING")
+            raise ChunkBusy(job.jobid, dataid, RUNNING)
         store.mark_running(job.jobid, dataid, job.outputs, job.inputs)
 
 
