@@ -172,6 +172,27 @@ def test_hostile_dataids_from_an_outside_writer_never_break_a_command(chain, tmp
     assert rows(tmp_path, hostile_runs) == [(2,)]  # purged: all but the chunk's last run
 
 
+def test_explain_names_the_chunk_a_claim_takes_past_those_no_claim_takes(chain, tmp_path):
+    """In natural order: a dataid that is not UTF-8, a chunk whose last run's attempt a
+    client wrote as text, a FAILED chunk whose one retry is spent; then the chunk a claim
+    takes, which explain names too (it reads, a claim takes: the same judge)."""
+    chain.ok("set", "work", "retries=1")
+    with closing(sqlite3.connect(tmp_path / "dataflow.db", isolation_level=None)) as conn:
+        conn.execute(
+            f"insert into datastatus values ('src','up',CAST(X'30FF' AS TEXT),'OUT','READY',{NOW})"
+        )
+        conn.execute(
+            "insert into run (jobid, dataid, attempt, retry, status, started, ended) values"
+            " ('work', '1', 'one', 0, 'FAILED', '2026-01-01 00:00:00', '2026-01-01 00:00:01'),"
+            " ('work', '2', 2, 1, 'FAILED', '2026-01-01 00:00:00', '2026-01-01 00:00:01')"
+        )
+        conn.execute(f"insert into datastatus values ('dst','work','2','OUT','FAILED',{NOW})")
+    assert chain.ok("explain", "work").out.startswith("next chunk of work: 3 (")
+    script(tmp_path, "work.sh", 'echo "$dataid" >> ran.txt')
+    assert chain.runjob("./work.sh").code == 0
+    assert (tmp_path / "ran.txt").read_text() == "3\n"
+
+
 @needs_shell
 def test_a_store_made_before_the_open_schema_is_opened_by_createtables(cli, tmp_path):
     """A v6 store's triggers call dataflow_natkey(): the shell cannot write it until
