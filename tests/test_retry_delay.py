@@ -6,12 +6,16 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from dataflow.errors import JobConfigError
-from dataflow.run.claim.settings import settings_of
+from dataflow.run.claim.lifecycle import Job, retry_wait
+from dataflow.run.claim.settings import LONGEST_DELAY, settings_of
+from dataflow.store import ChunkRow
 from support import rows, script, setting, start_runjob, statuses
 
 pytestmark = pytest.mark.both_stores
@@ -29,6 +33,55 @@ def test_retry_delay_syntax(value, parsed):
 def test_retry_delay_refuses_what_is_not_a_delay(value):
     with pytest.raises(JobConfigError, match="retry_delay must be SECONDS"):
         settings_of("work", {"retry_delay": value})
+
+
+ENDED = datetime(2026, 12, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+STATUSES = st.sampled_from(["FAILED", "READY", "RESUBMIT", "RUNNING", "HOLD"])
+
+
+def _wait(delay: str, outs: list[str], retry, ended, after: float, inputs=()) -> float:
+    job = Job("work", ("src",), ("dst",), settings=settings_of("work", {"retry_delay": delay}))
+    rows = [ChunkRow("dst", "OUT", s) for s in outs] + [ChunkRow("src", "IN", s) for s in inputs]
+    last = {"retry": retry, "ended": ended}
+    return retry_wait(job, rows, last, ENDED + timedelta(seconds=after))
+
+
+@given(
+    seconds=st.integers(1, 10**6),
+    factor=st.integers(1, 10),
+    retry=st.integers(0, 40) | st.integers(0, 2**31 - 2),  # the first retries, and any count
+    after=st.floats(-1e6, 1e10, allow_nan=False),
+)
+@example(seconds=60, factor=2, retry=0, after=30.0)  # the first retry waits SECONDS
+@example(seconds=60, factor=2, retry=1, after=30.0)  # the second SECONDS x FACTOR
+def test_a_failed_chunk_waits_its_delay_times_the_factor_per_retry_from_its_end(
+    seconds, factor, retry, after
+):
+    """The wait of a chunk whose outputs are all FAILED, ``after`` seconds after its last run
+    ended: SECONDS x FACTOR ** (the last run's retry), never past LONGEST_DELAY, less the
+    time gone by; a time written without its offset is this host's local time."""
+    try:
+        delay = min(float(seconds) * float(factor) ** retry, LONGEST_DELAY)
+    except OverflowError:
+        delay = LONGEST_DELAY
+    expected = max(0.0, delay - after)
+    spec = f"{seconds}x{factor}"
+    for ended in (ENDED, ENDED.isoformat(), ENDED.astimezone().replace(tzinfo=None).isoformat()):
+        assert _wait(spec, ["FAILED"], retry, ended, after) == pytest.approx(expected)
+    assert _wait(spec, ["FAILED", "FAILED"], retry, ENDED, after) == pytest.approx(expected)
+    assert _wait(spec, ["FAILED"], retry, ENDED, 0.0) == pytest.approx(delay)  # at its end
+
+
+@given(outs=st.lists(STATUSES, max_size=3), after=st.floats(-1e6, 1e6, allow_nan=False))
+def test_only_a_failed_chunk_whose_last_run_ended_ever_waits(outs, after):
+    """No wait without the setting, without an end, with an end no run of ours writes, or
+    for a chunk not FAILED in every output (a RESUBMIT runs at once)."""
+    failed = bool(outs) and set(outs) == {"FAILED"}
+    assert (_wait("60x2", outs, 1, ENDED, after) > 0) == (failed and after < 120)
+    for delay, ended in (("", ENDED), ("60", None), ("60", ""), ("60", "yesterday")):
+        assert _wait(delay, outs, 1, ended, after) == 0.0
+    job = Job("work", ("src",), ("dst",), settings=settings_of("work", {"retry_delay": "60"}))
+    assert retry_wait(job, [ChunkRow("dst", "OUT", s) for s in outs], None, ENDED) == 0.0
 
 
 def test_a_bad_retry_delay_is_one_line(chain):
