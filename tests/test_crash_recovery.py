@@ -230,6 +230,31 @@ def test_dry_run_changes_nothing(chain, tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
+def test_a_spark_drains_look_ahead_claims_nothing(chain, tmp_path):
+    """``claims.anything_to_do``, which a Spark drain asks before it starts a driver: a
+    chunk to claim is something to do, no chunk nothing; either way it writes nothing (a
+    dry run: rolled back, no lock taken)."""
+    from dataflow.run.claim import claims, lifecycle
+    from dataflow.store import open_store
+
+    state = "select * from datastatus union all select jobid, dataid, 0, 0, 0, 0 from candidate"
+    store = open_store(tmp_path / "dataflow.db")
+    try:
+        job = lifecycle.load_job(store, "work")
+        before = rows(tmp_path, state)
+        assert claims.anything_to_do(store, job) is True
+        assert rows(tmp_path, state) == before
+        assert rows(tmp_path, "select count(*) from run") == [(0,)]
+        for dataid in ("1", "2", "3"):  # produced: nothing left
+            chain.ok(
+                "dml",
+                f"insert into datastatus values ('dst','work','{dataid}','OUT','READY',now())",
+            )
+        assert claims.anything_to_do(store, job) is False
+    finally:
+        store.close()
+
+
 def test_a_dry_run_passes_over_a_chunk_another_process_holds(chain, tmp_path):
     """Chunk 1's lock is held by another process (a run of it that lives on this host,
     its rows not written yet, or deleted by hand): ``--dry-run`` names chunk 2, the one a
