@@ -185,6 +185,11 @@ def test_retries_then_stays_failed_until_resubmitted(chain, tmp_path):
     chain.ok("endjob", "work", "1", "RESUBMIT")
     chain.runjob("--all", "./work.sh")
     assert (tmp_path / "tries").read_text().split() == ["1"] * 6  # a fresh series of 3
+    chain.ok("deleterun", "work", "1")  # the chunk forgotten (its runs kept): new again
+    chain.runjob("--all", "./work.sh")
+    assert (tmp_path / "tries").read_text().split() == ["1"] * 9
+    counts = rows(tmp_path, "select attempt, retry from run where dataid = '1' order by attempt")
+    assert counts == [(a, (a - 1) % 3) for a in range(1, 10)]  # each series counts from 0
 
 
 @pytest.mark.both_stores
