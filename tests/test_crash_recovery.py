@@ -250,11 +250,8 @@ def test_a_spark_drains_look_ahead_claims_nothing(chain, tmp_path):
         assert claims.anything_to_do(store, job) is True
         assert rows(tmp_path, state) == before
         assert rows(tmp_path, "select count(*) from run") == [(0,)]
-        for dataid in ("1", "2", "3"):  # produced: nothing left
-            chain.ok(
-                "dml",
-                f"insert into datastatus values ('dst','work','{dataid}','OUT','READY',now())",
-            )
+        produced = ", ".join(f"('dst','work','{d}','OUT','READY',now())" for d in "123")
+        chain.ok("dml", f"insert into datastatus values {produced}")  # nothing left
         assert claims.anything_to_do(store, job) is False
     finally:
         store.close()

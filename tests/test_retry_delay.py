@@ -39,11 +39,14 @@ ENDED = datetime(2026, 12, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
 STATUSES = st.sampled_from(["FAILED", "READY", "RESUBMIT", "RUNNING", "HOLD"])
 
 
-def _wait(delay: str, outs: list[str], retry, ended, after: float, inputs=()) -> float:
-    job = Job("work", ("src",), ("dst",), settings=settings_of("work", {"retry_delay": delay}))
-    rows = [ChunkRow("dst", "OUT", s) for s in outs] + [ChunkRow("src", "IN", s) for s in inputs]
+def _job(delay: str) -> Job:
+    return Job("work", ("src",), ("dst",), settings=settings_of("work", {"retry_delay": delay}))
+
+
+def _wait(delay: str, outs: list[str], retry, ended, after: float) -> float:
+    rows = [ChunkRow("dst", "OUT", s) for s in outs]
     last = {"retry": retry, "ended": ended}
-    return retry_wait(job, rows, last, ENDED + timedelta(seconds=after))
+    return retry_wait(_job(delay), rows, last, ENDED + timedelta(seconds=after))
 
 
 @given(
@@ -80,8 +83,7 @@ def test_only_a_failed_chunk_whose_last_run_ended_ever_waits(outs, after):
     assert (_wait("60x2", outs, 1, ENDED, after) > 0) == (failed and after < 120)
     for delay, ended in (("", ENDED), ("60", None), ("60", ""), ("60", "yesterday")):
         assert _wait(delay, outs, 1, ended, after) == 0.0
-    job = Job("work", ("src",), ("dst",), settings=settings_of("work", {"retry_delay": "60"}))
-    assert retry_wait(job, [ChunkRow("dst", "OUT", s) for s in outs], None, ENDED) == 0.0
+    assert retry_wait(_job("60"), [ChunkRow("dst", "OUT", s) for s in outs], None, ENDED) == 0.0
 
 
 def test_a_bad_retry_delay_is_one_line(chain):
