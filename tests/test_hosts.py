@@ -26,6 +26,7 @@ from support.hosts import (
     Proxy,
     _one_job,
     alive,
+    environ_of,
     holder_of,
     keeper_backends,
     processes_of,
@@ -81,9 +82,7 @@ def test_the_holder_runs_in_its_own_session_and_keeps_nothing_of_runjob(hosts, t
         assert holder and holder != runner.pid
         with open(f"/proc/{holder}/cmdline", "rb") as file:
             assert b"dataflow.run.lease.holderprocess" in file.read()  # not a fork of RunJob
-        with open(f"/proc/{holder}/environ", "rb") as file:
-            environ = file.read().split(b"\0")
-        assert not [v for v in environ if v.startswith((b"DATAFLOW_RUN=", b"jobid="))]
+        assert not {b"DATAFLOW_RUN", b"jobid"} & environ_of(holder).keys()
         # process group and session (fields 5 and 6 of stat): neither is RunJob's
         assert _stat(holder)[2:4] == [str(holder), str(holder)]
         assert _stat(runner.pid)[2] != str(holder)

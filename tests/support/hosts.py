@@ -96,16 +96,16 @@ def processes_of(env: Mapping[str, str]) -> list[int]:
     """Every process of a simulated host, given its environment: those whose environment
     names both its host (DATAFLOW_HOST) and its own folder (DATAFLOW_STATE), so that a
     host of the same name in another test or test run is never one of them."""
-    markers = {f"{name}={env[name]}".encode() for name in ("DATAFLOW_HOST", "DATAFLOW_STATE")}
+    markers = {name.encode(): env[name].encode() for name in ("DATAFLOW_HOST", "DATAFLOW_STATE")}
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit() and int(pid) != os.getpid():
             try:
-                with open(f"/proc/{pid}/environ", "rb") as file:
-                    if markers <= set(file.read().split(b"\0")):
-                        found.append(int(pid))
+                environ = environ_of(int(pid))
             except OSError:
                 continue
+            if all(environ.get(name) == value for name, value in markers.items()):
+                found.append(int(pid))
     return found
 
 
