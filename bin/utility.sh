@@ -1,7 +1,7 @@
-#!/usr/bin/env bash
+#!/bin/sh
 # utility.sh: the admin CLI (see 'utility.sh --help'). A thin wrapper over
 # `python -m dataflow.cli.utility`; it may be symlinked anywhere or put on PATH.
-src=${BASH_SOURCE[0]}
+src=$0   # (POSIX sh: dash starts in a third of the time bash takes, with env before it)
 [ -L "$src" ] && src=$(readlink -f -- "$src")   # a symlink: find the checkout it points into
 case $src in */*) here=${src%/*} ;; *) here=. ;; esac   # no dirname process: a quicker start
 if [ -z "${DATAFLOW_PYTHON:-}" ] && [ -x "$here/../.venv/bin/utility" ]; then

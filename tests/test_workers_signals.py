@@ -436,6 +436,7 @@ def test_a_worker_whose_runjob_died_as_it_started_claims_nothing(cli, tmp_path):
     script(tmp_path, "work.sh", JUDGE + "sleep 0.1")
     for _ in range(20):  # until the workers are caught before their handlers are set
         cli.ok("dml", "delete from datastatus where jobid = 'work'")
+        (tmp_path / "ledger").unlink(missing_ok=True)  # (a try they were not caught in ran)
         runjob = start_runjob(cli, *SPREAD)
         pids: list[int] = []
         while runjob.poll() is None and len(pids) < 2:

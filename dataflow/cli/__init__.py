@@ -141,7 +141,7 @@ def launching(name: str) -> None:
     ignored: the kernel would then reap each job, and its exit code would be lost), and
     its name as ``ps``, ``pgrep`` and ``killall`` read it ``name`` (bin/RunJob runs Python
     with ``-c``: its name would be "python")."""
-    import signal
+    import _signal as signal  # (signal's C core: no enum)
 
     if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)

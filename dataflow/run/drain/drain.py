@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import queue
 import threading
 import time
+from _queue import Empty, SimpleQueue  # queue's C core (queue's module imports heapq)
 from collections.abc import Callable
 
 from ... import layout
@@ -84,7 +84,7 @@ class Drain:
         self._watcher_made = threading.Lock()
         # ("ended", (claim, outcome)) from the watcher or a run's thread, ("recorded",
         # Ended) and ("say", Event) from the recorder's: acted on in the drain's thread
-        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._events: SimpleQueue[tuple[str, Any]] = SimpleQueue()
         self._recorder: recorder.Recorder | None = None  # None: ends are recorded here
         self._recording = 0  # ends handed to the recorder, not yet recorded
         self._ahead: list[Claim] = []  # claimed while every slot was busy (at _ahead_at)
@@ -147,7 +147,7 @@ class Drain:
             if self._active and self._room_ahead():
                 self._ahead = self._claim_some(self._wanted_ahead(), ahead=True)[0]
                 self._ahead_at = time.monotonic()
-            with contextlib.suppress(queue.Empty):  # a timeout: signal handlers run promptly
+            with contextlib.suppress(Empty):  # a timeout: signal handlers run promptly
                 self._take(self._events.get(timeout=0.5))
 
     def _failed(self, error: BaseException, seconds: float) -> None:

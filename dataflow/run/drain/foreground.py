@@ -5,7 +5,7 @@ locks is closed, and the signals handled as before."""
 
 from __future__ import annotations
 
-import signal
+import _signal as signal  # signal's C core: its module's enums import enum
 import sys
 from collections.abc import Sequence
 

@@ -9,8 +9,8 @@ is tried again with backoff for up to its patience (:func:`..claim.patience.pati
 
 from __future__ import annotations
 
-import queue
 import threading
+from _queue import Empty, SimpleQueue  # queue's C core (queue's module imports heapq)
 from collections import namedtuple
 from collections.abc import Callable
 
@@ -215,7 +215,7 @@ class Recorder:
         self, store: Store, job: Job, tables: dict, failed: Failed, done: Callable[[Ended], None]
     ):
         self.store, self.job, self.tables, self.failed, self.done = store, job, tables, failed, done
-        self._queue: queue.Queue[tuple[Claim, Outcome] | None] = queue.Queue()
+        self._queue: SimpleQueue[tuple[Claim, Outcome] | None] = SimpleQueue()
         self._thread: threading.Thread | None = None
 
     def record(self, claim: Claim, outcome: Outcome) -> None:
@@ -259,7 +259,7 @@ class Recorder:
         while ends[-1] is not None and len(ends) < TOGETHER_MAX:
             try:
                 ends.append(self._queue.get_nowait())
-            except queue.Empty:
+            except Empty:
                 break
         if ends[-1] is None:
             self._queue.put(None)  # (still there for the next look)

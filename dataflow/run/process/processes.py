@@ -16,9 +16,9 @@ lock alone says "dead", a finished chunk is about to start again, or a run is fe
 
 from __future__ import annotations
 
+import _signal as signal  # signal's C core: its module's enums import enum
 import contextlib
 import os
-import signal
 import time
 from collections.abc import Collection, Iterable
 

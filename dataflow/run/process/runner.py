@@ -8,10 +8,10 @@ RunJob, or a timeout, reaches all of it.
 
 from __future__ import annotations
 
+import _signal as signal  # signal's C core: its module's enums import enum
 import contextlib
 import errno
 import os
-import signal
 import sys
 import threading
 import time
@@ -72,8 +72,10 @@ def start_in_own_group(argv: list[str], **options) -> subprocess.Popen:
 
 
 def signal_name(number: int) -> str:
+    import signal as names  # its enums: only for a job a signal ended
+
     try:
-        return signal.Signals(number).name
+        return names.Signals(number).name
     except ValueError:
         return f"signal {number}"
 

@@ -11,11 +11,11 @@ subprocess does. The boundary: glibc's ``posix_spawn`` leaves its two internal s
 
 from __future__ import annotations
 
+import _signal as signal  # signal's C core: its module's enums import enum
 import contextlib
 import errno
 import fcntl
 import os
-import signal
 
 _RESET = (signal.SIGPIPE, signal.SIGXFSZ)  # ignored by Python: the job gets their defaults
 

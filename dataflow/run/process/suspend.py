@@ -4,9 +4,9 @@ reach: passed on to them, then this process stops; fg or bg lets them all go on.
 
 from __future__ import annotations
 
+import _signal as signal  # signal's C core: its module's enums import enum
 import contextlib
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
