@@ -22,7 +22,7 @@ from __future__ import annotations
 from ..migrations import read, read_all
 from .connection import statements
 
-VERSION = 15  # the number of files in migrations/
+VERSION = 16  # the number of files in migrations/
 
 
 def migration(version: int) -> str:
