@@ -7,7 +7,7 @@ RunJob minus the bare script in the same round; the figure is overhead ÷ Python
 start-up of that round.
 
 Where valgrind is installed, the same commands' instructions too (callgrind, bin/RunJob's
-bash and Python, not the job): a count that another process on the machine does not change, so that a
+shell and Python, not the job): a count that another process on the machine does not change, so that a
 step of start-up cost can be weighed on a busy machine, where wall time cannot.
 """
 
@@ -145,7 +145,7 @@ def bench(config: Config, work: Path) -> Section:
         "Wall time per command:",
         "\n".join(lines),
         "Peak RSS is each process's own `ru_maxrss` from `wait4` (for `bin/RunJob` the "
-        "bash wrapper `exec`s Python, so it is the same process).",
+        "sh wrapper `exec`s Python, so it is the same process).",
     )
     return section
 
@@ -153,7 +153,7 @@ def bench(config: Config, work: Path) -> Section:
 def _instructions(section: Section, variants: dict[str, list[str]], work: Path, env) -> None:
     """RunJob's instructions ÷ ``python -c pass``'s, one run each under callgrind (the
     count of a run is the same from one run to the next, whatever else the machine does):
-    ``bin/RunJob``'s bash and the Python it execs, not the job."""
+    ``bin/RunJob``'s shell and the Python it execs, not the job."""
     figure = "instructions of `bin/RunJob ./noop.sh`, ÷ `python -c pass`'s"
     if shutil.which("valgrind") is None:
         section.skip(figure, "valgrind is not installed (Debian: valgrind)")
@@ -165,7 +165,7 @@ def _instructions(section: Section, variants: dict[str, list[str]], work: Path, 
                 "valgrind",
                 "--tool=callgrind",
                 "--callgrind-out-file=/dev/null",
-                "--trace-children=yes",  # bash execs Python
+                "--trace-children=yes",  # the shell execs Python
                 "--trace-children-skip=*.sh",  # the job is not RunJob's cost
                 *variants[name],
             ],
