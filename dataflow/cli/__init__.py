@@ -137,14 +137,12 @@ def __getattr__(name: str) -> Any:
 
 
 def launching(name: str) -> None:
-    """This process starts jobs: SIGCHLD at its default (a parent may have left it
-    ignored: the kernel would then reap each job, and its exit code would be lost), and
-    its name as ``ps``, ``pgrep`` and ``killall`` read it ``name`` (bin/RunJob runs Python
+    """This process starts jobs: their exit codes kept (SIGCHLD at its default), and its
+    name as ``ps``, ``pgrep`` and ``killall`` read it ``name`` (bin/RunJob runs Python
     with ``-c``: its name would be "python")."""
-    import _signal as signal  # (signal's C core: no enum)
+    from ..run.process.processes import keep_exit_codes
 
-    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    keep_exit_codes()
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:  # (Linux only)
         comm.write(name)
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psycopg
 
+from support.hosts import environ_of
+
 REFUSED = ("too many clients", "remaining connection slots", "no more connections allowed")
 
 
@@ -60,7 +62,7 @@ def refused(text: str) -> int:
 
 def holders(folder: Path) -> int:
     """The fleet's lease holder processes alive now (started, or waiting for a session)."""
-    marker = f"DATAFLOW_STATE={folder / 'hosts'}/".encode()
+    hosts = f"{folder / 'hosts'}/".encode()
     found = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -69,8 +71,7 @@ def holders(folder: Path) -> int:
             with open(f"/proc/{pid}/cmdline", "rb") as file:
                 if b"holderprocess" not in file.read():
                     continue
-            with open(f"/proc/{pid}/environ", "rb") as file:
-                found += any(item.startswith(marker) for item in file.read().split(b"\0"))
+            found += environ_of(int(pid)).get(b"DATAFLOW_STATE", b"").startswith(hosts)
         except OSError:
             continue
     return found

@@ -21,6 +21,7 @@ from ...errors import DataflowError, StoreUnavailable
 from ...store import DRIVER_ERRORS, Store, open_store
 from ...store.address import Address, for_job, liveness_timeout, locate
 from ..claim import claims, jobenv, lifecycle, patience
+from ..process import processes
 from . import foreground
 from .drain import Drain
 from .events import EventWriter, store_failed
@@ -45,8 +46,7 @@ def main(argv: list[str]) -> int:
     # the worker starts is kept until now, not taken by Python's default (death, or
     # KeyboardInterrupt); its drain stops as it begins
     early: list[int] = []
-    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:  # (its jobs' exit codes kept)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    processes.keep_exit_codes()
     for number in SIGNALS:
         signal.signal(number, lambda n, _: early.append(n))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

@@ -30,6 +30,14 @@ ATTEMPT_VARIABLE = "DATAFLOW_ATTEMPT"  # the number of the run's attempt at its 
 HOST_PREFIX = f"{HOST_ENV}=".encode()  # the host a process was started for, if it names one
 
 
+def keep_exit_codes() -> None:
+    """SIGCHLD at its default, in a process that starts jobs (RunJob, a worker): a parent
+    may have left it ignored, and the kernel would then reap each job, its exit code lost
+    (a failed job taken for one that ended well)."""
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
 def new_token() -> str:
     """A fresh run token: 128 random bits (what ``secrets.token_hex(16)`` returns, without
     the ~3 ms its import of hashlib and random costs every RunJob)."""
