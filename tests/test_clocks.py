@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 
 from dataflow import dataids
 from dataflow.dataids import natural_key, period, periods, system_zone
-from dataflow.run.claim import claims, lifecycle
+from dataflow.run.claim import claims, lifecycle, liveness
 from dataflow.store import open_store
 from support import (
     rows,
     script,
     starts,
     statuses,
+    wait_for,
 )
 
 ZONE = system_zone()  # the clock's zone: these instants are noon-ish wall-clock times there
@@ -171,6 +172,32 @@ def test_an_hourly_job_runs_its_backfill_then_this_hour(cli, tmp_path):
     assert ran[4:] in ([before], [after])
     assert set(statuses(tmp_path, "hourly").values()) == {"READY"}
     assert "no suitable data" in cli.runjob("./hourly.sh").out or period("this_hour") != after
+
+
+@pytest.mark.both_stores
+def test_a_failed_earlier_period_waits_for_a_resubmit(cli, address):
+    """A clock job's claim takes the current period and earlier ones resubmitted only: a
+    period that failed and has a retry left is retried while it is current, not once its
+    time has passed (nor is an earlier period done again); resubmitted, it comes first."""
+    _register(cli, "job", "this_month")
+    cli.ok("set", "job", "retries=1")
+    march, may = local(2021, 3, 10, 12), local(2021, 5, 10, 12)
+    with open_store(address) as store:
+        job = lifecycle.load_job(store, "job")
+        for at, status in ((local(2021, 2, 10, 12), "READY"), (march, "FAILED")):
+            claim = claims.claim(store, job, at=at).claim  # run here, as a driver's chunk
+            liveness.started(store, "job", claim.dataid, claim.runid, claim.token, 0)
+            lifecycle.finish(store, "job", claim.dataid, status, runid=claim.runid)
+            claim.lock.close()
+            liveness.ended(store, "job", claim.dataid, claim.runid)
+            wait_for(lambda d=claim.dataid: not liveness.is_live(store, "job", d))
+        assert claims.claim(store, job, dry_run=True, at=march).claim.dataid == "2021-03"
+        assert claims.claim(store, job, dry_run=True, at=may).claim.dataid == "2021-05"
+        assert claims.peek(store, job, at=may) == "2021-05"
+    cli.ok("resubmit", "job", "2021-03")
+    with open_store(address) as store:
+        job = lifecycle.load_job(store, "job")
+        assert claims.claim(store, job, dry_run=True, at=may).claim.dataid == "2021-03"
 
 
 def test_a_backfill_stops_at_the_current_period(cli):
