@@ -200,6 +200,25 @@ def test_a_failed_earlier_period_waits_for_a_resubmit(cli, address):
         assert claims.claim(store, job, dry_run=True, at=may).claim.dataid == "2021-03"
 
 
+@pytest.mark.both_stores
+def test_a_clock_jobs_period_waits_for_its_other_input(cli, address):
+    """A clock job that reads a dataset too: a period whose chunk of it is not READY is
+    passed over for the next ones, in order, each claimed once."""
+    cli.ok("createtables")
+    cli.ok("register-dataset", "feed")
+    cli.ok("register-dataset", "job_out")
+    cli.ok("register-job", "job", "--in", "this_month", "feed", "--out", "job_out")
+    cli.ok("resubmit", "job", "--from", "2021-01", "--to", "2021-04")
+    cli.ok("ready", "feed", "2021-02", "2021-03", "2021-04", "2021-05")
+    may = local(2021, 5, 10, 12)
+    with open_store(address) as store:
+        job = lifecycle.load_job(store, "job")
+        assert claims.peek(store, job, at=may) == "2021-02"
+        assert claims.claim(store, job, dry_run=True, at=may).claim.dataid == "2021-02"
+        result = claims.claim(store, job, dry_run=True, at=may, count=3)
+        assert [c.dataid for c in (result.claim, *result.more)] == ["2021-02", "2021-03", "2021-04"]
+
+
 def test_a_backfill_stops_at_the_current_period(cli):
     _register(cli, "monthly", "this_month")
     before = period("this_month")

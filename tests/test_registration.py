@@ -149,6 +149,25 @@ def test_register_job_validates_everything(store, tmp_path):
 
 
 @pytest.mark.long
+def test_register_job_takes_its_datasets_after_one_flag_or_after_each(store, tmp_path):
+    """``--in a b`` and ``--in a --in b`` say the same, as ``--set`` and ``--env`` do: the
+    second ``--in`` of a daily job that reads a feed too was dropped, silently."""
+    for name in ("feed", "out1", "log1", "out2", "log2"):
+        store.ok("register-dataset", name)
+    store.ok("register-job", "one", "--in", "today", "feed", "--out", "out1", "log1")
+    store.ok(
+        "register-job", "each", "--in", "today", "--in", "feed", "--out", "out2", "--out", "log2"
+    )
+    items = json.loads(store.ok("export", "-").out)["jobs"]
+    for job, n in (("one", 1), ("each", 2)):
+        assert items[job] == [
+            {"itemtype": "IN", "datasetid": "today"},
+            {"itemtype": "IN", "datasetid": "feed"},
+            {"itemtype": "OUT", "datasetid": f"out{n}"},
+            {"itemtype": "OUT", "datasetid": f"log{n}"},
+        ]
+
+
 def test_export_import_moves_the_configuration(store, tmp_path):
     store.ok("register-dataset", "src", "--hostname", "dev-db")
     store.ok("register-dataset", "dst", "--password-stdin", input="pw\n", env={"PASSKEY": "k"})

@@ -64,12 +64,16 @@ def register_dataset(options: argparse.Namespace) -> int:
 
 def _job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("jobid")
-    parser.add_argument(
-        "--in", dest="inputs", nargs="+", default=[], metavar="DATASET", required=True
-    )
-    parser.add_argument(
-        "--out", dest="outputs", nargs="+", default=[], metavar="DATASET", required=True
-    )
+    for flag, dest in (("--in", "inputs"), ("--out", "outputs")):  # (--in a --in b: both)
+        parser.add_argument(
+            flag,
+            dest=dest,
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="DATASET",
+            required=True,
+        )
     parser.add_argument(
         "--set",
         nargs="+",
