@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from support import (
     BIN,
     dump,
@@ -120,11 +122,29 @@ def test_a_python_traceback_is_the_reason_of_a_failed_run(chain, tmp_path):
     assert second == "exit code 3"
 
 
-def test_a_log_folder_that_cannot_be_made_costs_no_chunk(chain, tmp_path):
-    (tmp_path / "dataflow.db.d").write_text("not a folder")
+@pytest.mark.parametrize(
+    ("blocked", "what", "reason"),
+    [
+        ("dataflow.db-locks", "lock file", "Is a directory"),  # a folder where the file goes
+        ("dataflow.db.d", "log folder", "Not a directory"),  # a file where the folder goes
+    ],
+)
+def test_a_lock_file_or_log_folder_that_cannot_be_made_costs_no_chunk(
+    chain, tmp_path, blocked, what, reason
+):
+    path = tmp_path / blocked
+    if path.exists():
+        path.unlink()
+    if what == "lock file":
+        path.mkdir()
+    else:
+        path.write_text("not a folder")
     script(tmp_path, "work.sh", "true")
     before = dump(tmp_path)
     refused = chain.runjob("./work.sh")
-    assert refused.code != 0 and "cannot prepare the log folder" in refused.err, refused
-    assert "nothing was claimed" in refused.err and refused.err.count("\n") == 1
+    assert refused.code != 0, refused
+    said = refused.err.splitlines()
+    assert len(said) == 1 and said[0].startswith(f"error: cannot prepare the {what} "), said
+    assert said[0].endswith(f": {reason}; nothing was claimed"), said
+    assert str(path) in said[0], said
     assert dump(tmp_path) == before
