@@ -145,6 +145,11 @@ def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
     one_line_error(
         loadbob.runjob("./noout.sh"), "job 'noout' is misconfigured: it has no OUT dataset"
     )
+    loadbob.ok("dml", "insert into job (jobid,itemtype,datasetid) values ('blank','IN','')")
+    script(tmp_path, "blank.sh", "true")  # (an outside writer's row: NULL is refused, '' not)
+    one_line_error(
+        loadbob.runjob("./blank.sh"), "job 'blank' is misconfigured: an IN row has no datasetid"
+    )
 
     loadbob.ok("dml", "insert into dataset (datasetid) values ('bad-name')")
     loadbob.ok("dml", "insert into job (jobid,itemtype,datasetid) values ('badname','IN','bobin')")
