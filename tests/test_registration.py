@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from dataflow import crypto
-from support import Cli, host_policy, rows
+from support import Cli, host_policy, rows, script
 
 pytestmark = pytest.mark.both_stores
 
@@ -223,3 +223,21 @@ def test_rekey_is_all_or_nothing(store, tmp_path):
     seals = {k: crypto.seal_of({"datasetid": k}) for k in tokens}
     opened = {k: crypto.decrypt(v, "new", seal=seals[k]) for k, v in tokens.items()}
     assert opened == {"a": "alpha", "b": "beta"}
+
+
+def test_a_setting_or_variable_row_without_a_value_reads_as_empty(chain, tmp_path):
+    """An outside writer's job row whose itemvalue is NULL reads as '': a setting so left
+    is refused for what it is, and a variable is handed to the job set, and empty."""
+    host_policy(tmp_path, '[env]\nallow = ["region"]\n')
+    script(tmp_path, "work.sh", 'echo "[${region-unset}]" > seen')
+    chain.ok("dml", "insert into job (jobid, itemtype) values ('work', 'retries')")
+    refused = chain.runjob("./work.sh")
+    assert (refused.code, refused.err) == (
+        2,
+        "error: job 'work' is misconfigured: setting retries must be a number from 0 to "
+        "1000000, not ''\n",
+    )
+    chain.ok("dml", "update job set itemtype = 'region' where itemtype = 'retries'")
+    ran = chain.runjob("./work.sh")
+    assert ran.code == 0, ran
+    assert (tmp_path / "seen").read_text() == "[]\n"
