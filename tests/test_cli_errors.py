@@ -150,6 +150,13 @@ def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
     one_line_error(
         loadbob.runjob("./blank.sh"), "job 'blank' is misconfigured: an IN row has no datasetid"
     )
+    loadbob.ok("dml", "insert into job (jobid,itemtype,datasetid) values ('noin','OUT','bobin')")
+    script(tmp_path, "noin.sh", "true")
+    one_line_error(
+        loadbob.runjob("./noin.sh"),
+        "job 'noin' is misconfigured: it has no IN dataset; add one, or IN dataset 'today'"
+        " for a daily job",
+    )
 
     loadbob.ok("dml", "insert into dataset (datasetid) values ('bad-name')")
     loadbob.ok("dml", "insert into job (jobid,itemtype,datasetid) values ('badname','IN','bobin')")
