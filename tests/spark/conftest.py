@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -250,15 +251,24 @@ class ConnectServer:
         self.port = port
         self.webui = f"http://127.0.0.1:{webui}"
 
-    def running_jobs(self) -> list[dict]:
-        """The Spark jobs running on the server now (every session's)."""
+    def running_jobs(self) -> list[dict] | None:
+        """The Spark jobs running on the server now (every session's); None when its UI
+        did not answer in time (a machine busy with other tests' JVMs): neither "none"
+        nor "some", for a wait to ask again."""
         found = []
-        with urllib.request.urlopen(f"{self.webui}/api/v1/applications", timeout=10) as answer:
-            apps = json.load(answer)
-        for app in apps:
-            url = f"{self.webui}/api/v1/applications/{app['id']}/jobs?status=running"
-            with urllib.request.urlopen(url, timeout=10) as answer:
-                found += json.load(answer)
+        try:
+            with urllib.request.urlopen(f"{self.webui}/api/v1/applications", timeout=10) as got:
+                apps = json.load(got)
+            for app in apps:
+                url = f"{self.webui}/api/v1/applications/{app['id']}/jobs?status=running"
+                with urllib.request.urlopen(url, timeout=10) as got:
+                    found += json.load(got)
+        except TimeoutError:
+            return None
+        except urllib.error.URLError as exc:  # (a timeout as it connected)
+            if isinstance(exc.reason, TimeoutError):
+                return None
+            raise
         return found
 
 
