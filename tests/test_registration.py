@@ -148,7 +148,6 @@ def test_register_job_validates_everything(store, tmp_path):
     assert store.ok("unregister-dataset", "out").out == "dataset out removed\n"
 
 
-@pytest.mark.long
 def test_register_job_takes_its_datasets_after_one_flag_or_after_each(store, tmp_path):
     """``--in a b`` and ``--in a --in b`` say the same, as ``--set`` and ``--env`` do: the
     second ``--in`` of a daily job that reads a feed too was dropped, silently."""
@@ -168,6 +167,7 @@ def test_register_job_takes_its_datasets_after_one_flag_or_after_each(store, tmp
         ]
 
 
+@pytest.mark.long
 def test_export_import_moves_the_configuration(store, tmp_path):
     store.ok("register-dataset", "src", "--hostname", "dev-db")
     store.ok("register-dataset", "dst", "--password-stdin", input="pw\n", env={"PASSKEY": "k"})
