@@ -67,8 +67,13 @@ class Browser:
         return found.json()["value"][ELEMENT]
 
     def click(self, css: str) -> None:
-        """A click on the element, as the pointer makes one."""
-        answer = self.http.post(f"{self.session}/element/{self.find(css)}/click", json={})
+        """A click on the element, as the pointer makes one: on the one ``css`` selects
+        at the click (a board that refreshes replaces its rows between a find and a
+        click, and the found element is then stale: it is found again)."""
+        for _ in range(5):
+            answer = self.http.post(f"{self.session}/element/{self.find(css)}/click", json={})
+            if answer.status_code != 404 or "stale element" not in answer.text:
+                break
         assert answer.status_code == 200, answer.text
 
     def type(self, css: str, text: str) -> None:
