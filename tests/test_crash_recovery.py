@@ -661,3 +661,30 @@ def test_dry_run_never_writes_even_the_recovery_of_dead_runs(chain, tmp_path):
     assert chain.runjob("--dry-run", "./work.sh").code == 0
     assert dump(tmp_path) == before
     assert not (tmp_path / "dataflow.db.d").exists()  # not even a lock file
+
+
+def test_a_job_at_its_cap_says_how_many_runs_live_and_starts_nothing(chain, tmp_path):
+    """max_parallel 1 and a run of work alive: another RunJob of work (and its dry run)
+    says so, the cap read from the store, and claims nothing."""
+    setting(chain, "max_parallel", "1")
+    gate = tmp_path / "gate"
+    script(
+        tmp_path, "work.sh", f'echo "$dataid" >> ran; while [ ! -e {gate} ]; do sleep 0.05; done'
+    )
+    first = start_runjob(chain, "./work.sh")
+    try:
+        wait_for(lambda: (tmp_path / "ran").exists(), what="the first run")
+        second = chain.runjob("./work.sh")
+        dry = chain.runjob("--dry-run", "./work.sh")
+    finally:
+        gate.touch()
+        first.communicate(timeout=60)
+    assert second.code == 0 and second.err == "", second
+    assert second.lines[0].endswith(
+        ": 1 run of work is live (max_parallel 1). Not starting another"
+    )
+    assert dry.code == 0 and dry.lines == [
+        "1 run of work is live (max_parallel 1): would not start"
+    ]
+    assert (tmp_path / "ran").read_text() == "1\n"  # the second claimed nothing
+    assert rows(tmp_path, "select dataid from run") == [("1",)]
