@@ -37,6 +37,27 @@ from support.hosts import alive
 
 
 @pytest.mark.both_stores
+def test_a_runjob_recovers_the_dead_runs_of_its_own_job_only(chain, tmp_path):
+    """Job other (src -> dst2) left chunk 2 RUNNING, its run dead. RunJob of work recovers
+    work's dead runs only: it never says other's chunk was work's, nor alerts so; other's
+    own next run recovers it, in its own words."""
+    chain.ok("dml", "insert into dataset (datasetid) values ('dst2')")
+    chain.ok(
+        "dml",
+        "insert into job (jobid,itemtype,datasetid) values ('other','IN','src'), ('other','OUT','dst2')",
+    )
+    chain.ok("dml", "insert into datastatus values ('dst2','other','2','OUT','RUNNING',now())")
+    for name in ("work", "other"):
+        script(tmp_path, f"{name}.sh", "true")
+    ran = chain.runjob("./work.sh")
+    assert ran.code == 0 and "abandoned" not in ran.out, ran
+    assert statuses(tmp_path, "other") == {"2": "RUNNING"}
+    other = chain.runjob("./other.sh")
+    assert "chunk 2 of other belonged to a dead run; marked FAILED (abandoned)" in other.out
+    assert statuses(tmp_path, "other")["2"] == "FAILED"
+
+
+@pytest.mark.both_stores
 def test_kill_9_of_runjob_and_job_is_recovered(chain, tmp_path):
     script(tmp_path, "work.sh", 'echo "$dataid" >> starts; echo "$$" > job.pid; sleep 60')
     runjob = start_runjob(chain, "./work.sh", start_new_session=True)
@@ -255,6 +276,27 @@ def test_a_spark_drains_look_ahead_claims_nothing(chain, tmp_path):
         assert claims.anything_to_do(store, job) is False
     finally:
         store.close()
+
+
+def test_a_spark_drains_look_ahead_counts_a_dead_runs_chunk_it_would_retry(chain, tmp_path):
+    """Chunks 1 and 3 of work are done; chunk 2 says RUNNING, its run dead, a retry left.
+    ``claims.anything_to_do`` recovers it as the drain's claim would (rolled back): there
+    is something to do, and a Spark drain starts its driver for it."""
+    from dataflow.run.claim import claims, lifecycle
+    from dataflow.store import open_store
+
+    done = ", ".join(f"('dst','work','{d}','OUT','READY',now())" for d in "13")
+    chain.ok(
+        "dml", f"insert into datastatus values {done}, ('dst','work','2','OUT','RUNNING',now())"
+    )
+    setting(chain, "retries", "1")
+    before = dump(tmp_path)
+    store = open_store(tmp_path / "dataflow.db")
+    try:
+        assert claims.anything_to_do(store, lifecycle.load_job(store, "work")) is True
+    finally:
+        store.close()
+    assert dump(tmp_path) == before
 
 
 def test_a_dry_run_passes_over_a_chunk_another_process_holds(chain, tmp_path):
@@ -663,14 +705,14 @@ def test_dry_run_never_writes_even_the_recovery_of_dead_runs(chain, tmp_path):
     assert not (tmp_path / "dataflow.db.d").exists()  # not even a lock file
 
 
+@pytest.mark.both_stores
 def test_a_job_at_its_cap_says_how_many_runs_live_and_starts_nothing(chain, tmp_path):
     """max_parallel 1 and a run of work alive: another RunJob of work (and its dry run)
     says so, the cap read from the store, and claims nothing."""
     setting(chain, "max_parallel", "1")
     gate = tmp_path / "gate"
-    script(
-        tmp_path, "work.sh", f'echo "$dataid" >> ran; while [ ! -e {gate} ]; do sleep 0.05; done'
-    )
+    wait = f'[ "$dataid" != 1 ] || while [ ! -e {gate} ]; do sleep 0.05; done'  # chunk 1 waits
+    script(tmp_path, "work.sh", f'echo "$dataid" >> ran; {wait}')
     first = start_runjob(chain, "./work.sh")
     try:
         wait_for(lambda: (tmp_path / "ran").exists(), what="the first run")
