@@ -18,9 +18,9 @@ demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
 # three workers for most tests (the RunJob processes leave a third of two cores idle at
-# two workers); four for those marked long (they mostly wait); then the tests marked slow
-# (multi-process stress, crash tests whose timing assumes a machine to themselves) one at
-# a time, and beside them the Spark tests at the lowest CPU priority (nice 19): they take
+# two workers); four for those marked long (more only slow them down); then the tests
+# marked slow (multi-process stress, crash tests whose timing assumes a machine to
+# themselves) one at a time, and beside them the Spark tests at the lowest CPU priority (nice 19): they take
 # the CPU the slow ones leave (about two thirds of two cores), never the CPU those wait
 # for. The Spark tests' output follows the slow tests'. worksteal: a worker that is done
 # takes tests queued for another (docs/development.md, "How long the suite takes")

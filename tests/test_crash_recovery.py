@@ -260,20 +260,24 @@ def test_a_spark_drains_look_ahead_claims_nothing(chain, tmp_path):
     """``claims.anything_to_do``, which a Spark drain asks before it starts a driver: a
     chunk to claim is something to do, no chunk nothing; either way it writes nothing (a
     dry run: rolled back, no lock taken)."""
+    state = "select * from datastatus union all select jobid, dataid, 0, 0, 0, 0 from candidate"
+    before = rows(tmp_path, state)
+    assert _anything_to_do(tmp_path) is True
+    assert rows(tmp_path, state) == before
+    assert rows(tmp_path, "select count(*) from run") == [(0,)]
+    produced = ", ".join(f"('dst','work','{d}','OUT','READY',now())" for d in "123")
+    chain.ok("dml", f"insert into datastatus values {produced}")  # nothing left
+    assert _anything_to_do(tmp_path) is False
+
+
+def _anything_to_do(tmp_path) -> bool:
+    """``claims.anything_to_do`` of job work, on the SQLite store in ``tmp_path``."""
     from dataflow.run.claim import claims, lifecycle
     from dataflow.store import open_store
 
-    state = "select * from datastatus union all select jobid, dataid, 0, 0, 0, 0 from candidate"
     store = open_store(tmp_path / "dataflow.db")
     try:
-        job = lifecycle.load_job(store, "work")
-        before = rows(tmp_path, state)
-        assert claims.anything_to_do(store, job) is True
-        assert rows(tmp_path, state) == before
-        assert rows(tmp_path, "select count(*) from run") == [(0,)]
-        produced = ", ".join(f"('dst','work','{d}','OUT','READY',now())" for d in "123")
-        chain.ok("dml", f"insert into datastatus values {produced}")  # nothing left
-        assert claims.anything_to_do(store, job) is False
+        return claims.anything_to_do(store, lifecycle.load_job(store, "work"))
     finally:
         store.close()
 
@@ -282,20 +286,13 @@ def test_a_spark_drains_look_ahead_counts_a_dead_runs_chunk_it_would_retry(chain
     """Chunks 1 and 3 of work are done; chunk 2 says RUNNING, its run dead, a retry left.
     ``claims.anything_to_do`` recovers it as the drain's claim would (rolled back): there
     is something to do, and a Spark drain starts its driver for it."""
-    from dataflow.run.claim import claims, lifecycle
-    from dataflow.store import open_store
-
     done = ", ".join(f"('dst','work','{d}','OUT','READY',now())" for d in "13")
     chain.ok(
         "dml", f"insert into datastatus values {done}, ('dst','work','2','OUT','RUNNING',now())"
     )
     setting(chain, "retries", "1")
     before = dump(tmp_path)
-    store = open_store(tmp_path / "dataflow.db")
-    try:
-        assert claims.anything_to_do(store, lifecycle.load_job(store, "work")) is True
-    finally:
-        store.close()
+    assert _anything_to_do(tmp_path) is True
     assert dump(tmp_path) == before
 
 
