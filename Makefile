@@ -17,23 +17,23 @@ venv: $(STAMP)
 demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
+# The Spark tests start first, in the background, at the lowest CPU priority (nice 19):
+# they take only the CPU the other stages leave, never the CPU those count on. Meanwhile:
 # three workers for most tests (the RunJob processes leave a third of two cores idle at
 # two workers); four for those marked long (more only slow them down); then the tests
 # marked slow (multi-process stress, crash tests whose timing assumes a machine to
-# themselves) one at a time, and beside them the Spark tests at the lowest CPU priority (nice 19): they take
-# the CPU the slow ones leave (about two thirds of two cores), never the CPU those wait
-# for. The Spark tests' output follows the slow tests'. worksteal: a worker that is done
-# takes tests queued for another (docs/development.md, "How long the suite takes")
+# themselves) one at a time. The Spark tests' output follows. worksteal: a worker that is
+# done takes tests queued for another (docs/development.md, "How long the suite takes")
 test: $(STAMP)
-	$(BIN)/pytest -n 3 --dist worksteal --durations=25 -m "not slow and not long and not spark"
-	$(BIN)/pytest -n 4 --dist worksteal --durations=10 -m "long and not slow"
 	@mkdir -p build; \
 	nice -n 19 $(BIN)/pytest -n 3 --dist worksteal --durations=15 \
 	    -m "spark and not slow and not long" > build/spark-tests.log 2>&1 & spark=$$!; \
-	$(BIN)/pytest --durations=10 -m slow; slow=$$?; \
+	$(BIN)/pytest -n 3 --dist worksteal --durations=25 -m "not slow and not long and not spark" \
+	&& $(BIN)/pytest -n 4 --dist worksteal --durations=10 -m "long and not slow" \
+	&& $(BIN)/pytest --durations=10 -m slow; rest=$$?; \
 	wait $$spark; sparked=$$?; \
-	echo "== the Spark tests, run beside the slow ones"; cat build/spark-tests.log; \
-	[ $$slow -eq 0 ] && [ $$sparked -eq 0 ]
+	echo "== the Spark tests, run beside the others"; cat build/spark-tests.log; \
+	[ $$rest -eq 0 ] && [ $$sparked -eq 0 ]
 
 # the developer's loop (docs/development.md, "How long the suite takes"); make test is the gate
 test-fast: $(STAMP)
