@@ -157,6 +157,16 @@ def test_runjob_mistakes_leave_the_store_unchanged(loadbob, tmp_path):
         "job 'noin' is misconfigured: it has no IN dataset; add one, or IN dataset 'today'"
         " for a daily job",
     )
+    for clock in ("today", "this_hour"):  # register-job refuses this; an outside writer not
+        loadbob.ok(
+            "dml", f"insert into job (jobid,itemtype,datasetid) values ('two','IN','{clock}')"
+        )
+    loadbob.ok("dml", "insert into job (jobid,itemtype,datasetid) values ('two','OUT','bobin')")
+    script(tmp_path, "two.sh", "true")
+    one_line_error(
+        loadbob.runjob("./two.sh"),
+        "job 'two' is misconfigured: it has two clocks as IN datasets: today and this_hour\n",
+    )
 
     loadbob.ok("dml", "insert into dataset (datasetid) values ('bad-name')")
     loadbob.ok("dml", "insert into job (jobid,itemtype,datasetid) values ('badname','IN','bobin')")
