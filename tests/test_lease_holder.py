@@ -10,6 +10,7 @@ run of a chunk beside a live process of the first writes ``OVERLAP`` into the le
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -365,6 +366,10 @@ def test_a_holder_slow_to_start_never_leaves_a_claim_idle_inside_its_transaction
         done = b.runjob("./work.sh")
         assert done.code == 0 and done.err == "", done
         assert set(statuses(tmp_path, "work").values()) == {"READY"}
+        # the claim tried again once the holder was reached is the same claim: its run's
+        # history row has the command, as any other's
+        ran = json.loads(b.ok("--json", "history", "work").out)
+        assert {run["command"] for run in ran if run["host"] == "hostB"} == {"./work.sh"}
     finally:
         proxy.close()
         ADDRESSES.pop(tmp_path, None)
