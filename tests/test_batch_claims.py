@@ -76,6 +76,30 @@ def test_a_batch_passes_over_a_chunk_another_process_holds(chain, tmp_path, addr
         keeper.close_all()
 
 
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_batch_passes_over_a_chunk_whose_turn_another_transaction_holds(chain, address):
+    """Another transaction is changing chunk 2 (it holds the chunk's turn, as a trigger
+    of datastatus does): a claim of three takes 1, 3 and 4, in natural order; only chunk 2
+    is left for a later claim, not the rest of its batch with it."""
+    _chunks(chain, 6)
+    store = open_store(address)
+    try:
+        job = lifecycle.load_job(store, "work")
+        with psycopg.connect(address) as other:
+            buckets = other.execute("select hashtext(d) & 1023 from unnest('{1,2,3,4}'::text[]) d")
+            assert len(set(buckets.fetchall())) == 4  # the turn of 2 is no other's
+            other.execute("select pg_advisory_xact_lock(1, hashtext('2') & 1023)")
+            result = claims.claim(store, job, command="./work.sh", count=3)
+            taken = [result.claim, *result.more]
+            assert [c.dataid for c in taken] == ["1", "3", "4"]
+            for claim in taken:
+                claim.lock.close()
+        assert claims.claim(store, job, command="./work.sh").claim.dataid == "2"
+    finally:
+        store.close()
+        keeper.close_all()
+
+
 def test_a_drain_looks_again_before_it_ends_at_a_chunk_held_a_moment_longer(chain, tmp_path):
     """Chunk 2's lock is held, while it is not RUNNING, until a moment after the drain's
     last job ends (as another drain's keeper holds the run lock of a chunk given back
