@@ -580,8 +580,8 @@ def test_a_chunk_claimed_ahead_and_ended_by_hand_keeps_the_operators_end(chain, 
 def test_a_chunk_claimed_ahead_starts_on_its_claim(chain, tmp_path):
     """The chunks a drain claimed ahead while chunk 5 ran start on those claims (their
     tokens) when its slot frees, one run each; they are not given back and claimed again.
-    A chunk lock does not lapse; a lease lapses after half the bound (20 s here; the
-    slot frees at once), when it is given back (``test_hosts``)."""
+    A chunk lock does not lapse; a lease lapses after half the bound (20 s here, and the
+    slot frees at once), and its claim is then given back (``test_hosts``)."""
     _chunks_up_to(chain, 10)
     script(
         tmp_path,
