@@ -6,7 +6,6 @@ what is checked is RunJob's side: the history, the exit code, the kill on the cl
 from __future__ import annotations
 
 import json
-import re
 import signal
 import sys
 from pathlib import Path
@@ -41,11 +40,11 @@ if "--status" in args or "-status" in args:
 say("submit")
 open(os.path.join(here, "submitted"), "w").close()
 play = os.environ["FAKE_PLAY"]
-if play == "hang":
+if play == "hang":  # RUNNING at once (a busy machine's timeout sees it), then each second
     while True:
-        time.sleep(1)
         sys.stderr.write("INFO Client: Application report for {APP} (state: RUNNING)\\n")
         sys.stderr.flush()
+        time.sleep(1)
 sys.exit(int(play))
 """
 
@@ -248,13 +247,10 @@ def test_a_kill_that_cannot_run_is_said_in_the_history(cli, cluster, tmp_path):
     result = cli.runjob("./daily.py", timeout=60)
     assert result.code == 124, result
     (run,) = history(tmp_path, "daily")
-    # the state its output said last: RUNNING a second after the submission, unless the
-    # machine was too busy for the fake to say it within the 2 s
-    assert re.fullmatch(
-        rf"timeout after 2 s; yarn application {APP} \((ACCEPTED|RUNNING)\); not killed on "
-        rf"the cluster: {re.escape(str(tmp_path))}/no-hadoop/bin/yarn: No such file or directory",
-        run[5],
-    ), run[5]
+    assert run[5] == (
+        f"timeout after 2 s; yarn application {APP} (RUNNING); not killed on the cluster: "
+        f"{tmp_path}/no-hadoop/bin/yarn: No such file or directory"
+    )
 
 
 def test_standalone_cluster_mode_is_refused_before_the_claim(cli, cluster, tmp_path):
