@@ -174,7 +174,9 @@ def test_sigterm_of_runjob_kills_the_yarn_application(cli, cluster, tmp_path):
 
 
 def test_a_timeout_while_polling_kills_the_application(cli, cluster, tmp_path):
-    spark_args(cli, YARN_CLUSTER + NO_WAIT, timeout="3")
+    # 10 s: the first poll comes once spark-submit has returned, which on a machine busy
+    # with other tests (these run at nice 19) can take seconds
+    spark_args(cli, YARN_CLUSTER + NO_WAIT, timeout="10")
     running = YARN_STATUS.format(state="RUNNING", final="UNDEFINED", finish=0)
     cluster.play(YARN_SUBMITTED, "0", running)
     result = cli.runjob("./daily.py", timeout=60)
@@ -185,7 +187,7 @@ def test_a_timeout_while_polling_kills_the_application(cli, cluster, tmp_path):
     assert calls[-1] == ["yarn", "application", "-kill", APP]
     (run,) = history(tmp_path, "daily")
     assert run[2] == "FAILED"
-    assert run[5] == f"timeout after 3 s; yarn application {APP} (RUNNING); killed on the cluster"
+    assert run[5] == f"timeout after 10 s; yarn application {APP} (RUNNING); killed on the cluster"
 
 
 @pytest.mark.parametrize(("final", "status"), [("SUCCEEDED", "READY"), ("FAILED", "FAILED")])
