@@ -19,6 +19,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dataflow.run.claim import liveness
+from dataflow.run.lease import keeper
+from dataflow.store import open_store
 from support import (
     ADDRESSES,
     BOUND,
@@ -373,6 +376,24 @@ def test_a_holder_slow_to_start_never_leaves_a_claim_idle_inside_its_transaction
     finally:
         proxy.close()
         ADDRESSES.pop(tmp_path, None)
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_runjob_reaches_the_holder_before_its_claim_only_when_work_is_likely(chain, address):
+    """While RunJob gets ready to claim (liveness.prepare), it reaches this host's lease
+    holder if its job has candidates, so that the claim finds the holder up; for a job
+    with none (most cron ticks) it starts no holder."""
+    chain.ok("register-dataset", "out")
+    chain.ok("register-job", "idle", "--in", "dst", "--out", "out")  # dst has no chunk
+    store = open_store(address)
+    try:
+        liveness.prepare(store, "idle")
+        assert keeper.current(store) is None
+        liveness.prepare(store, "work")
+        assert keeper.current(store) is not None
+    finally:
+        store.close()
+        keeper.close_all()
 
 
 def test_a_holder_reconnected_for_a_request_heartbeats_first_and_takes_its_run_locks_at_once(
