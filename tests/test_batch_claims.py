@@ -6,6 +6,7 @@ that cannot be taken is passed over for the next; racing drains never run one tw
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -195,6 +196,39 @@ def test_chunks_whose_last_runs_hold_stale_leases_are_taken_and_the_leases_revok
     finally:
         store.close()
         keeper.close_all()
+
+
+@pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
+def test_a_reader_judges_a_stale_lease_dead_and_leaves_its_revoking_to_a_claim(
+    chain, tmp_path, address
+):
+    """Chunk 1 RUNNING, its run's lease lapsed (its host died with its holder). The
+    commands that only read (status, explain) judge the run dead without revoking the
+    lease, and find the next chunk without locking candidates, so that they answer for a
+    role that may only read (both failed: permission denied for table candidate); the
+    recovery, or the claim, that takes the chunk again revokes the lease."""
+    script(tmp_path, "work.sh", "true")
+    assert chain.run_job("./work.sh").exit_code == 0  # chunk 1's run
+    chain.ok("dml", "update datastatus set status = 'RUNNING' where jobid = 'work'")
+    chain.ok("dml", "update run set seen = now() - interval '1 hour', lease = 1")
+    role = f"reader_{os.getpid()}"
+    _admin(address, f"create role {role} login")
+    try:
+        _admin(address, f"grant select on all tables in schema public to {role}")
+        server = address.split("@", 1)[1]
+        reader = {"DATAFLOW_DB": f"postgresql://{role}@{server}"}
+        status = json.loads(chain.ok("--json", "status", "work", env=reader).out)
+        assert status[0]["running"] == 1 and status[0]["live"] == 0
+        assert "a live run" not in chain.ok("explain", "work", "1", env=reader).out
+        next_chunk = chain.ok("explain", "work", env=reader).out
+        assert next_chunk.startswith("next chunk of work: 2 (2 waiting)")
+        leased = "select count(*) from run where seen is not null"
+        assert rows(tmp_path, leased) == [(1,)]
+        chain.ok("recover")
+        assert rows(tmp_path, leased) == [(0,)]
+    finally:
+        _admin(address, f"drop owned by {role}")
+        _admin(address, f"drop role {role}")
 
 
 def test_ends_recorded_together_are_each_recorded_as_on_their_own(chain, tmp_path, address):

@@ -127,12 +127,14 @@ class Connector(ABC):
 
     @abstractmethod
     def candidates(
-        self, jobid: str, limit: int, after: tuple[str, str] | None = None
+        self, jobid: str, limit: int, after: tuple[str, str] | None = None, lock: bool = True
     ) -> list[tuple[str, str]]:
         """The job's candidates as (sortkey, dataid) in natural order: the first ``limit``
         past the pair ``after`` (a pair as returned, so a row with a wrong key is passed, not
         looped over). A candidate may be stale, or carry a wrong sort key if an outside
-        client wrote it; the claim checks each one and drops or repairs it."""
+        client wrote it; the claim checks each one and drops or repairs it. ``lock``: for a
+        claim, inside its transaction (a store whose claims run side by side locks the
+        rows); False for a reader, which may be a role that may only read."""
 
     # -- what a driver error means ---------------------------------------------------------
 

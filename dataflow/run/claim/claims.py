@@ -83,10 +83,11 @@ def _choose(
     at: datetime | None = None,
     size: int = 1,
     first: list[tuple[str, str]] | None = None,
+    lock: bool = True,
 ) -> Iterator[list[tuple[str, str]]]:
     """Candidates of the job as (sortkey, dataid), in natural order, ``size`` at a time
-    (a shared store locks the candidates it returns: a claim asks for as many as it
-    wants), from ``first`` on if its claim read them already. A job run by a clock: the
+    (a shared store locks the candidates it returns, unless ``lock`` is False: a claim
+    asks for as many as it wants), from ``first`` on if its claim read them already. A job run by a clock: the
     current period at ``at`` (default now), after any earlier one resubmitted (a
     backfill), oldest first."""
     if job.clock:
@@ -102,7 +103,7 @@ def _choose(
             return
         yield batch
         seen = batch[-1]
-    while batch := store.candidates(job.jobid, size, after=seen):
+    while batch := store.candidates(job.jobid, size, after=seen, lock=lock):
         yield batch
         seen = batch[-1]
 
@@ -125,7 +126,7 @@ MISCOUNTED = "has a last run whose attempt or retry is not a count"
 def peek(store: Store, job: Job, limit: int = 10_000, at: datetime | None = None) -> str | None:
     """The chunk the job would claim next (its clock read at ``at``, default now),
     read-only (locks are not probed)."""
-    candidates = (pair for batch in _choose(store, job, at) for pair in batch)
+    candidates = (pair for batch in _choose(store, job, at, lock=False) for pair in batch)
     for seen, (_, dataid) in enumerate(candidates):
         if seen >= limit:
             break

@@ -40,15 +40,22 @@ class ClaimQueries(ChunkQueries):
     # -- the claim ---------------------------------------------------------------------
 
     def candidates(
-        self, jobid: str, limit: int, after: tuple[str, str] | None = None
+        self, jobid: str, limit: int, after: tuple[str, str] | None = None, lock: bool = True
     ) -> list[tuple[str, str]]:
         """The job's next ``limit`` candidates in natural order, locked for this
         transaction; those another claim has locked are passed over, not waited for.
+        Without ``lock`` (a reader's look, which a role that may only read can ask), all
+        of them, as they are.
 
         A row locked here is hidden from every other claim until this transaction ends, so
         a claim asks for as many as it still wants, no more: more would hide the chunks
         after them too, and another RunJob would find "no suitable data" while they wait
         (a drain would end with work left)."""
+        if not lock:
+            if after is None:
+                return self.conn.execute(self.q.candidates_read, (jobid, limit)).fetchall()
+            params = (jobid, *after, limit)
+            return self.conn.execute(self.q.candidates_read_after, params).fetchall()
         return self._candidates(jobid, limit, after)
 
     def job_and_candidates(

@@ -202,11 +202,11 @@ class SqliteStore(Store):
     # -- the claim's read ----------------------------------------------------------------
 
     def candidates(
-        self, jobid: str, limit: int, after: tuple[str, str] | None = None
+        self, jobid: str, limit: int, after: tuple[str, str] | None = None, lock: bool = True
     ) -> list[tuple[str, str]]:
         """The job's candidates as (sortkey, dataid), in natural order: the first ``limit``
         past ``after``, bound as stored (text an outside client wrote that is not UTF-8 is
-        bound as the bytes it was)."""
+        bound as the bytes it was). Nothing to lock: a claim holds the write lock."""
         if after is None:
             rows = self.conn.execute(self.q.candidates, (jobid, limit))
         else:

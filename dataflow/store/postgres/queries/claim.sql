@@ -26,6 +26,15 @@ WITH c AS MATERIALIZED (
     ORDER BY sortkey, dataid LIMIT %s FOR UPDATE SKIP LOCKED)
 SELECT sortkey, dataid, pg_try_advisory_xact_lock(1, hashtext(dataid) & 1023) FROM c;
 
+-- name: candidates_read
+-- A reader's look at the job's first candidates: no lock, no turn (a role that may only
+-- read, a standby, may ask it).
+SELECT sortkey, dataid FROM candidate WHERE jobid = %s ORDER BY sortkey, dataid LIMIT %s;
+
+-- name: candidates_read_after
+SELECT sortkey, dataid FROM candidate WHERE jobid = %s AND (sortkey, dataid) > (%s, %s)
+ORDER BY sortkey, dataid LIMIT %s;
+
 -- name: put_candidate
 INSERT INTO candidate(jobid, sortkey, dataid)
 VALUES (%(jobid)s, dataflow_natkey(%(dataid)s), %(dataid)s) ON CONFLICT DO NOTHING;
