@@ -542,7 +542,9 @@ def _ahead_chain(chain, tmp_path):
 @pytest.mark.both_stores
 def test_a_chunk_claimed_ahead_is_given_back_when_the_drain_is_stopped(chain, tmp_path):
     drain = _ahead_chain(chain, tmp_path)
-    ahead = {d for d, s in statuses(tmp_path, "work").items() if s == "RUNNING"} - {"5"}
+    running = {d for d, s in statuses(tmp_path, "work").items() if s == "RUNNING"}
+    # claimed, never started (the ends of quick jobs are recorded together, a moment late)
+    ahead = running - set((tmp_path / "ran").read_text().split())
     # jobs that end within 0.1 s: four chunks claimed ahead for the one slot, no more
     assert "6" in ahead and len(ahead) <= MANY_AHEAD
     drain.send_signal(signal.SIGTERM)
