@@ -87,9 +87,9 @@ def _choose(
 ) -> Iterator[list[tuple[str, str]]]:
     """Candidates of the job as (sortkey, dataid), in natural order, ``size`` at a time
     (a shared store locks the candidates it returns, unless ``lock`` is False: a claim
-    asks for as many as it wants), from ``first`` on if its claim read them already. A job run by a clock: the
-    current period at ``at`` (default now), after any earlier one resubmitted (a
-    backfill), oldest first."""
+    asks for as many as it wants), from ``first`` on if its claim read them already. A
+    job run by a clock: the current period at ``at`` (default now), after any earlier
+    one resubmitted (a backfill), oldest first."""
     if job.clock:
         now = dataids.period(job.clock, at)
         periods = {d for d in store.dataids_of_job(job.jobid, (RESUBMIT,)) if d < now} | {now}
