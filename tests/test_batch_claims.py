@@ -36,6 +36,7 @@ from support import (
     wait_for,
     waiting_for_locks,
 )
+from support.pgserver import login_role
 
 pytestmark = pytest.mark.both_stores
 
@@ -211,24 +212,17 @@ def test_a_reader_judges_a_stale_lease_dead_and_leaves_its_revoking_to_a_claim(
     assert chain.run_job("./work.sh").exit_code == 0  # chunk 1's run
     chain.ok("dml", "update datastatus set status = 'RUNNING' where jobid = 'work'")
     chain.ok("dml", "update run set seen = now() - interval '1 hour', lease = 1")
-    role = f"reader_{os.getpid()}"
-    _admin(address, f"create role {role} login")
-    try:
-        _admin(address, f"grant select on all tables in schema public to {role}")
-        server = address.split("@", 1)[1]
-        reader = {"DATAFLOW_DB": f"postgresql://{role}@{server}"}
+    with login_role(address, f"reader_{os.getpid()}", "select") as url:
+        reader = {"DATAFLOW_DB": url}
         status = json.loads(chain.ok("--json", "status", "work", env=reader).out)
         assert status[0]["running"] == 1 and status[0]["live"] == 0
         assert "a live run" not in chain.ok("explain", "work", "1", env=reader).out
         next_chunk = chain.ok("explain", "work", env=reader).out
         assert next_chunk.startswith("next chunk of work: 2 (2 waiting)")
-        leased = "select count(*) from run where seen is not null"
-        assert rows(tmp_path, leased) == [(1,)]
-        chain.ok("recover")
-        assert rows(tmp_path, leased) == [(0,)]
-    finally:
-        _admin(address, f"drop owned by {role}")
-        _admin(address, f"drop role {role}")
+    leased = "select count(*) from run where seen is not null"
+    assert rows(tmp_path, leased) == [(1,)]
+    chain.ok("recover")
+    assert rows(tmp_path, leased) == [(0,)]
 
 
 def test_ends_recorded_together_are_each_recorded_as_on_their_own(chain, tmp_path, address):

@@ -23,6 +23,7 @@ from support import (
     wait_for,
 )
 from support.hosts import alive
+from support.pgserver import login_role
 from support.spreading import (
     chunks,
     workers_of,
@@ -191,16 +192,9 @@ def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(
     import psycopg
 
     role = f"brief_{os.getpid()}"
-    with psycopg.connect(address, autocommit=True) as conn:
-        conn.execute(f"create role {role} login connection limit 1")  # RunJob's session
-        for grant in ("all tables in schema", "all sequences in schema", "schema"):
-            conn.execute(f"grant all on {grant} public to {role}")
-        conn.execute(f"grant all on all functions in schema public to {role}")
-    try:
+    with login_role(address, role, "all", limit=1) as url:  # RunJob's session
         chunks(cli, 6)
         script(tmp_path, "work.sh", "echo $dataid >> ledger")
-        url = address.replace("://", f"://{role}@").split("@", 1)
-        url = url[0] + "@" + url[1].split("@", 1)[1]
         runjob = start_runjob(
             cli, "--all", "--parallel", "4", "--workers", "2", "./work.sh", env={"DATAFLOW_DB": url}
         )
@@ -216,7 +210,3 @@ def test_a_worker_refused_a_connection_for_a_moment_waits_for_one(
         assert sorted((tmp_path / "ledger").read_text().split(), key=int) == [
             str(n) for n in range(1, 7)
         ]
-    finally:
-        with psycopg.connect(address, autocommit=True) as conn:
-            conn.execute(f"drop owned by {role}")
-            conn.execute(f"drop role {role}")

@@ -13,6 +13,7 @@ import os
 import pytest
 
 from support import BOUND, host_policy, rows, script, setting, start_runjob, statuses, wait_for
+from support.pgserver import login_role
 from support.receivers import http_receiver
 from support.spreading import (
     JUDGE,
@@ -166,21 +167,10 @@ def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, li
     short of max_connections says too): RunJob of a spread drain ends, no traceback, at
     most one warning line (the store failed for a while) and one error line; what it
     claimed is READY or recovered by a later drain."""
-    import psycopg
-
-    role = f"lim_{os.getpid()}_{limit}"
-    with psycopg.connect(address, autocommit=True) as conn:
-        conn.execute(f"create role {role} login connection limit {limit}")
-        conn.execute(f"grant all on all tables in schema public to {role}")
-        conn.execute(f"grant all on all sequences in schema public to {role}")
-        conn.execute(f"grant all on schema public to {role}")
-        conn.execute(f"grant all on all functions in schema public to {role}")
     cli.env["DATAFLOW_LIVENESS_TIMEOUT"] = str(BOUND)  # the patience waited out: short
-    try:
+    with login_role(address, f"lim_{os.getpid()}_{limit}", "all", limit) as url:
         chunks(cli, 12)
         script(tmp_path, "work.sh", JUDGE + "sleep 0.1")
-        url = address.replace("://", f"://{role}@").split("@", 1)
-        url = url[0] + "@" + url[1].split("@", 1)[1]
         done = cli.runjob(*SPREAD, env={"DATAFLOW_DB": url}, timeout=300)
         _said_once(done.err)
         assert done.code in (0, 1, 3), done
@@ -189,10 +179,6 @@ def test_a_role_short_of_connections_ends_in_one_line(cli, tmp_path, address, li
         assert set(statuses(tmp_path, "work").values()) == {"READY"}
         ran = _no_overlap(tmp_path)
         assert len(ran) == len(set(ran)) == 12, ran
-    finally:
-        with psycopg.connect(address, autocommit=True) as conn:
-            conn.execute(f"drop owned by {role}")
-            conn.execute(f"drop role {role}")
 
 
 @pytest.mark.parametrize(

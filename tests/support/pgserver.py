@@ -140,6 +140,32 @@ def database(server, template: str | None = None) -> Iterator[str]:
         _drop(server, name)
 
 
+@contextlib.contextmanager
+def login_role(address: str, role: str, rights: str, limit: int = -1) -> Iterator[str]:
+    """A role of the store's server that may log in (``limit`` sessions at once; -1: no
+    limit), with ``rights`` in the store's database: "all" (what RunJob needs) or
+    "select" (a role that may only read); the store's address as that role. Dropped at
+    the end, with what it was granted."""
+    import psycopg
+
+    if rights == "all":
+        grants = ["all tables in schema", "all sequences in schema", "schema"]
+        grants = [f"grant all on {grant} public to {role}" for grant in grants]
+        grants.append(f"grant all on all functions in schema public to {role}")
+    else:
+        grants = [f"grant {rights} on all tables in schema public to {role}"]
+    with psycopg.connect(address, autocommit=True) as conn:
+        conn.execute(f"create role {role} login connection limit {limit}")
+        for grant in grants:
+            conn.execute(grant)
+    try:
+        yield f"postgresql://{role}@{address.split('@', 1)[1]}"
+    finally:
+        with psycopg.connect(address, autocommit=True) as conn:
+            conn.execute(f"drop owned by {role}")
+            conn.execute(f"drop role {role}")
+
+
 def _create(server, template: str | None) -> str:
     import psycopg
 
